@@ -1,0 +1,210 @@
+package nvmlsim
+
+import (
+	"sync"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+)
+
+const mib = 1 << 20
+
+// Device is one simulated GPU. Static facts (architecture, compute capability,
+// MIG profiles, ...) come from the embedded go-nvml DGX mock device; the calls
+// that change over time are methods here, computed from the device's
+// Schedule. Overriding them as methods rather than through the mock's XxxFunc
+// fields matters: the mock records every call it serves, which would grow
+// without bound in a long-running simulation.
+type Device struct {
+	*server.Device
+
+	model Model
+	uuid  string
+	name  string
+	busID string
+	now   func() time.Time
+
+	weights  uint64 // bytes of model weights and CUDA context
+	kvBudget uint64 // bytes the KV cache may grow to
+
+	mu       sync.Mutex
+	sched    *Schedule
+	energyAt int64   // Unix ns up to which energyJ has been integrated
+	energyJ  float64 // the energy counter's value at energyAt
+}
+
+var _ nvml.Device = (*Device)(nil)
+
+func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() time.Time) *Device {
+	d := &Device{
+		Device: mock,
+		model:  m,
+		uuid:   simulatedUUID(m.Name, seed, index),
+		name:   m.GPU.Name + " (simulated)",
+		busID:  mock.PciBusID,
+		now:    now,
+		sched:  NewSchedule(m, seed, index),
+	}
+	mock.UUID = d.uuid
+	total := m.GPU.MemoryMB * mib
+	// Weights take 30-45% of memory depending on the GPU's seat in the
+	// server (a stand-in for different model shards); vLLM-style serving lets
+	// the KV cache grow to 90% of the memory in total.
+	d.weights = total * uint64(30+mix(seed^uint64(index))%16) / 100
+	d.kvBudget = total*9/10 - d.weights - m.ReservedMiB*mib
+	// The energy counter runs from driver load: pretend that was two to four
+	// days ago at a 250 W average.
+	d.energyAt = now().UnixNano()
+	d.energyJ = float64(2+index%3) * 86400 * 250
+	return d
+}
+
+// Schedule returns the workload the device follows.
+func (d *Device) Schedule() *Schedule { return d.sched }
+
+// sampleWindow is the period over which NVML averages utilisation and power
+// readings on recent GPUs.
+const sampleWindow = int64(time.Second)
+
+func (d *Device) window(length int64) (Totals, int64) {
+	t := d.now().UnixNano()
+	return d.sched.Integrate(t-length, t), t
+}
+
+// GetUUID implements nvml.Device.
+func (d *Device) GetUUID() (string, nvml.Return) { return d.uuid, nvml.SUCCESS }
+
+// GetName implements nvml.Device.
+func (d *Device) GetName() (string, nvml.Return) { return d.name, nvml.SUCCESS }
+
+// GetPciInfo implements nvml.Device.
+func (d *Device) GetPciInfo() (nvml.PciInfo, nvml.Return) {
+	info := nvml.PciInfo{PciDeviceId: d.model.GPU.PciDeviceId, Bus: uint32(d.Index)}
+	for i := 0; i < len(d.busID) && i < len(info.BusId)-1; i++ {
+		info.BusId[i] = int8(d.busID[i])
+	}
+	return info, nvml.SUCCESS
+}
+
+// GetUtilizationRates implements nvml.Device.
+func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tot, _ := d.window(sampleWindow)
+	return nvml.Utilization{
+		Gpu:    uint32(100*tot.BusySeconds/tot.Seconds + 0.5),
+		Memory: uint32(100*tot.MemSeconds/tot.Seconds + 0.5),
+	}, nvml.SUCCESS
+}
+
+// GetEncoderUtilization implements nvml.Device: LLM serving does not use NVENC.
+func (d *Device) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	return 0, 167000, nvml.SUCCESS
+}
+
+// GetDecoderUtilization implements nvml.Device: LLM serving does not use NVDEC.
+func (d *Device) GetDecoderUtilization() (uint32, uint32, nvml.Return) {
+	return 0, 167000, nvml.SUCCESS
+}
+
+func (d *Device) memoryUsed() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.now().UnixNano()
+	return d.weights + uint64(d.sched.At(t).kvAt(t)*float64(d.kvBudget))
+}
+
+// GetMemoryInfo implements nvml.Device. As with the real v1 call, memory the
+// driver reserves counts as used.
+func (d *Device) GetMemoryInfo() (nvml.Memory, nvml.Return) {
+	total := d.model.GPU.MemoryMB * mib
+	used := d.memoryUsed() + d.model.ReservedMiB*mib
+	return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+}
+
+// GetMemoryInfo_v2 implements nvml.Device.
+func (d *Device) GetMemoryInfo_v2() (nvml.Memory_v2, nvml.Return) {
+	total := d.model.GPU.MemoryMB * mib
+	reserved := d.model.ReservedMiB * mib
+	used := d.memoryUsed()
+	return nvml.Memory_v2{Version: nvml.STRUCT_VERSION(nvml.Memory_v2{}, 2), Total: total, Reserved: reserved, Used: used, Free: total - used - reserved}, nvml.SUCCESS
+}
+
+// GetPowerUsage implements nvml.Device: milliwatts averaged over the last second.
+func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tot, _ := d.window(sampleWindow)
+	return uint32(1000 * tot.Joules / tot.Seconds), nvml.SUCCESS
+}
+
+// GetTotalEnergyConsumption implements nvml.Device: millijoules since driver
+// load, the exact integral of the schedule's power.
+func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if t := d.now().UnixNano(); t > d.energyAt {
+		d.energyJ += d.sched.Integrate(d.energyAt, t).Joules
+		d.energyAt = t
+	}
+	return uint64(d.energyJ * 1000), nvml.SUCCESS
+}
+
+// GetEnforcedPowerLimit implements nvml.Device.
+func (d *Device) GetEnforcedPowerLimit() (uint32, nvml.Return) {
+	return uint32(d.model.PowerLimitW * 1000), nvml.SUCCESS
+}
+
+// GetTemperature implements nvml.Device. The die follows the last minute's
+// mean power (a first-order stand-in for the heat sink's thermal mass): about
+// 32 °C idle, about 78 °C at a sustained power limit.
+func (d *Device) GetTemperature(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
+	if sensor != nvml.TEMPERATURE_GPU {
+		return 0, nvml.ERROR_INVALID_ARGUMENT
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	tot, _ := d.window(int64(time.Minute))
+	load := (tot.Joules/tot.Seconds - d.model.IdlePowerW) / (d.model.PowerLimitW - d.model.IdlePowerW)
+	return uint32(32 + 46*max(load, 0) + 0.5), nvml.SUCCESS
+}
+
+// GetClockInfo implements nvml.Device. SM and graphics clocks boost while
+// kernels run and sag as power nears the limit; the memory clock is fixed.
+func (d *Device) GetClockInfo(clock nvml.ClockType) (uint32, nvml.Return) {
+	switch clock {
+	case nvml.CLOCK_MEM:
+		return d.model.MemClockMHz, nvml.SUCCESS
+	case nvml.CLOCK_GRAPHICS, nvml.CLOCK_SM:
+	default:
+		return 0, nvml.ERROR_NOT_SUPPORTED
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t := d.now().UnixNano()
+	seg := d.sched.At(t)
+	if seg.Phase == PhaseIdle {
+		return d.model.SMClockIdle, nvml.SUCCESS
+	}
+	headroom := (seg.PowerW/d.model.PowerLimitW - 0.85) / 0.15 // 0 below 85% of the limit, 1 at it
+	sag := 0.12 * min(max(headroom, 0), 1)
+	return uint32(float64(d.model.SMClockMaxMHz) * (1 - sag)), nvml.SUCCESS
+}
+
+// GetPerformanceState implements nvml.Device: P0 while requests ran in the
+// last ten seconds, P1 when the server has been quiet longer.
+func (d *Device) GetPerformanceState() (nvml.Pstates, nvml.Return) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if tot, _ := d.window(int64(10 * time.Second)); tot.BusySeconds > 0 {
+		return nvml.PSTATE_0, nvml.SUCCESS
+	}
+	return nvml.PSTATE_1, nvml.SUCCESS
+}
+
+// GetFanSpeed implements nvml.Device: SXM boards have no fan of their own,
+// and NVML says so.
+func (d *Device) GetFanSpeed() (uint32, nvml.Return) {
+	return 0, nvml.ERROR_NOT_SUPPORTED
+}

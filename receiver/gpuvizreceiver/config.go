@@ -1,0 +1,125 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/scraper/scraperhelper"
+
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+// Backend says where the receiver reads GPUs from.
+type Backend string
+
+const (
+	// BackendNVML reads real GPUs through the NVIDIA driver's NVML library.
+	BackendNVML Backend = "nvml"
+	// BackendSimulated reads the simulated servers of internal/nvmlsim.
+	BackendSimulated Backend = "simulated"
+	// BackendAuto reads NVML when it loads, else the simulation, with a warning.
+	BackendAuto Backend = "auto"
+)
+
+// Config is the gpuviz receiver's configuration.
+type Config struct {
+	scraperhelper.ControllerConfig `mapstructure:",squash"`
+	metadata.MetricsBuilderConfig  `mapstructure:",squash"`
+
+	// Backend is nvml (the default, so that production never silently
+	// simulates), simulated, or auto.
+	Backend Backend `mapstructure:"backend"`
+	// NVML configures the nvml backend.
+	NVML NVMLConfig `mapstructure:"nvml"`
+	// Simulated configures the simulated backend (and auto's fallback).
+	Simulated SimulatedConfig `mapstructure:"simulated"`
+	// Devices restricts the receiver to these GPUs, by NVML index or UUID.
+	// Empty means every GPU.
+	Devices []DeviceRef `mapstructure:"devices"`
+
+	_ struct{}
+}
+
+// NVMLConfig configures the nvml backend.
+type NVMLConfig struct {
+	// LibraryPath is the NVML shared library to load; empty means
+	// libnvidia-ml.so.1 from the dynamic loader's search path.
+	LibraryPath string `mapstructure:"library_path"`
+
+	_ struct{}
+}
+
+// SimulatedConfig configures the simulated backend.
+type SimulatedConfig struct {
+	// Model is the simulated GPU: a100, h100, h200 or b200.
+	Model string `mapstructure:"model"`
+	// GPUs is the number of GPUs in the simulated server.
+	GPUs int `mapstructure:"gpus"`
+	// Seed drives the simulated workload: the same seed gives the same
+	// workload at the same wall-clock time.
+	Seed uint64 `mapstructure:"seed"`
+
+	_ struct{}
+}
+
+// DeviceRef names a GPU by NVML index ("3", or 3 in YAML) or by UUID
+// ("GPU-...").
+type DeviceRef string
+
+// UnmarshalScalar lets YAML integers name GPUs by index.
+func (d *DeviceRef) UnmarshalScalar(v confmap.ScalarValue) error {
+	switch raw := v.GetRaw().(type) {
+	case int:
+		*d = DeviceRef(strconv.Itoa(raw))
+	case string:
+		*d = DeviceRef(raw)
+	default:
+		return fmt.Errorf("a device is a GPU index or UUID, not %v", raw)
+	}
+	return nil
+}
+
+// index returns the NVML index d names, or false when d is a UUID.
+func (d DeviceRef) index() (int, bool) {
+	i, err := strconv.Atoi(string(d))
+	return i, err == nil
+}
+
+// Validate checks the configuration before the receiver starts.
+func (cfg *Config) Validate() error {
+	var errs []error
+	switch cfg.Backend {
+	case BackendNVML, BackendSimulated, BackendAuto:
+	default:
+		errs = append(errs, fmt.Errorf("backend: %q is not a backend: use nvml, simulated or auto", cfg.Backend))
+	}
+	if cfg.Backend != BackendNVML {
+		if _, err := nvmlsim.LookupModel(cfg.Simulated.Model); err != nil {
+			errs = append(errs, fmt.Errorf("simulated.model: %w", err))
+		}
+		if cfg.Simulated.GPUs < 1 || cfg.Simulated.GPUs > nvmlsim.MaxGPUs {
+			errs = append(errs, fmt.Errorf("simulated.gpus: %d is out of range: a simulated server has 1 to %d GPUs", cfg.Simulated.GPUs, nvmlsim.MaxGPUs))
+		}
+	}
+	seen := map[DeviceRef]bool{}
+	for i, d := range cfg.Devices {
+		if idx, ok := d.index(); ok {
+			if idx < 0 {
+				errs = append(errs, fmt.Errorf("devices[%d]: %q is not a GPU index: indexes start at 0", i, d))
+			}
+		} else if strings.HasPrefix(string(d), "MIG-") {
+			errs = append(errs, fmt.Errorf("devices[%d]: %q is a MIG device: name its physical GPU instead", i, d))
+		} else if !strings.HasPrefix(string(d), "GPU-") {
+			errs = append(errs, fmt.Errorf("devices[%d]: %q is neither a GPU index (0, 1, ...) nor a GPU UUID (GPU-... as nvidia-smi -L prints)", i, d))
+		}
+		if seen[d] {
+			errs = append(errs, fmt.Errorf("devices[%d]: %q is listed twice", i, d))
+		}
+		seen[d] = true
+	}
+	return errors.Join(errs...)
+}

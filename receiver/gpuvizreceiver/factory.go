@@ -1,0 +1,44 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/scraper"
+	"go.opentelemetry.io/collector/scraper/scraperhelper"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+// NewFactory returns the gpuviz receiver's factory.
+func NewFactory() receiver.Factory {
+	return receiver.NewFactory(
+		metadata.Type,
+		createDefaultConfig,
+		receiver.WithMetrics(createMetrics, metadata.MetricsStability))
+}
+
+func createDefaultConfig() component.Config {
+	cc := scraperhelper.NewDefaultControllerConfig()
+	cc.CollectionInterval = 10 * time.Second
+	return &Config{
+		ControllerConfig:     cc,
+		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		Backend:              BackendNVML,
+		Simulated:            SimulatedConfig{Model: "h200", GPUs: 8, Seed: 1},
+	}
+}
+
+func createMetrics(_ context.Context, set receiver.Settings, cfg component.Config, next consumer.Metrics) (receiver.Metrics, error) {
+	c := cfg.(*Config)
+	s := newGPUScraper(c, set)
+	sc, err := scraper.NewMetrics(s.scrape, scraper.WithStart(s.start), scraper.WithShutdown(s.shutdown))
+	if err != nil {
+		return nil, err
+	}
+	return scraperhelper.NewMetricsController(&c.ControllerConfig, set, next,
+		scraperhelper.AddMetricsScraper(metadata.Type, sc))
+}

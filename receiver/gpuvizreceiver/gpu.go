@@ -1,0 +1,129 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+)
+
+// gpu is one device the receiver reads: its handle, the facts that do not
+// change while it runs (read once at start), and what it has shown it cannot
+// do.
+type gpu struct {
+	dev   nvml.Device
+	index int
+	busID string
+
+	// Attribute values shared by every data point of this GPU.
+	id, name, vendor, model, driver string
+
+	// unsupported holds the readings NVML answered ERROR_NOT_SUPPORTED for:
+	// they are not asked again.
+	unsupported readingSet
+	// lost is set while the GPU answers ERROR_GPU_IS_LOST.
+	lost bool
+	// memoryV1 is set when the v2 memory call turned out unsupported.
+	memoryV1 bool
+}
+
+// readingSet is a set of readings, one bit each.
+type readingSet uint64
+
+func (s readingSet) has(r reading) bool { return s&(1<<r) != 0 }
+func (s *readingSet) add(r reading)     { *s |= 1 << r }
+
+// symbols records which optional NVML entry points the loaded library has.
+// Calling one it lacks kills the process (a dynamic-linker error, not a
+// return code), so each is looked up once at start and readings that need a
+// missing one are never made.
+type symbols struct {
+	memoryInfoV2 bool
+	totalEnergy  bool
+}
+
+func probeSymbols(lib nvml.Interface) symbols {
+	ext := lib.Extensions()
+	return symbols{
+		memoryInfoV2: ext.LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil,
+		totalEnergy:  ext.LookupSymbol("nvmlDeviceGetTotalEnergyConsumption") == nil,
+	}
+}
+
+// selectGPUs resolves the configured device list (empty: all GPUs) to NVML
+// indexes. A device that does not exist is a configuration error.
+func selectGPUs(lib nvml.Interface, refs []DeviceRef) ([]int, error) {
+	count, ret := lib.DeviceGetCount()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("cannot count GPUs: %w", ret)
+	}
+	if len(refs) == 0 {
+		all := make([]int, count)
+		for i := range all {
+			all[i] = i
+		}
+		return all, nil
+	}
+	var indexes []int
+	for i, ref := range refs {
+		if idx, ok := ref.index(); ok {
+			if idx >= count {
+				return nil, fmt.Errorf("devices[%d]: there is no GPU %d: NVML sees %d GPUs (0 to %d)", i, idx, count, count-1)
+			}
+			indexes = append(indexes, idx)
+			continue
+		}
+		dev, ret := lib.DeviceGetHandleByUUID(string(ref))
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("devices[%d]: no GPU has UUID %q (%v): `nvidia-smi -L` lists the UUIDs", i, ref, ret)
+		}
+		idx, ret := dev.GetIndex()
+		if ret != nvml.SUCCESS {
+			return nil, fmt.Errorf("devices[%d]: cannot read the index of GPU %q: %w", i, ref, ret)
+		}
+		indexes = append(indexes, idx)
+	}
+	return indexes, nil
+}
+
+// openGPU reads the static facts of GPU index.
+func openGPU(lib nvml.Interface, index int, driver string) (*gpu, error) {
+	dev, ret := lib.DeviceGetHandleByIndex(index)
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %d: cannot get a handle: %w", index, ret)
+	}
+	uuid, ret := dev.GetUUID()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %d: cannot read its UUID: %w", index, ret)
+	}
+	model, ret := dev.GetName()
+	if ret != nvml.SUCCESS {
+		return nil, fmt.Errorf("GPU %d: cannot read its name: %w", index, ret)
+	}
+	g := &gpu{
+		dev:    dev,
+		index:  index,
+		id:     uuid,
+		name:   fmt.Sprintf("GPU %d", index),
+		vendor: "NVIDIA",
+		model:  model,
+		driver: driver,
+	}
+	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
+		g.busID = busID(pci.BusId[:])
+	}
+	return g, nil
+}
+
+// busID turns NVML's NUL-terminated C string into a Go string, in the form
+// nvidia-smi prints (00000000:1B:00.0).
+func busID(raw []int8) string {
+	var b strings.Builder
+	for _, c := range raw {
+		if c == 0 {
+			break
+		}
+		b.WriteByte(byte(c))
+	}
+	return b.String()
+}

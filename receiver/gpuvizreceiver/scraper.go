@@ -1,0 +1,171 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+	"go.uber.org/zap"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+// gpuScraper reads every selected GPU once per collection interval.
+type gpuScraper struct {
+	cfg      *Config
+	settings receiver.Settings
+	logger   *zap.Logger
+	// open is the backend opener; tests replace it to read a go-nvml mock.
+	open func(*Config, *zap.Logger) (nvml.Interface, Backend, error)
+
+	lib      nvml.Interface
+	syms     symbols
+	gpus     []*gpu
+	mb       *metadata.MetricsBuilder
+	resource pcommon.Resource
+}
+
+func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
+	return &gpuScraper{cfg: cfg, settings: settings, logger: settings.Logger, open: openBackend}
+}
+
+func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
+	lib, backend, err := s.open(s.cfg, s.logger)
+	if err != nil {
+		return err
+	}
+	if err := s.discover(lib); err != nil {
+		lib.Shutdown()
+		return err
+	}
+	s.lib = lib
+
+	s.mb = metadata.NewMetricsBuilder(s.cfg.MetricsBuilderConfig, s.settings)
+	rb := s.mb.NewResourceBuilder()
+	if backend == BackendSimulated {
+		rb.SetGpuvizBackendSimulated()
+	} else {
+		rb.SetGpuvizBackendNvml()
+	}
+	if host, err := os.Hostname(); err == nil {
+		rb.SetHostName(host)
+	}
+	s.resource = rb.Emit()
+	s.logger.Info("gpuviz receiver reading GPUs", zap.String("backend", string(backend)), zap.Int("gpus", len(s.gpus)))
+	return nil
+}
+
+// discover probes the library and reads the static facts of the selected
+// GPUs. A GPU that cannot even be identified is logged and left out: it
+// must not keep the others from being read.
+func (s *gpuScraper) discover(lib nvml.Interface) error {
+	s.syms = probeSymbols(lib)
+	if !s.syms.totalEnergy {
+		s.logger.Info("this NVML has no nvmlDeviceGetTotalEnergyConsumption: hw.energy will not be reported")
+	}
+	indexes, err := selectGPUs(lib, s.cfg.Devices)
+	if err != nil {
+		return err
+	}
+	driver, ret := lib.SystemGetDriverVersion()
+	if ret != nvml.SUCCESS {
+		driver = ""
+	}
+	s.gpus = s.gpus[:0]
+	for _, idx := range indexes {
+		g, err := openGPU(lib, idx, driver)
+		if err != nil {
+			s.logger.Error("GPU left out: it could not be identified at start", zap.Error(err))
+			continue
+		}
+		if !s.syms.totalEnergy {
+			g.unsupported.add(readEnergy)
+		}
+		s.gpus = append(s.gpus, g)
+	}
+	if len(indexes) == 0 {
+		s.logger.Warn("NVML sees no GPU: the gpuviz receiver will report nothing")
+	}
+	return nil
+}
+
+func (s *gpuScraper) shutdown(context.Context) error {
+	if s.lib == nil {
+		return nil
+	}
+	ret := s.lib.Shutdown()
+	s.lib = nil
+	if ret != nvml.SUCCESS {
+		return fmt.Errorf("nvmlShutdown: %w", ret)
+	}
+	return nil
+}
+
+func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
+	var errs scrapererror.ScrapeErrors
+	for i, g := range s.gpus {
+		if err := ctx.Err(); err != nil {
+			errs.AddPartial(len(s.gpus)-i, fmt.Errorf("scrape timed out before GPU %d was read: %w", g.index, err))
+			break
+		}
+		s.scrapeGPU(g, &errs)
+	}
+	return s.mb.Emit(metadata.WithResource(s.resource)), errs.Combine()
+}
+
+// scrapeGPU makes every reading of one GPU that is enabled and supported,
+// then reports the GPU's state. A reading that fails costs only its own
+// metrics; a lost GPU ends its own scrape, never the others'.
+func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
+	ts := pcommon.NewTimestampFromTime(time.Now())
+	state := metadata.AttributeHwStateOk
+	wasLost := g.lost
+	g.lost = false
+	for r := range readingCount {
+		if g.unsupported.has(r) || !r.enabled(&s.cfg.Metrics) {
+			continue
+		}
+		ret := r.read(s, g, ts)
+		switch ret {
+		case nvml.SUCCESS:
+			continue
+		case nvml.ERROR_NOT_SUPPORTED:
+			g.unsupported.add(r)
+			s.logger.Info("GPU does not support a reading; it will not be asked again",
+				zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.String("reading", r.String()))
+			continue
+		case nvml.ERROR_GPU_IS_LOST:
+			g.lost = true
+			errs.AddPartial(1, fmt.Errorf("GPU %d (%s) is lost (fallen off the bus or failed): %w", g.index, g.id, ret))
+			if !wasLost {
+				s.logger.Error("GPU lost: reporting hw.status failed until it answers again; the other GPUs are unaffected",
+					zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+			}
+		default:
+			state = metadata.AttributeHwStateDegraded
+			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): reading %s: %w", g.index, g.id, r, ret))
+			continue
+		}
+		break
+	}
+	s.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
+	if g.lost {
+		state = metadata.AttributeHwStateFailed
+	} else if wasLost {
+		s.logger.Info("GPU answers again", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+	}
+	for _, st := range []metadata.AttributeHwState{metadata.AttributeHwStateOk, metadata.AttributeHwStateDegraded, metadata.AttributeHwStateFailed} {
+		var v int64
+		if st == state {
+			v = 1
+		}
+		s.mb.RecordHwStatusDataPoint(ts, v, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, st)
+	}
+}
