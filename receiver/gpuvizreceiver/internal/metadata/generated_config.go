@@ -4,6 +4,7 @@ package metadata
 
 import (
 	"fmt"
+	"slices"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/filter"
@@ -51,6 +52,12 @@ func (ms *HwEnergyMetricConfig) Validate() error {
 		default:
 			return fmt.Errorf("metric hw.energy doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type]", val)
 		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwEnergyMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.energy metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwEnergyMetricAttributeKeyHwType) {
+		return fmt.Errorf("hw.type is a required attribute for hw.energy metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -104,6 +111,9 @@ func (ms *HwGpuMemoryLimitMetricConfig) Validate() error {
 			return fmt.Errorf("metric hw.gpu.memory.limit doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, HwGpuMemoryLimitMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.gpu.memory.limit metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -156,6 +166,9 @@ func (ms *HwGpuMemoryUsageMetricConfig) Validate() error {
 			return fmt.Errorf("metric hw.gpu.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, HwGpuMemoryUsageMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.gpu.memory.usage metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -207,6 +220,9 @@ func (ms *HwGpuMemoryUtilizationMetricConfig) Validate() error {
 		default:
 			return fmt.Errorf("metric hw.gpu.memory.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwGpuMemoryUtilizationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.gpu.memory.utilization metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -261,6 +277,9 @@ func (ms *HwGpuUtilizationMetricConfig) Validate() error {
 			return fmt.Errorf("metric hw.gpu.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.gpu.task]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, HwGpuUtilizationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.gpu.utilization metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -313,6 +332,12 @@ func (ms *HwPowerMetricConfig) Validate() error {
 		default:
 			return fmt.Errorf("metric hw.power doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type]", val)
 		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwPowerMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.power metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwPowerMetricAttributeKeyHwType) {
+		return fmt.Errorf("hw.type is a required attribute for hw.power metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -368,6 +393,15 @@ func (ms *HwStatusMetricConfig) Validate() error {
 			return fmt.Errorf("metric hw.status doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type, hw.state]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, HwStatusMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.status metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwStatusMetricAttributeKeyHwType) {
+		return fmt.Errorf("hw.type is a required attribute for hw.status metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwStatusMetricAttributeKeyHwState) {
+		return fmt.Errorf("hw.state is a required attribute for hw.status metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -422,6 +456,12 @@ func (ms *HwTemperatureMetricConfig) Validate() error {
 			return fmt.Errorf("metric hw.temperature doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type, hw.sensor_location]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, HwTemperatureMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.temperature metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwTemperatureMetricAttributeKeyHwType) {
+		return fmt.Errorf("hw.type is a required attribute for hw.temperature metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -475,6 +515,9 @@ func (ms *NvidiaGpuClockFrequencyMetricConfig) Validate() error {
 			return fmt.Errorf("metric nvidia.gpu.clock.frequency doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.clock.domain]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.clock.frequency metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -526,6 +569,9 @@ func (ms *NvidiaGpuFanSpeedMetricConfig) Validate() error {
 		default:
 			return fmt.Errorf("metric nvidia.gpu.fan.speed doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuFanSpeedMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.fan.speed metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -581,6 +627,9 @@ func (ms *NvidiaGpuInfoMetricConfig) Validate() error {
 			return fmt.Errorf("metric nvidia.gpu.info doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.index, nvidia.gpu.pci.bus_id]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuInfoMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.info metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -632,6 +681,9 @@ func (ms *NvidiaGpuMemoryControllerUtilizationMetricConfig) Validate() error {
 		default:
 			return fmt.Errorf("metric nvidia.gpu.memory_controller.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.memory_controller.utilization metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -685,6 +737,9 @@ func (ms *NvidiaGpuPerformanceStateMetricConfig) Validate() error {
 			return fmt.Errorf("metric nvidia.gpu.performance_state doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
 	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPerformanceStateMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.performance_state metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -736,6 +791,9 @@ func (ms *NvidiaGpuPowerLimitMetricConfig) Validate() error {
 		default:
 			return fmt.Errorf("metric nvidia.gpu.power.limit doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
 		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPowerLimitMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.power.limit metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {

@@ -93,85 +93,85 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordHwEnergyDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwEnergyDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu)
+				mb.RecordHwEnergyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwGpuMemoryLimitDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwGpuMemoryLimitDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordHwGpuMemoryLimitDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwGpuMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwGpuMemoryUsageDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordHwGpuMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwGpuMemoryUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwGpuMemoryUtilizationDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordHwGpuMemoryUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwGpuUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwGpuTaskGeneral)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwGpuUtilizationDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwGpuTaskEncoder)
+				mb.RecordHwGpuUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwGpuTaskEncoder)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwPowerDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwPowerDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu)
+				mb.RecordHwPowerDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwStatusDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu, AttributeHwStateOk)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwStatusDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeHwStateDegraded)
+				mb.RecordHwStatusDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeHwStateOk)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwTemperatureDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu, AttributeHwSensorLocationGpu)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwTemperatureDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeHwSensorLocationGpu)
+				mb.RecordHwTemperatureDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeHwSensorLocationGpu)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuClockDomainGraphics)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuClockDomainSm)
+				mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuClockDomainSm)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuInfoDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 16, "nvidia.gpu.pci.bus_id-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuInfoDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 17, "nvidia.gpu.pci.bus_id-val-2")
+				mb.RecordNvidiaGpuInfoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 17, "nvidia.gpu.pci.bus_id-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 3, "hw.id-val-2", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
 			}
 
 			rb := mb.NewResourceBuilder()
@@ -278,7 +278,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -288,7 +288,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.type")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "hw.gpu.memory.limit":
 					if tt.name != "reaggregate_set" {
@@ -344,7 +344,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -408,7 +408,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -468,7 +468,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -531,7 +531,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -596,7 +596,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -606,7 +606,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.type")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "hw.status":
 					if tt.name != "reaggregate_set" {
@@ -668,7 +668,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -678,9 +678,9 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.type")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.state")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "hw.temperature":
 					if tt.name != "reaggregate_set" {
@@ -738,7 +738,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -748,7 +748,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.type")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.sensor_location")
 						assert.False(t, ok)
 					}
@@ -805,7 +805,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -867,7 +867,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -933,7 +933,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -997,7 +997,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -1057,7 +1057,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
@@ -1117,7 +1117,7 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("hw.id")
-						assert.False(t, ok)
+						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.vendor")
