@@ -1,0 +1,91 @@
+package gpuvizreceiver
+
+import (
+	"go/token"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) (*Config, error) {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	if err := sub.Unmarshal(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func TestLoadConfig(t *testing.T) {
+	simulated := defaultConfig()
+	simulated.CollectionInterval = 2 * time.Second
+	simulated.Backend = BackendSimulated
+	simulated.Simulated = SimulatedConfig{Model: "B200", GPUs: 4, Seed: 42}
+
+	devices := defaultConfig()
+	devices.NVML.LibraryPath = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+	devices.Devices = []DeviceRef{"0", "3", "GPU-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11"}
+	devices.Metrics.NvidiaGpuFanSpeed.Enabled = false
+
+	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadConfig(t, name)
+			require.NoError(t, err)
+			require.NoError(t, confmap.Validate(cfg))
+			if diff := cmp.Diff(want, cfg, cmpopts.EquateEmpty(), ignoreUnexported()); diff != "" {
+				t.Errorf("config mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// ignoreUnexported ignores unexported fields, such as the ones mdatagen puts
+// in every per-metric config to record whether the user set it.
+func ignoreUnexported() cmp.Option {
+	return cmp.FilterPath(func(p cmp.Path) bool {
+		sf, ok := p.Index(-1).(cmp.StructField)
+		return ok && !token.IsExported(sf.Name())
+	}, cmp.Ignore())
+}
+
+func TestDefaultConfigNeverSimulates(t *testing.T) {
+	assert.Equal(t, BackendNVML, defaultConfig().Backend, "production must not silently simulate")
+	require.NoError(t, confmap.Validate(defaultConfig()))
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for name, want := range map[string]string{
+		"bad_backend":      `backend: "dcgm" is not a backend: use nvml, simulated or auto`,
+		"bad_model":        `simulated.model: unknown simulated GPU model "h300": use one of a100, b200, h100, h200`,
+		"no_gpus":          "simulated.gpus: 0 is out of range: a simulated server has 1 to 64 GPUs",
+		"too_many_gpus":    "simulated.gpus: 65 is out of range",
+		"bad_device":       `devices[0]: "nvidia0" is neither a GPU index (0, 1, ...) nor a GPU UUID`,
+		"negative_device":  `devices[0]: "-1" is not a GPU index: indexes start at 0`,
+		"mig_device":       `devices[0]: "MIG-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11" is a MIG device: name its physical GPU instead`,
+		"duplicate_device": `devices[1]: "1" is listed twice`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := loadConfig(t, name)
+			require.NoError(t, err)
+			assert.ErrorContains(t, confmap.Validate(cfg), want)
+		})
+	}
+	t.Run("float_device", func(t *testing.T) {
+		_, err := loadConfig(t, "float_device")
+		assert.ErrorContains(t, err, "a device is a GPU index or UUID, not 1.5")
+	})
+}

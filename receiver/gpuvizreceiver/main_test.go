@@ -1,0 +1,5 @@
+package gpuvizreceiver
+
+import "flag"
+
+var update = flag.Bool("update", false, "rewrite golden files from the current output")

@@ -1,0 +1,322 @@
+package gpuvizreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+	"go.uber.org/zap"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+// fixtureServer is a go-nvml DGX H100 mock with n GPUs whose dynamic calls
+// return fixed, distinct values per GPU, so that every unit conversion shows
+// in the golden file.
+func fixtureServer(n int) *server.Server {
+	s := dgxh100.NewWithGPUs(gpus.Multiple(n, gpus.H100_SXM5_80GB)...)
+	for i, d := range s.Devices {
+		dev := d.(*server.Device)
+		dev.UUID = fmt.Sprintf("GPU-00000000-0000-0000-0000-00000000000%d", i)
+		k := uint32(i)
+		dev.GetPciInfoFunc = func() (nvml.PciInfo, nvml.Return) {
+			var p nvml.PciInfo
+			for j, c := range fmt.Sprintf("00000000:%02X:00.0", 0x18+i) {
+				p.BusId[j] = int8(c)
+			}
+			return p, nvml.SUCCESS
+		}
+		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+			return nvml.Utilization{Gpu: 90 + k, Memory: 40 + k}, nvml.SUCCESS
+		}
+		dev.GetEncoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 0, 167000, nvml.SUCCESS }
+		dev.GetDecoderUtilizationFunc = func() (uint32, uint32, nvml.Return) { return 5, 167000, nvml.SUCCESS }
+		dev.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+			total := uint64(80 << 30)
+			used := uint64(20+k) << 30
+			return nvml.Memory_v2{Total: total, Reserved: 512 << 20, Used: used, Free: total - used - 512<<20}, nvml.SUCCESS
+		}
+		dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 412345 + k, nvml.SUCCESS }
+		dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 123456789 + uint64(k), nvml.SUCCESS }
+		dev.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 61 + k, nvml.SUCCESS }
+		dev.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
+			switch c {
+			case nvml.CLOCK_MEM:
+				return 2619, nvml.SUCCESS
+			default:
+				return 1980 - 10*k, nvml.SUCCESS
+			}
+		}
+		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS }
+		dev.GetPerformanceStateFunc = func() (nvml.Pstates, nvml.Return) { return nvml.PSTATE_0, nvml.SUCCESS }
+		dev.GetFanSpeedFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+	}
+	return s
+}
+
+func device(s *server.Server, i int) *server.Device { return s.Devices[i].(*server.Device) }
+
+// startScraper starts a scraper reading lib as if it were the named backend.
+func startScraper(t *testing.T, cfg *Config, lib nvml.Interface, backend Backend) *gpuScraper {
+	t.Helper()
+	s := newGPUScraper(cfg, receivertest.NewNopSettings(metadata.Type))
+	s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, backend, nil }
+	require.NoError(t, s.start(context.Background(), nil))
+	t.Cleanup(func() { require.NoError(t, s.shutdown(context.Background())) })
+	return s
+}
+
+func defaultConfig() *Config { return createDefaultConfig().(*Config) }
+
+func compareGolden(t *testing.T, name string, got pmetric.Metrics) {
+	t.Helper()
+	path := filepath.Join("testdata", "golden", name)
+	// Regenerate with: go test ./receiver/gpuvizreceiver -run TestScrapeGolden -update
+	if *update {
+		require.NoError(t, golden.WriteMetrics(t, path, got))
+	}
+	want, err := golden.ReadMetrics(path)
+	require.NoError(t, err)
+	require.NoError(t, pmetrictest.CompareMetrics(want, got,
+		pmetrictest.IgnoreTimestamp(), pmetrictest.IgnoreStartTimestamp(),
+		pmetrictest.IgnoreResourceAttributeValue("host.name"),
+		pmetrictest.IgnoreMetricsOrder(), pmetrictest.IgnoreMetricDataPointsOrder()))
+}
+
+func TestScrapeGolden(t *testing.T) {
+	s := startScraper(t, defaultConfig(), fixtureServer(2), BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	compareGolden(t, "scrape.yaml", m)
+}
+
+func TestScrapeSimulatedIsMarked(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Backend = BackendSimulated
+	cfg.Simulated.GPUs = 2
+	lib, err := openSimulated(cfg.Simulated)
+	require.NoError(t, err)
+	s := startScraper(t, cfg, lib, BackendSimulated)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+
+	rm := m.ResourceMetrics().At(0)
+	backend, ok := rm.Resource().Attributes().Get("gpuviz.backend")
+	require.True(t, ok)
+	assert.Equal(t, "simulated", backend.Str())
+	seen := map[string]bool{}
+	forEachPoint(m, func(metric string, attrs map[string]any, _ float64) {
+		seen[metric] = true
+		assert.Contains(t, attrs["hw.id"], "simulated", metric)
+		assert.Contains(t, attrs["hw.model"], "(simulated)", metric)
+	})
+	for _, name := range []string{"hw.gpu.utilization", "hw.gpu.memory.usage", "hw.gpu.memory.limit", "hw.gpu.memory.utilization",
+		"hw.power", "hw.energy", "hw.temperature", "hw.status", "nvidia.gpu.memory_controller.utilization",
+		"nvidia.gpu.clock.frequency", "nvidia.gpu.power.limit", "nvidia.gpu.performance_state", "nvidia.gpu.info"} {
+		assert.True(t, seen[name], "simulated backend emits %s", name)
+	}
+	// SXM boards have no fan: the simulation says NOT_SUPPORTED, as NVML does.
+	assert.False(t, seen["nvidia.gpu.fan.speed"])
+}
+
+// forEachPoint calls f for every number data point, with its attributes.
+func forEachPoint(m pmetric.Metrics, f func(metric string, attrs map[string]any, v float64)) {
+	for i := 0; i < m.ResourceMetrics().Len(); i++ {
+		sms := m.ResourceMetrics().At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				metric := ms.At(k)
+				var dps pmetric.NumberDataPointSlice
+				switch metric.Type() {
+				case pmetric.MetricTypeGauge:
+					dps = metric.Gauge().DataPoints()
+				case pmetric.MetricTypeSum:
+					dps = metric.Sum().DataPoints()
+				default:
+					continue
+				}
+				for l := 0; l < dps.Len(); l++ {
+					dp := dps.At(l)
+					v := dp.DoubleValue()
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						v = float64(dp.IntValue())
+					}
+					f(metric.Name(), dp.Attributes().AsRaw(), v)
+				}
+			}
+		}
+	}
+}
+
+// pointsOf returns the values of metric per hw.id, for points whose
+// attributes include match.
+func pointsOf(m pmetric.Metrics, metric string, match map[string]any) map[string][]float64 {
+	out := map[string][]float64{}
+	forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+		if name != metric {
+			return
+		}
+		for k, want := range match {
+			if attrs[k] != want {
+				return
+			}
+		}
+		id := attrs["hw.id"].(string)
+		out[id] = append(out[id], v)
+	})
+	return out
+}
+
+func TestFailingAndLostGPUsLeaveOthersIntact(t *testing.T) {
+	lib := fixtureServer(4)
+	// GPU 1: one reading fails. GPU 2: lost, every call says so.
+	device(lib, 1).GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+	lost := device(lib, 2)
+	lost.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST }
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+
+	m, err := s.scrape(context.Background())
+	require.Error(t, err)
+	assert.True(t, scrapererror.IsPartialScrapeError(err), "a failing GPU is a partial scrape error, not a failed scrape: %v", err)
+	assert.ErrorContains(t, err, "GPU 2")
+	assert.ErrorContains(t, err, "lost")
+	assert.ErrorContains(t, err, "GPU 1")
+
+	power := pointsOf(m, "hw.power", nil)
+	assert.Len(t, power, 2, "power of GPUs 0 and 3 only")
+	assert.Contains(t, power, device(lib, 0).UUID)
+	assert.Contains(t, power, device(lib, 3).UUID)
+	// GPU 1 lost only its power reading.
+	assert.Len(t, pointsOf(m, "hw.temperature", nil), 3)
+	// The lost GPU made no further calls in this scrape.
+	assert.Empty(t, lost.GetPowerUsageCalls())
+
+	state := func(id string) map[string]float64 {
+		out := map[string]float64{}
+		forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+			if name == "hw.status" && attrs["hw.id"] == id {
+				out[attrs["hw.state"].(string)] = v
+			}
+		})
+		return out
+	}
+	assert.Equal(t, map[string]float64{"ok": 1, "degraded": 0, "failed": 0}, state(device(lib, 0).UUID))
+	assert.Equal(t, map[string]float64{"ok": 0, "degraded": 1, "failed": 0}, state(device(lib, 1).UUID))
+	assert.Equal(t, map[string]float64{"ok": 0, "degraded": 0, "failed": 1}, state(device(lib, 2).UUID))
+	assert.Equal(t, map[string]float64{"ok": 1, "degraded": 0, "failed": 0}, state(device(lib, 3).UUID))
+
+	// The GPU comes back: it is read again and reported ok.
+	lost.GetUtilizationRatesFunc = device(lib, 0).GetUtilizationRatesFunc
+	m, err = s.scrape(context.Background())
+	require.Error(t, err) // GPU 1's power still fails
+	assert.NotContains(t, err.Error(), "lost")
+	assert.Len(t, pointsOf(m, "hw.power", nil), 3)
+	assert.Equal(t, []float64{1}, pointsOf(m, "hw.status", map[string]any{"hw.state": "ok"})[lost.UUID])
+}
+
+func TestUnsupportedReadingIsAskedOnce(t *testing.T) {
+	lib := fixtureServer(1)
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	for range 3 {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err, "NOT_SUPPORTED is not an error")
+		assert.Empty(t, pointsOf(m, "nvidia.gpu.fan.speed", nil))
+		assert.Len(t, pointsOf(m, "hw.power", nil), 1)
+	}
+	assert.Len(t, device(lib, 0).GetFanSpeedCalls(), 1)
+	assert.Len(t, device(lib, 0).GetPowerUsageCalls(), 3)
+}
+
+func TestMissingSymbolsAreNeverCalled(t *testing.T) {
+	lib := fixtureServer(1)
+	lib.LookupSymbolFunc = func(name string) error {
+		switch name {
+		case "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetMemoryInfo_v2":
+			return errors.New("undefined symbol")
+		}
+		return nil
+	}
+	dev := device(lib, 0)
+	// Were they called, the mock would panic on the missing funcs.
+	dev.GetTotalEnergyConsumptionFunc = nil
+	dev.GetMemoryInfo_v2Func = nil
+	dev.MemoryInfo = nvml.Memory{Total: 80 << 30, Used: 30 << 30, Free: 50 << 30}
+
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, pointsOf(m, "hw.energy", nil))
+	assert.Equal(t, []float64{30 << 30}, pointsOf(m, "hw.gpu.memory.usage", nil)[dev.UUID], "v1 memory call is used")
+	assert.Equal(t, []float64{0.375}, pointsOf(m, "hw.gpu.memory.utilization", nil)[dev.UUID])
+}
+
+func TestDisabledMetricsCostNoCalls(t *testing.T) {
+	lib := fixtureServer(1)
+	cfg := defaultConfig()
+	cfg.Metrics.HwGpuMemoryUsage.Enabled = false
+	cfg.Metrics.HwGpuMemoryLimit.Enabled = false
+	cfg.Metrics.HwGpuMemoryUtilization.Enabled = false
+	cfg.Metrics.NvidiaGpuClockFrequency.Enabled = false
+	s := startScraper(t, cfg, lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, device(lib, 0).GetMemoryInfo_v2Calls())
+	assert.Empty(t, device(lib, 0).GetClockInfoCalls())
+	assert.Empty(t, pointsOf(m, "hw.gpu.memory.usage", nil))
+	assert.Len(t, pointsOf(m, "hw.power", nil), 1)
+}
+
+func TestDeviceSelection(t *testing.T) {
+	lib := fixtureServer(4)
+	cfg := defaultConfig()
+	cfg.Devices = []DeviceRef{"1", DeviceRef(device(lib, 3).UUID)}
+	s := startScraper(t, cfg, lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	got := pointsOf(m, "nvidia.gpu.info", nil)
+	assert.Len(t, got, 2)
+	assert.Contains(t, got, device(lib, 1).UUID)
+	assert.Contains(t, got, device(lib, 3).UUID)
+}
+
+func TestDeviceSelectionErrors(t *testing.T) {
+	for _, tc := range []struct {
+		devices []DeviceRef
+		want    string
+	}{
+		{[]DeviceRef{"0", "4"}, "devices[1]: there is no GPU 4: NVML sees 4 GPUs (0 to 3)"},
+		{[]DeviceRef{"GPU-does-not-exist"}, `devices[0]: no GPU has UUID "GPU-does-not-exist"`},
+	} {
+		cfg := defaultConfig()
+		cfg.Devices = tc.devices
+		s := newGPUScraper(cfg, receivertest.NewNopSettings(metadata.Type))
+		lib := fixtureServer(4)
+		s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, BackendNVML, nil }
+		assert.ErrorContains(t, s.start(context.Background(), nil), tc.want)
+		assert.Len(t, lib.ShutdownCalls(), 1, "NVML is released when start fails")
+	}
+}
+
+func TestScrapeStopsAtDeadline(t *testing.T) {
+	s := startScraper(t, defaultConfig(), fixtureServer(2), BackendNVML)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	m, err := s.scrape(ctx)
+	require.Error(t, err)
+	assert.True(t, scrapererror.IsPartialScrapeError(err))
+	assert.Zero(t, m.DataPointCount())
+}
