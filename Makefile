@@ -1,0 +1,61 @@
+# gpuviz — build, run and test the otelcol-gpuviz distribution.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+# go-nvml is cgo; its header marks some entry points deprecated, which is noise here.
+export CGO_ENABLED := 1
+export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
+
+OCB_VERSION := v0.165.0
+TOOLS := $(CURDIR)/.tools
+OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
+DIST := _build/otelcol-gpuviz
+
+.PHONY: all build run test lint generate check-generated unit smoke bench clean
+
+all: build
+
+# ocb, pinned, installed into .tools/ on first use.
+$(OCB):
+	GOBIN=$(dir $@) go install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
+
+# Regenerates metadata code and documentation.md from metadata.yaml (mdatagen
+# is a Go tool pinned in go.mod).
+generate:
+	go generate ./...
+
+build: generate $(OCB)
+	$(OCB) --config builder-config.yaml
+
+# The main job: build, then run on the quickstart config (real GPUs through
+# NVML, or the labelled simulation where there are none).
+run: build
+	$(DIST) --config examples/quickstart/config.yaml
+
+lint:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_build/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
+	go vet ./...
+
+# Generated files must match metadata.yaml: documentation.md is never hand-edited.
+GENERATED = find . -path ./_build -prune -o -path ./.tools -prune -o -type f \( -name 'generated_*' -o -name documentation.md \
+	-o -path '*/internal/metadata/testdata/*' \) -print0 | sort -z | xargs -0 sha256sum
+check-generated:
+	@before=$$($(GENERATED)); go generate ./...; after=$$($(GENERATED)); \
+	if [ "$$before" != "$$after" ]; then \
+		echo "generated files did not match metadata.yaml: they are regenerated now; review and commit them"; \
+		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
+
+unit:
+	go test -race -count=1 ./...
+
+smoke: build
+	scripts/smoke-test.sh
+
+test: lint check-generated unit smoke
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...
+
+clean:
+	rm -rf _build

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs the built otelcol-gpuviz on the quickstart config for a few seconds and
+# checks that the standard GPU metrics come out, both through the debug
+# exporter and on the Prometheus endpoint. On a machine without an NVIDIA
+# driver the receiver runs on the simulated backend (auto), and the check also
+# requires that the data says so.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=${BIN:-_build/otelcol-gpuviz}
+config=examples/quickstart/config.yaml
+log=$(mktemp)
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
+
+"$bin" --config "$config" \
+  --set=receivers::gpuviz::collection_interval=1s \
+  --set=processors::batch::timeout=200ms \
+  --set=exporters::debug::verbosity=detailed >"$log" 2>&1 &
+pid=$!
+
+names=(hw.gpu.utilization hw.gpu.memory.usage hw.gpu.memory.limit hw.gpu.memory.utilization
+  hw.power hw.energy hw.temperature hw.status nvidia.gpu.info nvidia.gpu.clock.frequency)
+deadline=$((SECONDS + 30))
+missing=("${names[@]}")
+while ((SECONDS < deadline)); do
+  if ! kill -0 "$pid" 2>/dev/null; then
+    echo "smoke test: the collector exited early:" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+  missing=()
+  for n in "${names[@]}"; do
+    grep -q -- "-> Name: $n\$" "$log" || missing+=("$n")
+  done
+  ((${#missing[@]} == 0)) && break
+  sleep 1
+done
+if ((${#missing[@]} > 0)); then
+  echo "smoke test: metrics never came out: ${missing[*]}" >&2
+  tail -50 "$log" >&2
+  exit 1
+fi
+
+if grep -q "falls back to the SIMULATED backend" "$log"; then
+  grep -q -- "-> gpuviz.backend: Str(simulated)" "$log" || {
+    echo "smoke test: simulated data is not marked gpuviz.backend=simulated" >&2
+    exit 1
+  }
+  backend=simulated
+else
+  backend=nvml
+fi
+
+prom=$(curl -fsS http://127.0.0.1:8889/metrics)
+for series in hw_power_watts hw_energy_joules_total hw_gpu_utilization_ratio; do
+  grep -q "^$series{" <<<"$prom" || {
+    echo "smoke test: $series is not on the Prometheus endpoint" >&2
+    grep '^hw_' <<<"$prom" | cut -d'{' -f1 | sort -u >&2
+    exit 1
+  }
+done
+gpus=$(grep -c '^nvidia_gpu_info_ratio{' <<<"$prom" || true)
+echo "smoke test passed: backend=$backend, $gpus GPUs, ${#names[@]} metric names in the debug output and on the Prometheus endpoint"
