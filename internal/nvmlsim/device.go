@@ -28,10 +28,14 @@ type Device struct {
 	weights  uint64 // bytes of model weights and CUDA context
 	kvBudget uint64 // bytes the KV cache may grow to
 
-	mu       sync.Mutex
-	sched    *Schedule
-	energyAt int64   // Unix ns up to which energyJ has been integrated
-	energyJ  float64 // the energy counter's value at energyAt
+	mu    sync.Mutex
+	sched *Schedule
+	// The driver's cumulative counters (energy, throttle time, PCIe and
+	// NVLink bytes) are integrals of the schedule since the simulation
+	// started, accumulated up to accAt, on top of baseJ for energy.
+	accAt int64
+	acc   Totals
+	baseJ float64
 }
 
 var _ nvml.Device = (*Device)(nil)
@@ -55,8 +59,8 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 	d.kvBudget = total*9/10 - d.weights - m.ReservedMiB*mib
 	// The energy counter runs from driver load: pretend that was two to four
 	// days ago at a 250 W average.
-	d.energyAt = now().UnixNano()
-	d.energyJ = float64(2+index%3) * 86400 * 250
+	d.accAt = now().UnixNano()
+	d.baseJ = float64(2+index%3) * 86400 * 250
 	return d
 }
 
@@ -144,11 +148,19 @@ func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
 func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if t := d.now().UnixNano(); t > d.energyAt {
-		d.energyJ += d.sched.Integrate(d.energyAt, t).Joules
-		d.energyAt = t
+	d.accumulate()
+	return uint64((d.baseJ + d.acc.Joules) * 1000), nvml.SUCCESS
+}
+
+// accumulate brings the cumulative counters up to now. A clock that steps
+// back leaves them where they are: counters never decrease.
+func (d *Device) accumulate() {
+	t := d.now().UnixNano()
+	if t <= d.accAt {
+		return
 	}
-	return uint64(d.energyJ * 1000), nvml.SUCCESS
+	d.acc.add(d.sched.Integrate(d.accAt, t))
+	d.accAt = t
 }
 
 // GetEnforcedPowerLimit implements nvml.Device.
@@ -182,14 +194,16 @@ func (d *Device) GetClockInfo(clock nvml.ClockType) (uint32, nvml.Return) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t := d.now().UnixNano()
-	seg := d.sched.At(t)
+	return d.smClock(d.sched.At(d.now().UnixNano())), nvml.SUCCESS
+}
+
+func (d *Device) smClock(seg Segment) uint32 {
 	if seg.Phase == PhaseIdle {
-		return d.model.SMClockIdle, nvml.SUCCESS
+		return d.model.SMClockIdle
 	}
 	headroom := (seg.PowerW/d.model.PowerLimitW - 0.85) / 0.15 // 0 below 85% of the limit, 1 at it
 	sag := 0.12 * min(max(headroom, 0), 1)
-	return uint32(float64(d.model.SMClockMaxMHz) * (1 - sag)), nvml.SUCCESS
+	return uint32(float64(d.model.SMClockMaxMHz) * (1 - sag))
 }
 
 // GetPerformanceState implements nvml.Device: P0 while requests ran in the

@@ -22,24 +22,26 @@ type Model struct {
 	SMClockIdle   uint32
 	MemClockMHz   uint32
 	ReservedMiB   uint64 // memory the driver reserves for itself
+	PCIeGen       int    // every model here has a x16 link
+	HasGPM        bool   // GPU Performance Monitoring: Hopper and newer
 }
 
 var models = map[string]Model{
 	"a100": {
 		Name: "a100", GPU: gpus.A100_SXM4_80GB, DriverVersion: "550.54.15",
-		PowerLimitW: 400, IdlePowerW: 55, SMClockMaxMHz: 1410, SMClockIdle: 210, MemClockMHz: 1593, ReservedMiB: 512,
+		PowerLimitW: 400, IdlePowerW: 55, SMClockMaxMHz: 1410, SMClockIdle: 210, MemClockMHz: 1593, ReservedMiB: 512, PCIeGen: 4,
 	},
 	"h100": {
 		Name: "h100", GPU: gpus.H100_SXM5_80GB, DriverVersion: "550.54.15",
-		PowerLimitW: 700, IdlePowerW: 70, SMClockMaxMHz: 1980, SMClockIdle: 345, MemClockMHz: 2619, ReservedMiB: 544,
+		PowerLimitW: 700, IdlePowerW: 70, SMClockMaxMHz: 1980, SMClockIdle: 345, MemClockMHz: 2619, ReservedMiB: 544, PCIeGen: 5, HasGPM: true,
 	},
 	"h200": {
 		Name: "h200", GPU: gpus.H200_SXM5_141GB, DriverVersion: "550.54.15",
-		PowerLimitW: 700, IdlePowerW: 75, SMClockMaxMHz: 1980, SMClockIdle: 345, MemClockMHz: 3201, ReservedMiB: 544,
+		PowerLimitW: 700, IdlePowerW: 75, SMClockMaxMHz: 1980, SMClockIdle: 345, MemClockMHz: 3201, ReservedMiB: 544, PCIeGen: 5, HasGPM: true,
 	},
 	"b200": {
 		Name: "b200", GPU: gpus.B200_SXM5_180GB, DriverVersion: "570.124.06",
-		PowerLimitW: 1000, IdlePowerW: 140, SMClockMaxMHz: 1965, SMClockIdle: 300, MemClockMHz: 3996, ReservedMiB: 640,
+		PowerLimitW: 1000, IdlePowerW: 140, SMClockMaxMHz: 1965, SMClockIdle: 300, MemClockMHz: 3996, ReservedMiB: 640, PCIeGen: 5, HasGPM: true,
 	},
 }
 

@@ -29,8 +29,14 @@ var (
 // LookupSymbol reports the rest missing, as an older driver would, so that a
 // reader never calls something the simulation would have to panic on.
 var symbols = []string{
+	"nvmlDeviceGetCurrentClocksEventReasons",
 	"nvmlDeviceGetMemoryInfo_v2",
 	"nvmlDeviceGetTotalEnergyConsumption",
+	"nvmlGpmMetricsGet",
+	"nvmlGpmQueryDeviceSupport",
+	"nvmlGpmSampleAlloc",
+	"nvmlGpmSampleFree",
+	"nvmlGpmSampleGet",
 }
 
 // New returns a simulated server of gpus GPUs of the named model (see

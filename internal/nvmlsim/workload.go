@@ -35,6 +35,15 @@ type Segment struct {
 	Busy       float64 // fraction of the time a kernel runs
 	MemBusy    float64 // fraction of the time the memory controller is busy
 	PowerW     float64
+	// PowerCapped is set when the segment runs at the power limit, held
+	// there by the driver's software power cap.
+	PowerCapped bool
+	// What GPM would see: fraction of SMs busy, of tensor-pipe time, and of
+	// peak DRAM bandwidth.
+	SMActive, Tensor, DRAM float64
+	// Bytes per second over PCIe (prompts in, tokens out) and NVLink
+	// (tensor-parallel all-reduce), each direction.
+	PCIeRx, PCIeTx, NVLink float64
 	// KV-cache occupancy, as a fraction of the KV budget, at Start and at End;
 	// linear in between.
 	KVFrom, KVTo float64
@@ -135,18 +144,29 @@ func (s *Schedule) generate(w int64, out []Segment) []Segment {
 		}
 		kvPrompt := between(0.02, 0.17)
 		kvOut := kvPrompt + between(0.05, 0.4)
+		// A third of prefills are long enough to run into the power cap.
+		capped := rng.Float64() < 0.3
+		prefillW := m.IdlePowerW + dynamic*between(0.86, 0.94)
+		if capped {
+			prefillW = m.PowerLimitW
+		}
+		decodeMem := between(0.65, 0.9)
 		out = append(out,
 			Segment{Start: cursor, End: cursor + gap, Phase: PhaseIdle, PowerW: idleW},
 			Segment{
 				Start: cursor + gap, End: cursor + gap + prefill, Phase: PhasePrefill,
 				Busy: between(0.97, 1), MemBusy: between(0.25, 0.4),
-				PowerW: m.IdlePowerW + dynamic*between(0.86, 0.98),
+				PowerW: prefillW, PowerCapped: capped,
+				SMActive: between(0.85, 0.95), Tensor: between(0.6, 0.8), DRAM: between(0.25, 0.4),
+				PCIeRx: between(0.5e9, 2e9), PCIeTx: between(10e6, 50e6), NVLink: between(30e9, 60e9),
 				KVFrom: 0, KVTo: kvPrompt,
 			},
 			Segment{
 				Start: cursor + gap + prefill, End: cursor + gap + prefill + decode, Phase: PhaseDecode,
-				Busy: between(0.85, 0.97), MemBusy: between(0.65, 0.9),
-				PowerW: m.IdlePowerW + dynamic*between(0.45, 0.65),
+				Busy: between(0.85, 0.97), MemBusy: decodeMem,
+				PowerW:   m.IdlePowerW + dynamic*between(0.45, 0.65),
+				SMActive: between(0.45, 0.65), Tensor: between(0.12, 0.25), DRAM: decodeMem * between(0.9, 1),
+				PCIeRx: between(5e6, 20e6), PCIeTx: between(20e6, 80e6), NVLink: between(8e9, 20e9),
 				KVFrom: kvPrompt, KVTo: kvOut,
 			},
 		)
@@ -168,11 +188,19 @@ func (s *Schedule) At(t int64) Segment {
 
 // Totals are integrals of the schedule over an interval.
 type Totals struct {
-	Seconds     float64 // length of the interval
-	BusySeconds float64 // time a kernel ran
-	MemSeconds  float64 // time the memory controller was busy
-	Joules      float64 // energy drawn
-	MaxPowerW   float64 // highest power of any segment in the interval
+	Seconds       float64 // length of the interval
+	BusySeconds   float64 // time a kernel ran
+	MemSeconds    float64 // time the memory controller was busy
+	Joules        float64 // energy drawn
+	MaxPowerW     float64 // highest power of any segment in the interval
+	IdleSeconds   float64 // time with no request in flight
+	CappedSeconds float64 // time held at the power cap
+	SMSeconds     float64 // SM-seconds busy, as a fraction of all SMs
+	TensorSeconds float64
+	DRAMSeconds   float64
+	PCIeRxBytes   float64
+	PCIeTxBytes   float64
+	NVLinkBytes   float64 // each direction
 }
 
 // Integrate returns the integrals of the schedule over [from, to).
@@ -193,7 +221,36 @@ func (s *Schedule) Integrate(from, to int64) Totals {
 			tot.MemSeconds += seg.MemBusy * d
 			tot.Joules += seg.PowerW * d
 			tot.MaxPowerW = max(tot.MaxPowerW, seg.PowerW)
+			if seg.Phase == PhaseIdle {
+				tot.IdleSeconds += d
+			}
+			if seg.PowerCapped {
+				tot.CappedSeconds += d
+			}
+			tot.SMSeconds += seg.SMActive * d
+			tot.TensorSeconds += seg.Tensor * d
+			tot.DRAMSeconds += seg.DRAM * d
+			tot.PCIeRxBytes += seg.PCIeRx * d
+			tot.PCIeTxBytes += seg.PCIeTx * d
+			tot.NVLinkBytes += seg.NVLink * d
 		}
 	}
 	return tot
+}
+
+// add sums o into t; MaxPowerW takes the larger.
+func (t *Totals) add(o Totals) {
+	t.Seconds += o.Seconds
+	t.BusySeconds += o.BusySeconds
+	t.MemSeconds += o.MemSeconds
+	t.Joules += o.Joules
+	t.MaxPowerW = max(t.MaxPowerW, o.MaxPowerW)
+	t.IdleSeconds += o.IdleSeconds
+	t.CappedSeconds += o.CappedSeconds
+	t.SMSeconds += o.SMSeconds
+	t.TensorSeconds += o.TensorSeconds
+	t.DRAMSeconds += o.DRAMSeconds
+	t.PCIeRxBytes += o.PCIeRxBytes
+	t.PCIeTxBytes += o.PCIeTxBytes
+	t.NVLinkBytes += o.NVLinkBytes
 }

@@ -40,9 +40,52 @@ type Config struct {
 	// Devices restricts the receiver to these GPUs, by NVML index or UUID.
 	// Empty means every GPU.
 	Devices []DeviceRef `mapstructure:"devices"`
+	// Samples configures the driver's sub-second sample buffers.
+	Samples SamplesConfig `mapstructure:"samples"`
+	// Processes configures per-process GPU use.
+	Processes ProcessesConfig `mapstructure:"processes"`
+	// XidEvents configures the watch for critical Xid errors.
+	XidEvents XidEventsConfig `mapstructure:"xid_events"`
 
 	_ struct{}
 }
+
+// SamplesConfig configures reading NVML's own high-rate sample buffers.
+type SamplesConfig struct {
+	// Enabled reads every sample taken since the previous scrape (GPU and
+	// memory-controller busy time, power, SM clock) and emits each with its
+	// own timestamp.
+	Enabled bool `mapstructure:"enabled"`
+
+	_ struct{}
+}
+
+// ProcessesConfig configures per-process GPU use.
+type ProcessesConfig struct {
+	// Enabled reads the compute processes of each GPU.
+	Enabled bool `mapstructure:"enabled"`
+	// Top bounds the processes reported per GPU, the largest by memory first:
+	// series cardinality stays bounded however many processes run.
+	Top int `mapstructure:"top"`
+	// CommandLine adds process.command_line. Off by default: command lines
+	// can hold secrets.
+	CommandLine bool `mapstructure:"command_line"`
+
+	_ struct{}
+}
+
+// XidEventsConfig configures the watch for critical Xid errors.
+type XidEventsConfig struct {
+	// Enabled registers for the driver's critical Xid events, counts them by
+	// code and logs each with its meaning.
+	Enabled bool `mapstructure:"enabled"`
+
+	_ struct{}
+}
+
+// maxProcessesPerGPU caps processes.top: a GPU rarely runs more than a
+// handful of compute processes, and each one costs a few series.
+const maxProcessesPerGPU = 64
 
 // NVMLConfig configures the nvml backend.
 type NVMLConfig struct {
@@ -104,6 +147,9 @@ func (cfg *Config) Validate() error {
 		if cfg.Simulated.GPUs < 1 || cfg.Simulated.GPUs > nvmlsim.MaxGPUs {
 			errs = append(errs, fmt.Errorf("simulated.gpus: %d is out of range: a simulated server has 1 to %d GPUs", cfg.Simulated.GPUs, nvmlsim.MaxGPUs))
 		}
+	}
+	if cfg.Processes.Enabled && (cfg.Processes.Top < 1 || cfg.Processes.Top > maxProcessesPerGPU) {
+		errs = append(errs, fmt.Errorf("processes.top: %d is out of range: report 1 to %d processes per GPU", cfg.Processes.Top, maxProcessesPerGPU))
 	}
 	seen := map[DeviceRef]bool{}
 	for i, d := range cfg.Devices {

@@ -29,6 +29,9 @@ func createDefaultConfig() component.Config {
 		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
 		Backend:              BackendNVML,
 		Simulated:            SimulatedConfig{Model: "h200", GPUs: 8, Seed: 1},
+		Samples:              SamplesConfig{Enabled: true},
+		Processes:            ProcessesConfig{Enabled: true, Top: 10},
+		XidEvents:            XidEventsConfig{Enabled: true},
 	}
 }
 

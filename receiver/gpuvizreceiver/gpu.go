@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
 // gpu is one device the receiver reads: its handle, the facts that do not
@@ -25,6 +27,18 @@ type gpu struct {
 	lost bool
 	// memoryV1 is set when the v2 memory call turned out unsupported.
 	memoryV1 bool
+
+	fields    fieldRequest // the field values read in one batched call
+	counters  counters     // cumulative byte counters built from wrapping ones
+	pcieMax   [2]int       // max PCIe generation and width, read once
+	gpm       *gpmState    // nil when the GPU has no GPM
+	samples   sampleState
+	processes processState
+	xids      xidCounts
+	// health is what the latest readings say about the GPU's state beyond
+	// answering calls: ok, degraded (pending remap, new uncorrected ECC
+	// errors or Xids) or failed (a failed remap).
+	health metadata.AttributeHwState
 }
 
 // readingSet is a set of readings, one bit each.
@@ -40,13 +54,28 @@ func (s *readingSet) add(r reading)     { *s |= 1 << r }
 type symbols struct {
 	memoryInfoV2 bool
 	totalEnergy  bool
+	// clocksEventReasons is the r535+ name of clocksThrottleReasons.
+	clocksEventReasons    bool
+	clocksThrottleReasons bool
+	gpm                   bool
 }
 
 func probeSymbols(lib nvml.Interface) symbols {
 	ext := lib.Extensions()
+	has := func(names ...string) bool {
+		for _, n := range names {
+			if ext.LookupSymbol(n) != nil {
+				return false
+			}
+		}
+		return true
+	}
 	return symbols{
-		memoryInfoV2: ext.LookupSymbol("nvmlDeviceGetMemoryInfo_v2") == nil,
-		totalEnergy:  ext.LookupSymbol("nvmlDeviceGetTotalEnergyConsumption") == nil,
+		memoryInfoV2:          has("nvmlDeviceGetMemoryInfo_v2"),
+		totalEnergy:           has("nvmlDeviceGetTotalEnergyConsumption"),
+		clocksEventReasons:    has("nvmlDeviceGetCurrentClocksEventReasons"),
+		clocksThrottleReasons: has("nvmlDeviceGetCurrentClocksThrottleReasons"),
+		gpm:                   has("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet", "nvmlGpmMetricsGet"),
 	}
 }
 
@@ -126,4 +155,21 @@ func busID(raw []int8) string {
 		b.WriteByte(byte(c))
 	}
 	return b.String()
+}
+
+// worsen lowers the GPU's health to st unless it is already worse.
+func (g *gpu) worsen(st metadata.AttributeHwState) {
+	if severity(st) > severity(g.health) {
+		g.health = st
+	}
+}
+
+func severity(st metadata.AttributeHwState) int {
+	switch st {
+	case metadata.AttributeHwStateFailed:
+		return 2
+	case metadata.AttributeHwStateDegraded:
+		return 1
+	}
+	return 0
 }

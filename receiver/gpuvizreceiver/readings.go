@@ -1,6 +1,8 @@
 package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 
 import (
+	"slices"
+
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
@@ -26,14 +28,21 @@ const (
 	readPowerLimit
 	readPerformanceState
 	readFanSpeed
+	readThrottleReasons
+	readFieldValues
+	readPCIeLink
+	readPCIeThroughput
+	readGPM
+	readSamples
+	readProcesses
 	readingCount
 )
 
 type readingSpec struct {
 	name string
-	// enabled says whether any metric the reading feeds is enabled; when none
-	// is, the NVML call is not made.
-	enabled func(m *metadata.MetricsConfig) bool
+	// enabled says whether any metric the reading feeds is enabled (and the
+	// feature, where it has a switch); when none is, the NVML call is not made.
+	enabled func(c *Config) bool
 	// read makes the call and records its data points.
 	read func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return
 }
@@ -41,8 +50,8 @@ type readingSpec struct {
 var readings = [readingCount]readingSpec{
 	readUtilization: {
 		name: "utilization",
-		enabled: func(m *metadata.MetricsConfig) bool {
-			return m.HwGpuUtilization.Enabled || m.NvidiaGpuMemoryControllerUtilization.Enabled
+		enabled: func(c *Config) bool {
+			return c.Metrics.HwGpuUtilization.Enabled || c.Metrics.NvidiaGpuMemoryControllerUtilization.Enabled
 		},
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			u, ret := g.dev.GetUtilizationRates()
@@ -55,7 +64,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readEncoder: {
 		name:    "encoder utilization",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.HwGpuUtilization.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.HwGpuUtilization.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			u, _, ret := g.dev.GetEncoderUtilization()
 			if ret == nvml.SUCCESS {
@@ -66,7 +75,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readDecoder: {
 		name:    "decoder utilization",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.HwGpuUtilization.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.HwGpuUtilization.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			u, _, ret := g.dev.GetDecoderUtilization()
 			if ret == nvml.SUCCESS {
@@ -77,8 +86,8 @@ var readings = [readingCount]readingSpec{
 	},
 	readMemory: {
 		name: "memory",
-		enabled: func(m *metadata.MetricsConfig) bool {
-			return m.HwGpuMemoryUsage.Enabled || m.HwGpuMemoryLimit.Enabled || m.HwGpuMemoryUtilization.Enabled
+		enabled: func(c *Config) bool {
+			return c.Metrics.HwGpuMemoryUsage.Enabled || c.Metrics.HwGpuMemoryLimit.Enabled || c.Metrics.HwGpuMemoryUtilization.Enabled
 		},
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			used, total, ret := g.memory(s.syms.memoryInfoV2)
@@ -94,7 +103,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readPower: {
 		name:    "power",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.HwPower.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.HwPower.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mw, ret := g.dev.GetPowerUsage()
 			if ret == nvml.SUCCESS {
@@ -105,7 +114,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readEnergy: {
 		name:    "energy",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.HwEnergy.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.HwEnergy.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mj, ret := g.dev.GetTotalEnergyConsumption()
 			if ret == nvml.SUCCESS {
@@ -116,7 +125,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readTemperature: {
 		name:    "temperature",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.HwTemperature.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.HwTemperature.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			c, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
 			if ret == nvml.SUCCESS {
@@ -125,12 +134,66 @@ var readings = [readingCount]readingSpec{
 			return ret
 		},
 	},
+	readThrottleReasons: {
+		name:    "clock event reasons",
+		enabled: func(c *Config) bool { return c.Metrics.NvidiaGpuThrottleActive.Enabled },
+		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
+			var mask uint64
+			ret := nvml.ERROR_NOT_SUPPORTED
+			switch {
+			case s.syms.clocksEventReasons:
+				mask, ret = g.dev.GetCurrentClocksEventReasons()
+			case s.syms.clocksThrottleReasons:
+				mask, ret = g.dev.GetCurrentClocksThrottleReasons()
+			}
+			if ret == nvml.SUCCESS {
+				for _, r := range throttleReasons {
+					s.mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, boolInt(mask&r.bit != 0), g.id, g.name, g.vendor, g.model, g.driver, r.reason)
+				}
+			}
+			return ret
+		},
+	},
+	readFieldValues: {
+		name: "field values",
+		enabled: func(c *Config) bool {
+			return slices.ContainsFunc(fieldSpecs, func(f fieldSpec) bool { return f.enabled(&c.Metrics) })
+		},
+		read: (*gpuScraper).readFields,
+	},
+	readPCIeLink: {
+		name: "PCIe link",
+		enabled: func(c *Config) bool {
+			return c.Metrics.NvidiaGpuPcieLinkGeneration.Enabled || c.Metrics.NvidiaGpuPcieLinkWidth.Enabled
+		},
+		read: (*gpuScraper).readPCIeLink,
+	},
+	readPCIeThroughput: {
+		name:    "PCIe throughput",
+		enabled: func(c *Config) bool { return c.Metrics.HwGpuIo.Enabled },
+		read:    (*gpuScraper).readPCIeThroughput,
+	},
+	readGPM: {
+		name:    "GPM",
+		enabled: func(c *Config) bool { return gpmEnabled(&c.Metrics) },
+		read:    (*gpuScraper).readGPM,
+	},
+	readSamples: {
+		name:    "samples",
+		enabled: func(c *Config) bool { return c.Samples.Enabled && samplesEnabled(&c.Metrics) },
+		read:    (*gpuScraper).readSamples,
+	},
+	readProcesses: {
+		name:    "processes",
+		enabled: func(c *Config) bool { return c.Processes.Enabled && processesEnabled(&c.Metrics) },
+		read:    (*gpuScraper).readProcesses,
+	},
 	readClockGraphics: clockReading("graphics clock", nvml.CLOCK_GRAPHICS, metadata.AttributeNvidiaGpuClockDomainGraphics),
 	readClockSM:       clockReading("SM clock", nvml.CLOCK_SM, metadata.AttributeNvidiaGpuClockDomainSm),
 	readClockMemory:   clockReading("memory clock", nvml.CLOCK_MEM, metadata.AttributeNvidiaGpuClockDomainMemory),
 	readPowerLimit: {
 		name:    "power limit",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuPowerLimit.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.NvidiaGpuPowerLimit.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mw, ret := g.dev.GetEnforcedPowerLimit()
 			if ret == nvml.SUCCESS {
@@ -141,7 +204,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readPerformanceState: {
 		name:    "performance state",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuPerformanceState.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.NvidiaGpuPerformanceState.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			p, ret := g.dev.GetPerformanceState()
 			// PSTATE_UNKNOWN (32) is a non-answer, not a state.
@@ -153,7 +216,7 @@ var readings = [readingCount]readingSpec{
 	},
 	readFanSpeed: {
 		name:    "fan speed",
-		enabled: func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuFanSpeed.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.NvidiaGpuFanSpeed.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			pct, ret := g.dev.GetFanSpeed()
 			if ret == nvml.SUCCESS {
@@ -167,7 +230,7 @@ var readings = [readingCount]readingSpec{
 func clockReading(name string, clock nvml.ClockType, domain metadata.AttributeNvidiaGpuClockDomain) readingSpec {
 	return readingSpec{
 		name:    name,
-		enabled: func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuClockFrequency.Enabled },
+		enabled: func(c *Config) bool { return c.Metrics.NvidiaGpuClockFrequency.Enabled },
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mhz, ret := g.dev.GetClockInfo(clock)
 			if ret == nvml.SUCCESS {
@@ -178,8 +241,8 @@ func clockReading(name string, clock nvml.ClockType, domain metadata.AttributeNv
 	}
 }
 
-func (r reading) String() string                         { return readings[r].name }
-func (r reading) enabled(m *metadata.MetricsConfig) bool { return readings[r].enabled(m) }
+func (r reading) String() string         { return readings[r].name }
+func (r reading) enabled(c *Config) bool { return readings[r].enabled(c) }
 func (r reading) read(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 	return readings[r].read(s, g, ts)
 }
@@ -201,4 +264,79 @@ func (g *gpu) memory(v2 bool) (used, total uint64, ret nvml.Return) {
 	}
 	m, ret := g.dev.GetMemoryInfo()
 	return m.Used, m.Total, ret
+}
+
+// throttleReasons maps NVML's clock event reason bits to attribute values.
+var throttleReasons = [...]struct {
+	bit    uint64
+	reason metadata.AttributeNvidiaGpuThrottleReason
+}{
+	{nvml.ClocksEventReasonGpuIdle, metadata.AttributeNvidiaGpuThrottleReasonGpuIdle},
+	{nvml.ClocksEventReasonApplicationsClocksSetting, metadata.AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting},
+	{nvml.ClocksEventReasonSwPowerCap, metadata.AttributeNvidiaGpuThrottleReasonSwPowerCap},
+	{nvml.ClocksThrottleReasonHwSlowdown, metadata.AttributeNvidiaGpuThrottleReasonHwSlowdown},
+	{nvml.ClocksEventReasonSyncBoost, metadata.AttributeNvidiaGpuThrottleReasonSyncBoost},
+	{nvml.ClocksEventReasonSwThermalSlowdown, metadata.AttributeNvidiaGpuThrottleReasonSwThermalSlowdown},
+	{nvml.ClocksThrottleReasonHwThermalSlowdown, metadata.AttributeNvidiaGpuThrottleReasonHwThermalSlowdown},
+	{nvml.ClocksThrottleReasonHwPowerBrakeSlowdown, metadata.AttributeNvidiaGpuThrottleReasonHwPowerBrake},
+	{nvml.ClocksEventReasonDisplayClockSetting, metadata.AttributeNvidiaGpuThrottleReasonDisplayClockSetting},
+}
+
+// readPCIeLink reads the link's current generation and width every scrape
+// (a link can train down under errors or power saving) and its maximum once.
+func (s *gpuScraper) readPCIeLink(g *gpu, ts pcommon.Timestamp) nvml.Return {
+	if g.pcieMax[0] == 0 {
+		gen, ret := g.dev.GetMaxPcieLinkGeneration()
+		if ret != nvml.SUCCESS {
+			return ret
+		}
+		width, ret := g.dev.GetMaxPcieLinkWidth()
+		if ret != nvml.SUCCESS {
+			return ret
+		}
+		g.pcieMax = [2]int{gen, width}
+	}
+	gen, ret := g.dev.GetCurrPcieLinkGeneration()
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	width, ret := g.dev.GetCurrPcieLinkWidth()
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
+	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(gen), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
+	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(g.pcieMax[0]), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindMax)
+	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(width), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
+	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(g.pcieMax[1]), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindMax)
+	return nvml.SUCCESS
+}
+
+// readPCIeThroughput is hw.gpu.io's fallback for GPUs without the PCIe
+// byte counters: the throughput readings (KB/s over 20 ms) integrated over
+// the time since the previous scrape. It is an estimate, noisier the
+// longer the interval; GPUs with the counters never make this call.
+func (s *gpuScraper) readPCIeThroughput(g *gpu, ts pcommon.Timestamp) nvml.Return {
+	c := &g.counters
+	if !c.pcieFromThroughput {
+		return nvml.SUCCESS
+	}
+	rxKBps, ret := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_RX_BYTES)
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	txKBps, ret := g.dev.GetPcieThroughput(nvml.PCIE_UTIL_TX_BYTES)
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	var seconds float64
+	if c.pcieLastRead != 0 {
+		seconds = float64(ts-c.pcieLastRead) / 1e9
+	}
+	c.pcieLastRead = ts
+	rxTotal := c.pcie[rx].add(uint64(float64(rxKBps) * 1000 * seconds))
+	txTotal := c.pcie[tx].add(uint64(float64(txKBps) * 1000 * seconds))
+	s.mb.RecordHwGpuIoDataPoint(ts, int64(rxTotal), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeNetworkIoDirectionReceive)
+	s.mb.RecordHwGpuIoDataPoint(ts, int64(txTotal), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeNetworkIoDirectionTransmit)
+	return nvml.SUCCESS
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -25,15 +26,19 @@ type gpuScraper struct {
 	// open is the backend opener; tests replace it to read a go-nvml mock.
 	open func(*Config, *zap.Logger) (nvml.Interface, Backend, error)
 
+	// procRoot is where procfs is mounted; tests point it elsewhere.
+	procRoot string
+
 	lib      nvml.Interface
 	syms     symbols
 	gpus     []*gpu
+	xid      *xidWatcher
 	mb       *metadata.MetricsBuilder
 	resource pcommon.Resource
 }
 
 func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
-	return &gpuScraper{cfg: cfg, settings: settings, logger: settings.Logger, open: openBackend}
+	return &gpuScraper{cfg: cfg, settings: settings, logger: settings.Logger, open: openBackend, procRoot: "/proc"}
 }
 
 func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
@@ -46,8 +51,11 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 		return err
 	}
 	s.lib = lib
+	if s.cfg.XidEvents.Enabled && s.cfg.Metrics.NvidiaGpuXidErrors.Enabled {
+		s.xid = startXidWatcher(lib, s.gpus, s.logger)
+	}
 
-	s.mb = metadata.NewMetricsBuilder(s.cfg.MetricsBuilderConfig, s.settings)
+	s.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
 	rb := s.mb.NewResourceBuilder()
 	if backend == BackendSimulated {
 		rb.SetGpuvizBackendSimulated()
@@ -62,6 +70,21 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 	return nil
 }
 
+// builderConfig is the configured MetricsBuilderConfig with
+// process.command_line switched on when processes.command_line asks for it,
+// so that one flag controls it.
+func (s *gpuScraper) builderConfig() metadata.MetricsBuilderConfig {
+	mbc := s.cfg.MetricsBuilderConfig
+	if s.cfg.Processes.CommandLine {
+		m := &mbc.Metrics
+		m.NvidiaGpuProcessMemoryUsage.EnabledAttributes = append(slices.Clone(m.NvidiaGpuProcessMemoryUsage.EnabledAttributes),
+			metadata.NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine)
+		m.NvidiaGpuProcessUtilization.EnabledAttributes = append(slices.Clone(m.NvidiaGpuProcessUtilization.EnabledAttributes),
+			metadata.NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine)
+	}
+	return mbc
+}
+
 // discover probes the library and reads the static facts of the selected
 // GPUs. A GPU that cannot even be identified is logged and left out: it
 // must not keep the others from being read.
@@ -69,6 +92,9 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 	s.syms = probeSymbols(lib)
 	if !s.syms.totalEnergy {
 		s.logger.Info("this NVML has no nvmlDeviceGetTotalEnergyConsumption: hw.energy will not be reported")
+	}
+	if !s.syms.clocksEventReasons && !s.syms.clocksThrottleReasons {
+		s.logger.Info("this NVML reports no clock event reasons: nvidia.gpu.throttle.active will not be reported")
 	}
 	indexes, err := selectGPUs(lib, s.cfg.Devices)
 	if err != nil {
@@ -88,6 +114,18 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 		if !s.syms.totalEnergy {
 			g.unsupported.add(readEnergy)
 		}
+		if !s.syms.clocksEventReasons && !s.syms.clocksThrottleReasons {
+			g.unsupported.add(readThrottleReasons)
+		}
+		g.fields = newFieldRequest(&s.cfg.Metrics)
+		if s.syms.gpm && gpmEnabled(&s.cfg.Metrics) {
+			g.gpm = openGPM(lib, g.dev)
+		}
+		if g.gpm == nil {
+			g.unsupported.add(readGPM)
+			s.logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported",
+				zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+		}
 		s.gpus = append(s.gpus, g)
 	}
 	if len(indexes) == 0 {
@@ -99,6 +137,15 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 func (s *gpuScraper) shutdown(context.Context) error {
 	if s.lib == nil {
 		return nil
+	}
+	if s.xid != nil {
+		s.xid.shutdown()
+		s.xid = nil
+	}
+	for _, g := range s.gpus {
+		if g.gpm != nil {
+			g.gpm.free(s.lib)
+		}
 	}
 	ret := s.lib.Shutdown()
 	s.lib = nil
@@ -125,11 +172,11 @@ func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 // metrics; a lost GPU ends its own scrape, never the others'.
 func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 	ts := pcommon.NewTimestampFromTime(time.Now())
-	state := metadata.AttributeHwStateOk
+	g.health = metadata.AttributeHwStateOk
 	wasLost := g.lost
 	g.lost = false
 	for r := range readingCount {
-		if g.unsupported.has(r) || !r.enabled(&s.cfg.Metrics) {
+		if g.unsupported.has(r) || !r.enabled(s.cfg) {
 			continue
 		}
 		ret := r.read(s, g, ts)
@@ -149,21 +196,26 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 					zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 			}
 		default:
-			state = metadata.AttributeHwStateDegraded
+			g.worsen(metadata.AttributeHwStateDegraded)
 			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): reading %s: %w", g.index, g.id, r, ret))
 			continue
 		}
 		break
 	}
 	s.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
+	if g.xids.take(func(code uint64, n int64) {
+		s.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, g.vendor, g.model, g.driver, int64(code))
+	}) {
+		g.worsen(metadata.AttributeHwStateDegraded)
+	}
 	if g.lost {
-		state = metadata.AttributeHwStateFailed
+		g.worsen(metadata.AttributeHwStateFailed)
 	} else if wasLost {
 		s.logger.Info("GPU answers again", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 	}
 	for _, st := range []metadata.AttributeHwState{metadata.AttributeHwStateOk, metadata.AttributeHwStateDegraded, metadata.AttributeHwStateFailed} {
 		var v int64
-		if st == state {
+		if st == g.health {
 			v = 1
 		}
 		s.mb.RecordHwStatusDataPoint(ts, v, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, st)

@@ -2,12 +2,15 @@ package gpuvizreceiver
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxh100"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
@@ -63,8 +66,83 @@ func fixtureServer(n int) *server.Server {
 		dev.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700000, nvml.SUCCESS }
 		dev.GetPerformanceStateFunc = func() (nvml.Pstates, nvml.Return) { return nvml.PSTATE_0, nvml.SUCCESS }
 		dev.GetFanSpeedFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_NOT_SUPPORTED }
+		dev.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) {
+			return nvml.ClocksEventReasonSwPowerCap, nvml.SUCCESS
+		}
+		dev.GetFieldValuesFunc = fixtureFields(k)
+		dev.GetCurrPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
+		dev.GetMaxPcieLinkGenerationFunc = func() (int, nvml.Return) { return 5, nvml.SUCCESS }
+		dev.GetCurrPcieLinkWidthFunc = func() (int, nvml.Return) { return 8, nvml.SUCCESS }
+		dev.GetMaxPcieLinkWidthFunc = func() (int, nvml.Return) { return 16, nvml.SUCCESS }
+		var sampleCalls uint64
+		dev.GetSamplesFunc = func(kind nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+			// Two new samples per call, at µs timestamps that only grow.
+			sampleCalls++
+			var out []nvml.Sample
+			for j := range uint64(2) {
+				smp := nvml.Sample{TimeStamp: sampleCalls*1_000_000 + j*166_667}
+				binary.LittleEndian.PutUint32(smp.SampleValue[:], 50+uint32(kind)+uint32(j))
+				if smp.TimeStamp > lastSeen {
+					out = append(out, smp)
+				}
+			}
+			return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
+		}
+		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+			return []nvml.ProcessInfo{{Pid: 1000 + k, UsedGpuMemory: 10 << 30}, {Pid: 2000 + k, UsedGpuMemory: 1 << 30}}, nvml.SUCCESS
+		}
+		dev.GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+			return []nvml.ProcessUtilizationSample{{Pid: 1000 + k, TimeStamp: 5, SmUtil: 70, MemUtil: 60}}, nvml.SUCCESS
+		}
+		dev.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return nvml.EventTypeXidCriticalError, nvml.SUCCESS }
+		dev.RegisterEventsFunc = func(uint64, nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	}
+	s.GpmQueryDeviceSupportFunc = func(nvml.Device) (nvml.GpmSupport, nvml.Return) {
+		return nvml.GpmSupport{IsSupportedDevice: 1}, nvml.SUCCESS
+	}
+	s.GpmSampleAllocFunc = func() (nvml.GpmSample, nvml.Return) { return &mock.GpmSample{}, nvml.SUCCESS }
+	s.GpmSampleFreeFunc = func(nvml.GpmSample) nvml.Return { return nvml.SUCCESS }
+	s.GpmSampleGetFunc = func(nvml.Device, nvml.GpmSample) nvml.Return { return nvml.SUCCESS }
+	s.GpmMetricsGetFunc = func(m *nvml.GpmMetricsGetType) nvml.Return {
+		for i := range m.NumMetrics {
+			// Percentages, and MiB/s for the bandwidths: 4 × the metric ID.
+			m.Metrics[i].Value = 4 * float64(m.Metrics[i].MetricId)
+		}
+		return nvml.SUCCESS
+	}
+	s.EventSetCreateFunc = func() (nvml.EventSet, nvml.Return) { return &mock.EventSet{}, nvml.SUCCESS }
+	s.EventSetFreeFunc = func(nvml.EventSet) nvml.Return { return nvml.SUCCESS }
+	s.EventSetWaitFunc = func(_ nvml.EventSet, ms uint32) (nvml.EventData, nvml.Return) {
+		time.Sleep(5 * time.Millisecond)
+		return nvml.EventData{}, nvml.ERROR_TIMEOUT
 	}
 	return s
+}
+
+// fixtureFields answers every field value the receiver asks for with
+// field ID × 1000 + GPU, except retired pages (NOT_SUPPORTED, as on Ampere
+// and newer) and the PCIe byte counters, which grow by 1 GiB per call.
+func fixtureFields(k uint32) func([]nvml.FieldValue) nvml.Return {
+	var calls uint64
+	return func(values []nvml.FieldValue) nvml.Return {
+		calls++
+		for i := range values {
+			v := &values[i]
+			v.NvmlReturn = uint32(nvml.SUCCESS)
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+			x := uint64(v.FieldId)*1000 + uint64(k)
+			switch v.FieldId {
+			case nvml.FI_DEV_RETIRED_SBE, nvml.FI_DEV_RETIRED_DBE, nvml.FI_DEV_RETIRED_PENDING:
+				v.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			case nvml.FI_DEV_PCIE_COUNT_RX_BYTES, nvml.FI_DEV_PCIE_COUNT_TX_BYTES:
+				x = calls << 30
+			case nvml.FI_DEV_REMAPPED_PENDING, nvml.FI_DEV_REMAPPED_FAILURE, nvml.FI_DEV_ECC_DBE_VOL_TOTAL:
+				x = 0
+			}
+			binary.LittleEndian.PutUint64(v.Value[:], x)
+		}
+		return nvml.SUCCESS
+	}
 }
 
 func device(s *server.Server, i int) *server.Device { return s.Devices[i].(*server.Device) }
@@ -74,6 +152,8 @@ func startScraper(t *testing.T, cfg *Config, lib nvml.Interface, backend Backend
 	t.Helper()
 	s := newGPUScraper(cfg, receivertest.NewNopSettings(metadata.Type))
 	s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, backend, nil }
+	// A made-up procfs: process 1000 is a containerised vLLM server.
+	s.procRoot = filepath.Join("testdata", "proc")
 	require.NoError(t, s.start(context.Background(), nil))
 	t.Cleanup(func() { require.NoError(t, s.shutdown(context.Background())) })
 	return s
@@ -98,6 +178,11 @@ func compareGolden(t *testing.T, name string, got pmetric.Metrics) {
 
 func TestScrapeGolden(t *testing.T) {
 	s := startScraper(t, defaultConfig(), fixtureServer(2), BackendNVML)
+	// The first scrape opens the GPM interval and sets the counters' base;
+	// the second is the steady state.
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	time.Sleep(gpmMinInterval)
 	m, err := s.scrape(context.Background())
 	require.NoError(t, err)
 	compareGolden(t, "scrape.yaml", m)

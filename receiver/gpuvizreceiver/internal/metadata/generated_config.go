@@ -69,6 +69,122 @@ func (ms *HwEnergyMetricConfig) Validate() error {
 	return nil
 }
 
+// HwErrorsMetricAttributeKey specifies the key of an attribute for the hw.errors metric.
+type HwErrorsMetricAttributeKey string
+
+const (
+	HwErrorsMetricAttributeKeyHwID            HwErrorsMetricAttributeKey = "hw.id"
+	HwErrorsMetricAttributeKeyHwName          HwErrorsMetricAttributeKey = "hw.name"
+	HwErrorsMetricAttributeKeyHwVendor        HwErrorsMetricAttributeKey = "hw.vendor"
+	HwErrorsMetricAttributeKeyHwModel         HwErrorsMetricAttributeKey = "hw.model"
+	HwErrorsMetricAttributeKeyHwDriverVersion HwErrorsMetricAttributeKey = "hw.driver_version"
+	HwErrorsMetricAttributeKeyHwType          HwErrorsMetricAttributeKey = "hw.type"
+	HwErrorsMetricAttributeKeyErrorType       HwErrorsMetricAttributeKey = "error.type"
+)
+
+// HwErrorsMetricConfig provides config for the hw.errors metric.
+type HwErrorsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []HwErrorsMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *HwErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *HwErrorsMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case HwErrorsMetricAttributeKeyHwID, HwErrorsMetricAttributeKeyHwName, HwErrorsMetricAttributeKeyHwVendor, HwErrorsMetricAttributeKeyHwModel, HwErrorsMetricAttributeKeyHwDriverVersion, HwErrorsMetricAttributeKeyHwType, HwErrorsMetricAttributeKeyErrorType:
+		default:
+			return fmt.Errorf("metric hw.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type, error.type]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwErrorsMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.errors metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwErrorsMetricAttributeKeyHwType) {
+		return fmt.Errorf("hw.type is a required attribute for hw.errors metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// HwGpuIoMetricAttributeKey specifies the key of an attribute for the hw.gpu.io metric.
+type HwGpuIoMetricAttributeKey string
+
+const (
+	HwGpuIoMetricAttributeKeyHwID               HwGpuIoMetricAttributeKey = "hw.id"
+	HwGpuIoMetricAttributeKeyHwName             HwGpuIoMetricAttributeKey = "hw.name"
+	HwGpuIoMetricAttributeKeyHwVendor           HwGpuIoMetricAttributeKey = "hw.vendor"
+	HwGpuIoMetricAttributeKeyHwModel            HwGpuIoMetricAttributeKey = "hw.model"
+	HwGpuIoMetricAttributeKeyHwDriverVersion    HwGpuIoMetricAttributeKey = "hw.driver_version"
+	HwGpuIoMetricAttributeKeyNetworkIoDirection HwGpuIoMetricAttributeKey = "network.io.direction"
+)
+
+// HwGpuIoMetricConfig provides config for the hw.gpu.io metric.
+type HwGpuIoMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []HwGpuIoMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *HwGpuIoMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *HwGpuIoMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case HwGpuIoMetricAttributeKeyHwID, HwGpuIoMetricAttributeKeyHwName, HwGpuIoMetricAttributeKeyHwVendor, HwGpuIoMetricAttributeKeyHwModel, HwGpuIoMetricAttributeKeyHwDriverVersion, HwGpuIoMetricAttributeKeyNetworkIoDirection:
+		default:
+			return fmt.Errorf("metric hw.gpu.io doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwGpuIoMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for hw.gpu.io metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // HwGpuMemoryLimitMetricAttributeKey specifies the key of an attribute for the hw.gpu.memory.limit metric.
 type HwGpuMemoryLimitMetricAttributeKey string
 
@@ -528,6 +644,61 @@ func (ms *NvidiaGpuClockFrequencyMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuDramActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.dram.activity metric.
+type NvidiaGpuDramActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuDramActivityMetricAttributeKeyHwID            NvidiaGpuDramActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuDramActivityMetricAttributeKeyHwName          NvidiaGpuDramActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuDramActivityMetricAttributeKeyHwVendor        NvidiaGpuDramActivityMetricAttributeKey = "hw.vendor"
+	NvidiaGpuDramActivityMetricAttributeKeyHwModel         NvidiaGpuDramActivityMetricAttributeKey = "hw.model"
+	NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion NvidiaGpuDramActivityMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuDramActivityMetricConfig provides config for the nvidia.gpu.dram.activity metric.
+type NvidiaGpuDramActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuDramActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuDramActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuDramActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.dram.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.dram.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuFanSpeedMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.fan.speed metric.
 type NvidiaGpuFanSpeedMetricAttributeKey string
 
@@ -640,6 +811,228 @@ func (ms *NvidiaGpuInfoMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuMemoryRemapFailedMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.memory.remap.failed metric.
+type NvidiaGpuMemoryRemapFailedMetricAttributeKey string
+
+const (
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID            NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName          NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.name"
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor        NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.vendor"
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel         NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.model"
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuMemoryRemapFailedMetricConfig provides config for the nvidia.gpu.memory.remap.failed metric.
+type NvidiaGpuMemoryRemapFailedMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                         `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMemoryRemapFailedMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMemoryRemapFailedMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMemoryRemapFailedMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.memory.remap.failed doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.memory.remap.failed metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMemoryRemapPendingMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.memory.remap.pending metric.
+type NvidiaGpuMemoryRemapPendingMetricAttributeKey string
+
+const (
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID            NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName          NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.name"
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor        NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.vendor"
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel         NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.model"
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuMemoryRemapPendingMetricConfig provides config for the nvidia.gpu.memory.remap.pending metric.
+type NvidiaGpuMemoryRemapPendingMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMemoryRemapPendingMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMemoryRemapPendingMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMemoryRemapPendingMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.memory.remap.pending doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.memory.remap.pending metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMemoryRemappedRowsMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.memory.remapped_rows metric.
+type NvidiaGpuMemoryRemappedRowsMetricAttributeKey string
+
+const (
+	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID                      NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName                    NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.name"
+	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor                  NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.vendor"
+	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel                   NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.model"
+	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion           NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "nvidia.gpu.memory.remap.cause"
+)
+
+// NvidiaGpuMemoryRemappedRowsMetricConfig provides config for the nvidia.gpu.memory.remapped_rows metric.
+type NvidiaGpuMemoryRemappedRowsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMemoryRemappedRowsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMemoryRemappedRowsMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.memory.remapped_rows doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.remap.cause]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.memory.remapped_rows metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMemoryRetiredPagesMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.memory.retired_pages metric.
+type NvidiaGpuMemoryRetiredPagesMetricAttributeKey string
+
+const (
+	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID                           NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName                         NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.name"
+	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor                       NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.vendor"
+	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel                        NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.model"
+	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion                NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "nvidia.gpu.memory.retirement.cause"
+)
+
+// NvidiaGpuMemoryRetiredPagesMetricConfig provides config for the nvidia.gpu.memory.retired_pages metric.
+type NvidiaGpuMemoryRetiredPagesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMemoryRetiredPagesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMemoryRetiredPagesMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.memory.retired_pages doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.retirement.cause]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.memory.retired_pages metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuMemoryControllerUtilizationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.memory_controller.utilization metric.
 type NvidiaGpuMemoryControllerUtilizationMetricAttributeKey string
 
@@ -684,6 +1077,397 @@ func (ms *NvidiaGpuMemoryControllerUtilizationMetricConfig) Validate() error {
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID) {
 		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.memory_controller.utilization metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuNvlinkErrorsMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.nvlink.errors metric.
+type NvidiaGpuNvlinkErrorsMetricAttributeKey string
+
+const (
+	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID                     NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.id"
+	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName                   NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.name"
+	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor                 NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.vendor"
+	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel                  NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.model"
+	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion          NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType NvidiaGpuNvlinkErrorsMetricAttributeKey = "nvidia.gpu.nvlink.error.type"
+)
+
+// NvidiaGpuNvlinkErrorsMetricConfig provides config for the nvidia.gpu.nvlink.errors metric.
+type NvidiaGpuNvlinkErrorsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuNvlinkErrorsMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuNvlinkErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuNvlinkErrorsMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.nvlink.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.nvlink.error.type]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.nvlink.errors metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuNvlinkIoMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.nvlink.io metric.
+type NvidiaGpuNvlinkIoMetricAttributeKey string
+
+const (
+	NvidiaGpuNvlinkIoMetricAttributeKeyHwID               NvidiaGpuNvlinkIoMetricAttributeKey = "hw.id"
+	NvidiaGpuNvlinkIoMetricAttributeKeyHwName             NvidiaGpuNvlinkIoMetricAttributeKey = "hw.name"
+	NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor           NvidiaGpuNvlinkIoMetricAttributeKey = "hw.vendor"
+	NvidiaGpuNvlinkIoMetricAttributeKeyHwModel            NvidiaGpuNvlinkIoMetricAttributeKey = "hw.model"
+	NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion    NvidiaGpuNvlinkIoMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection NvidiaGpuNvlinkIoMetricAttributeKey = "network.io.direction"
+)
+
+// NvidiaGpuNvlinkIoMetricConfig provides config for the nvidia.gpu.nvlink.io metric.
+type NvidiaGpuNvlinkIoMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuNvlinkIoMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuNvlinkIoMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuNvlinkIoMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.nvlink.io doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.nvlink.io metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuNvlinkThroughputMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.nvlink.throughput metric.
+type NvidiaGpuNvlinkThroughputMetricAttributeKey string
+
+const (
+	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID               NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.id"
+	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName             NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.name"
+	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor           NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.vendor"
+	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel            NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.model"
+	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion    NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection NvidiaGpuNvlinkThroughputMetricAttributeKey = "network.io.direction"
+)
+
+// NvidiaGpuNvlinkThroughputMetricConfig provides config for the nvidia.gpu.nvlink.throughput metric.
+type NvidiaGpuNvlinkThroughputMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                        `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuNvlinkThroughputMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuNvlinkThroughputMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuNvlinkThroughputMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.nvlink.throughput doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.nvlink.throughput metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuPcieLinkGenerationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.pcie.link.generation metric.
+type NvidiaGpuPcieLinkGenerationMetricAttributeKey string
+
+const (
+	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID                  NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.id"
+	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName                NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.name"
+	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor              NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.vendor"
+	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel               NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.model"
+	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion       NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind NvidiaGpuPcieLinkGenerationMetricAttributeKey = "nvidia.gpu.pcie.link.kind"
+)
+
+// NvidiaGpuPcieLinkGenerationMetricConfig provides config for the nvidia.gpu.pcie.link.generation metric.
+type NvidiaGpuPcieLinkGenerationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuPcieLinkGenerationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuPcieLinkGenerationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuPcieLinkGenerationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.pcie.link.generation doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.pcie.link.generation metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuPcieLinkWidthMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.pcie.link.width metric.
+type NvidiaGpuPcieLinkWidthMetricAttributeKey string
+
+const (
+	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID                  NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.id"
+	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName                NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.name"
+	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor              NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.vendor"
+	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel               NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.model"
+	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion       NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind NvidiaGpuPcieLinkWidthMetricAttributeKey = "nvidia.gpu.pcie.link.kind"
+)
+
+// NvidiaGpuPcieLinkWidthMetricConfig provides config for the nvidia.gpu.pcie.link.width metric.
+type NvidiaGpuPcieLinkWidthMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuPcieLinkWidthMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuPcieLinkWidthMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuPcieLinkWidthMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.pcie.link.width doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.pcie.link.width metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuPcieReplaysMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.pcie.replays metric.
+type NvidiaGpuPcieReplaysMetricAttributeKey string
+
+const (
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwID            NvidiaGpuPcieReplaysMetricAttributeKey = "hw.id"
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwName          NvidiaGpuPcieReplaysMetricAttributeKey = "hw.name"
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor        NvidiaGpuPcieReplaysMetricAttributeKey = "hw.vendor"
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwModel         NvidiaGpuPcieReplaysMetricAttributeKey = "hw.model"
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion NvidiaGpuPcieReplaysMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuPcieReplaysMetricConfig provides config for the nvidia.gpu.pcie.replays metric.
+type NvidiaGpuPcieReplaysMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                   `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuPcieReplaysMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuPcieReplaysMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuPcieReplaysMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.pcie.replays doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.pcie.replays metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuPcieThroughputMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.pcie.throughput metric.
+type NvidiaGpuPcieThroughputMetricAttributeKey string
+
+const (
+	NvidiaGpuPcieThroughputMetricAttributeKeyHwID               NvidiaGpuPcieThroughputMetricAttributeKey = "hw.id"
+	NvidiaGpuPcieThroughputMetricAttributeKeyHwName             NvidiaGpuPcieThroughputMetricAttributeKey = "hw.name"
+	NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor           NvidiaGpuPcieThroughputMetricAttributeKey = "hw.vendor"
+	NvidiaGpuPcieThroughputMetricAttributeKeyHwModel            NvidiaGpuPcieThroughputMetricAttributeKey = "hw.model"
+	NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion    NvidiaGpuPcieThroughputMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection NvidiaGpuPcieThroughputMetricAttributeKey = "network.io.direction"
+)
+
+// NvidiaGpuPcieThroughputMetricConfig provides config for the nvidia.gpu.pcie.throughput metric.
+type NvidiaGpuPcieThroughputMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuPcieThroughputMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuPcieThroughputMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuPcieThroughputMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.pcie.throughput doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.pcie.throughput metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -750,6 +1534,62 @@ func (ms *NvidiaGpuPerformanceStateMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuPipeActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.pipe.activity metric.
+type NvidiaGpuPipeActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuPipeActivityMetricAttributeKeyHwID            NvidiaGpuPipeActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuPipeActivityMetricAttributeKeyHwName          NvidiaGpuPipeActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuPipeActivityMetricAttributeKeyHwVendor        NvidiaGpuPipeActivityMetricAttributeKey = "hw.vendor"
+	NvidiaGpuPipeActivityMetricAttributeKeyHwModel         NvidiaGpuPipeActivityMetricAttributeKey = "hw.model"
+	NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion NvidiaGpuPipeActivityMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe   NvidiaGpuPipeActivityMetricAttributeKey = "nvidia.gpu.pipe"
+)
+
+// NvidiaGpuPipeActivityMetricConfig provides config for the nvidia.gpu.pipe.activity metric.
+type NvidiaGpuPipeActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuPipeActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuPipeActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuPipeActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.pipe.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pipe]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.pipe.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuPowerLimitMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.power.limit metric.
 type NvidiaGpuPowerLimitMetricAttributeKey string
 
@@ -805,22 +1645,721 @@ func (ms *NvidiaGpuPowerLimitMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuProcessMemoryUsageMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.process.memory.usage metric.
+type NvidiaGpuProcessMemoryUsageMetricAttributeKey string
+
+const (
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID                  NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.id"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName                NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.name"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor              NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.vendor"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel               NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.model"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion       NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid            NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.pid"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.executable.name"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID           NvidiaGpuProcessMemoryUsageMetricAttributeKey = "container.id"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine    NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.command_line"
+)
+
+// NvidiaGpuProcessMemoryUsageMetricConfig provides config for the nvidia.gpu.process.memory.usage metric.
+type NvidiaGpuProcessMemoryUsageMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuProcessMemoryUsageMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.process.memory.usage metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuProcessUtilizationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.process.utilization metric.
+type NvidiaGpuProcessUtilizationMetricAttributeKey string
+
+const (
+	NvidiaGpuProcessUtilizationMetricAttributeKeyHwID                   NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.id"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyHwName                 NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.name"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor               NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.vendor"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel                NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.model"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion        NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid             NvidiaGpuProcessUtilizationMetricAttributeKey = "process.pid"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName  NvidiaGpuProcessUtilizationMetricAttributeKey = "process.executable.name"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID            NvidiaGpuProcessUtilizationMetricAttributeKey = "container.id"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine     NvidiaGpuProcessUtilizationMetricAttributeKey = "process.command_line"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine NvidiaGpuProcessUtilizationMetricAttributeKey = "nvidia.gpu.process.engine"
+)
+
+// NvidiaGpuProcessUtilizationMetricConfig provides config for the nvidia.gpu.process.utilization metric.
+type NvidiaGpuProcessUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuProcessUtilizationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuProcessUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuProcessUtilizationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.process.utilization metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.memory_controller.utilization metric.
+type NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey string
+
+const (
+	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID            NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.id"
+	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName          NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.name"
+	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor        NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.vendor"
+	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel         NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.model"
+	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig provides config for the nvidia.gpu.samples.memory_controller.utilization metric.
+type NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.samples.memory_controller.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.memory_controller.utilization metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuSamplesPowerMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.power metric.
+type NvidiaGpuSamplesPowerMetricAttributeKey string
+
+const (
+	NvidiaGpuSamplesPowerMetricAttributeKeyHwID            NvidiaGpuSamplesPowerMetricAttributeKey = "hw.id"
+	NvidiaGpuSamplesPowerMetricAttributeKeyHwName          NvidiaGpuSamplesPowerMetricAttributeKey = "hw.name"
+	NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor        NvidiaGpuSamplesPowerMetricAttributeKey = "hw.vendor"
+	NvidiaGpuSamplesPowerMetricAttributeKeyHwModel         NvidiaGpuSamplesPowerMetricAttributeKey = "hw.model"
+	NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesPowerMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuSamplesPowerMetricConfig provides config for the nvidia.gpu.samples.power metric.
+type NvidiaGpuSamplesPowerMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSamplesPowerMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSamplesPowerMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSamplesPowerMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.samples.power doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.power metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuSamplesSmClockMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.sm_clock metric.
+type NvidiaGpuSamplesSmClockMetricAttributeKey string
+
+const (
+	NvidiaGpuSamplesSmClockMetricAttributeKeyHwID            NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.id"
+	NvidiaGpuSamplesSmClockMetricAttributeKeyHwName          NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.name"
+	NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor        NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.vendor"
+	NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel         NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.model"
+	NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuSamplesSmClockMetricConfig provides config for the nvidia.gpu.samples.sm_clock metric.
+type NvidiaGpuSamplesSmClockMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSamplesSmClockMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSamplesSmClockMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSamplesSmClockMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.samples.sm_clock doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.sm_clock metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuSamplesUtilizationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.utilization metric.
+type NvidiaGpuSamplesUtilizationMetricAttributeKey string
+
+const (
+	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID            NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.id"
+	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName          NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.name"
+	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor        NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.vendor"
+	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel         NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.model"
+	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuSamplesUtilizationMetricConfig provides config for the nvidia.gpu.samples.utilization metric.
+type NvidiaGpuSamplesUtilizationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSamplesUtilizationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSamplesUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSamplesUtilizationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.samples.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.utilization metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuSmActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.sm.activity metric.
+type NvidiaGpuSmActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuSmActivityMetricAttributeKeyHwID            NvidiaGpuSmActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuSmActivityMetricAttributeKeyHwName          NvidiaGpuSmActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuSmActivityMetricAttributeKeyHwVendor        NvidiaGpuSmActivityMetricAttributeKey = "hw.vendor"
+	NvidiaGpuSmActivityMetricAttributeKeyHwModel         NvidiaGpuSmActivityMetricAttributeKey = "hw.model"
+	NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion NvidiaGpuSmActivityMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuSmActivityMetricConfig provides config for the nvidia.gpu.sm.activity metric.
+type NvidiaGpuSmActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                  `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSmActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSmActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSmActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.sm.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.sm.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuSmOccupancyMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.sm.occupancy metric.
+type NvidiaGpuSmOccupancyMetricAttributeKey string
+
+const (
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwID            NvidiaGpuSmOccupancyMetricAttributeKey = "hw.id"
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwName          NvidiaGpuSmOccupancyMetricAttributeKey = "hw.name"
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor        NvidiaGpuSmOccupancyMetricAttributeKey = "hw.vendor"
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwModel         NvidiaGpuSmOccupancyMetricAttributeKey = "hw.model"
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion NvidiaGpuSmOccupancyMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuSmOccupancyMetricConfig provides config for the nvidia.gpu.sm.occupancy metric.
+type NvidiaGpuSmOccupancyMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                   `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSmOccupancyMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSmOccupancyMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSmOccupancyMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.sm.occupancy doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.sm.occupancy metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuTensorActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.tensor.activity metric.
+type NvidiaGpuTensorActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuTensorActivityMetricAttributeKeyHwID            NvidiaGpuTensorActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuTensorActivityMetricAttributeKeyHwName          NvidiaGpuTensorActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuTensorActivityMetricAttributeKeyHwVendor        NvidiaGpuTensorActivityMetricAttributeKey = "hw.vendor"
+	NvidiaGpuTensorActivityMetricAttributeKeyHwModel         NvidiaGpuTensorActivityMetricAttributeKey = "hw.model"
+	NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion NvidiaGpuTensorActivityMetricAttributeKey = "hw.driver_version"
+)
+
+// NvidiaGpuTensorActivityMetricConfig provides config for the nvidia.gpu.tensor.activity metric.
+type NvidiaGpuTensorActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuTensorActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuTensorActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuTensorActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.tensor.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.tensor.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuThrottleActiveMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.throttle.active metric.
+type NvidiaGpuThrottleActiveMetricAttributeKey string
+
+const (
+	NvidiaGpuThrottleActiveMetricAttributeKeyHwID                    NvidiaGpuThrottleActiveMetricAttributeKey = "hw.id"
+	NvidiaGpuThrottleActiveMetricAttributeKeyHwName                  NvidiaGpuThrottleActiveMetricAttributeKey = "hw.name"
+	NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor                NvidiaGpuThrottleActiveMetricAttributeKey = "hw.vendor"
+	NvidiaGpuThrottleActiveMetricAttributeKeyHwModel                 NvidiaGpuThrottleActiveMetricAttributeKey = "hw.model"
+	NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion         NvidiaGpuThrottleActiveMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason NvidiaGpuThrottleActiveMetricAttributeKey = "nvidia.gpu.throttle.reason"
+)
+
+// NvidiaGpuThrottleActiveMetricConfig provides config for the nvidia.gpu.throttle.active metric.
+type NvidiaGpuThrottleActiveMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuThrottleActiveMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuThrottleActiveMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuThrottleActiveMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.throttle.active doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.throttle.active metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuThrottleTimeMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.throttle.time metric.
+type NvidiaGpuThrottleTimeMetricAttributeKey string
+
+const (
+	NvidiaGpuThrottleTimeMetricAttributeKeyHwID                    NvidiaGpuThrottleTimeMetricAttributeKey = "hw.id"
+	NvidiaGpuThrottleTimeMetricAttributeKeyHwName                  NvidiaGpuThrottleTimeMetricAttributeKey = "hw.name"
+	NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor                NvidiaGpuThrottleTimeMetricAttributeKey = "hw.vendor"
+	NvidiaGpuThrottleTimeMetricAttributeKeyHwModel                 NvidiaGpuThrottleTimeMetricAttributeKey = "hw.model"
+	NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion         NvidiaGpuThrottleTimeMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason NvidiaGpuThrottleTimeMetricAttributeKey = "nvidia.gpu.throttle.reason"
+)
+
+// NvidiaGpuThrottleTimeMetricConfig provides config for the nvidia.gpu.throttle.time metric.
+type NvidiaGpuThrottleTimeMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuThrottleTimeMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuThrottleTimeMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuThrottleTimeMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.throttle.time doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.throttle.time metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuXidErrorsMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.xid.errors metric.
+type NvidiaGpuXidErrorsMetricAttributeKey string
+
+const (
+	NvidiaGpuXidErrorsMetricAttributeKeyHwID            NvidiaGpuXidErrorsMetricAttributeKey = "hw.id"
+	NvidiaGpuXidErrorsMetricAttributeKeyHwName          NvidiaGpuXidErrorsMetricAttributeKey = "hw.name"
+	NvidiaGpuXidErrorsMetricAttributeKeyHwVendor        NvidiaGpuXidErrorsMetricAttributeKey = "hw.vendor"
+	NvidiaGpuXidErrorsMetricAttributeKeyHwModel         NvidiaGpuXidErrorsMetricAttributeKey = "hw.model"
+	NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion NvidiaGpuXidErrorsMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid    NvidiaGpuXidErrorsMetricAttributeKey = "nvidia.gpu.xid"
+)
+
+// NvidiaGpuXidErrorsMetricConfig provides config for the nvidia.gpu.xid.errors metric.
+type NvidiaGpuXidErrorsMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuXidErrorsMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuXidErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuXidErrorsMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.xid.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.xid]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.xid.errors metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // MetricsConfig provides config for gpuviz metrics.
 type MetricsConfig struct {
-	HwEnergy                             HwEnergyMetricConfig                             `mapstructure:"hw.energy"`
-	HwGpuMemoryLimit                     HwGpuMemoryLimitMetricConfig                     `mapstructure:"hw.gpu.memory.limit"`
-	HwGpuMemoryUsage                     HwGpuMemoryUsageMetricConfig                     `mapstructure:"hw.gpu.memory.usage"`
-	HwGpuMemoryUtilization               HwGpuMemoryUtilizationMetricConfig               `mapstructure:"hw.gpu.memory.utilization"`
-	HwGpuUtilization                     HwGpuUtilizationMetricConfig                     `mapstructure:"hw.gpu.utilization"`
-	HwPower                              HwPowerMetricConfig                              `mapstructure:"hw.power"`
-	HwStatus                             HwStatusMetricConfig                             `mapstructure:"hw.status"`
-	HwTemperature                        HwTemperatureMetricConfig                        `mapstructure:"hw.temperature"`
-	NvidiaGpuClockFrequency              NvidiaGpuClockFrequencyMetricConfig              `mapstructure:"nvidia.gpu.clock.frequency"`
-	NvidiaGpuFanSpeed                    NvidiaGpuFanSpeedMetricConfig                    `mapstructure:"nvidia.gpu.fan.speed"`
-	NvidiaGpuInfo                        NvidiaGpuInfoMetricConfig                        `mapstructure:"nvidia.gpu.info"`
-	NvidiaGpuMemoryControllerUtilization NvidiaGpuMemoryControllerUtilizationMetricConfig `mapstructure:"nvidia.gpu.memory_controller.utilization"`
-	NvidiaGpuPerformanceState            NvidiaGpuPerformanceStateMetricConfig            `mapstructure:"nvidia.gpu.performance_state"`
-	NvidiaGpuPowerLimit                  NvidiaGpuPowerLimitMetricConfig                  `mapstructure:"nvidia.gpu.power.limit"`
+	HwEnergy                                    HwEnergyMetricConfig                                    `mapstructure:"hw.energy"`
+	HwErrors                                    HwErrorsMetricConfig                                    `mapstructure:"hw.errors"`
+	HwGpuIo                                     HwGpuIoMetricConfig                                     `mapstructure:"hw.gpu.io"`
+	HwGpuMemoryLimit                            HwGpuMemoryLimitMetricConfig                            `mapstructure:"hw.gpu.memory.limit"`
+	HwGpuMemoryUsage                            HwGpuMemoryUsageMetricConfig                            `mapstructure:"hw.gpu.memory.usage"`
+	HwGpuMemoryUtilization                      HwGpuMemoryUtilizationMetricConfig                      `mapstructure:"hw.gpu.memory.utilization"`
+	HwGpuUtilization                            HwGpuUtilizationMetricConfig                            `mapstructure:"hw.gpu.utilization"`
+	HwPower                                     HwPowerMetricConfig                                     `mapstructure:"hw.power"`
+	HwStatus                                    HwStatusMetricConfig                                    `mapstructure:"hw.status"`
+	HwTemperature                               HwTemperatureMetricConfig                               `mapstructure:"hw.temperature"`
+	NvidiaGpuClockFrequency                     NvidiaGpuClockFrequencyMetricConfig                     `mapstructure:"nvidia.gpu.clock.frequency"`
+	NvidiaGpuDramActivity                       NvidiaGpuDramActivityMetricConfig                       `mapstructure:"nvidia.gpu.dram.activity"`
+	NvidiaGpuFanSpeed                           NvidiaGpuFanSpeedMetricConfig                           `mapstructure:"nvidia.gpu.fan.speed"`
+	NvidiaGpuInfo                               NvidiaGpuInfoMetricConfig                               `mapstructure:"nvidia.gpu.info"`
+	NvidiaGpuMemoryRemapFailed                  NvidiaGpuMemoryRemapFailedMetricConfig                  `mapstructure:"nvidia.gpu.memory.remap.failed"`
+	NvidiaGpuMemoryRemapPending                 NvidiaGpuMemoryRemapPendingMetricConfig                 `mapstructure:"nvidia.gpu.memory.remap.pending"`
+	NvidiaGpuMemoryRemappedRows                 NvidiaGpuMemoryRemappedRowsMetricConfig                 `mapstructure:"nvidia.gpu.memory.remapped_rows"`
+	NvidiaGpuMemoryRetiredPages                 NvidiaGpuMemoryRetiredPagesMetricConfig                 `mapstructure:"nvidia.gpu.memory.retired_pages"`
+	NvidiaGpuMemoryControllerUtilization        NvidiaGpuMemoryControllerUtilizationMetricConfig        `mapstructure:"nvidia.gpu.memory_controller.utilization"`
+	NvidiaGpuNvlinkErrors                       NvidiaGpuNvlinkErrorsMetricConfig                       `mapstructure:"nvidia.gpu.nvlink.errors"`
+	NvidiaGpuNvlinkIo                           NvidiaGpuNvlinkIoMetricConfig                           `mapstructure:"nvidia.gpu.nvlink.io"`
+	NvidiaGpuNvlinkThroughput                   NvidiaGpuNvlinkThroughputMetricConfig                   `mapstructure:"nvidia.gpu.nvlink.throughput"`
+	NvidiaGpuPcieLinkGeneration                 NvidiaGpuPcieLinkGenerationMetricConfig                 `mapstructure:"nvidia.gpu.pcie.link.generation"`
+	NvidiaGpuPcieLinkWidth                      NvidiaGpuPcieLinkWidthMetricConfig                      `mapstructure:"nvidia.gpu.pcie.link.width"`
+	NvidiaGpuPcieReplays                        NvidiaGpuPcieReplaysMetricConfig                        `mapstructure:"nvidia.gpu.pcie.replays"`
+	NvidiaGpuPcieThroughput                     NvidiaGpuPcieThroughputMetricConfig                     `mapstructure:"nvidia.gpu.pcie.throughput"`
+	NvidiaGpuPerformanceState                   NvidiaGpuPerformanceStateMetricConfig                   `mapstructure:"nvidia.gpu.performance_state"`
+	NvidiaGpuPipeActivity                       NvidiaGpuPipeActivityMetricConfig                       `mapstructure:"nvidia.gpu.pipe.activity"`
+	NvidiaGpuPowerLimit                         NvidiaGpuPowerLimitMetricConfig                         `mapstructure:"nvidia.gpu.power.limit"`
+	NvidiaGpuProcessMemoryUsage                 NvidiaGpuProcessMemoryUsageMetricConfig                 `mapstructure:"nvidia.gpu.process.memory.usage"`
+	NvidiaGpuProcessUtilization                 NvidiaGpuProcessUtilizationMetricConfig                 `mapstructure:"nvidia.gpu.process.utilization"`
+	NvidiaGpuSamplesMemoryControllerUtilization NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig `mapstructure:"nvidia.gpu.samples.memory_controller.utilization"`
+	NvidiaGpuSamplesPower                       NvidiaGpuSamplesPowerMetricConfig                       `mapstructure:"nvidia.gpu.samples.power"`
+	NvidiaGpuSamplesSmClock                     NvidiaGpuSamplesSmClockMetricConfig                     `mapstructure:"nvidia.gpu.samples.sm_clock"`
+	NvidiaGpuSamplesUtilization                 NvidiaGpuSamplesUtilizationMetricConfig                 `mapstructure:"nvidia.gpu.samples.utilization"`
+	NvidiaGpuSmActivity                         NvidiaGpuSmActivityMetricConfig                         `mapstructure:"nvidia.gpu.sm.activity"`
+	NvidiaGpuSmOccupancy                        NvidiaGpuSmOccupancyMetricConfig                        `mapstructure:"nvidia.gpu.sm.occupancy"`
+	NvidiaGpuTensorActivity                     NvidiaGpuTensorActivityMetricConfig                     `mapstructure:"nvidia.gpu.tensor.activity"`
+	NvidiaGpuThrottleActive                     NvidiaGpuThrottleActiveMetricConfig                     `mapstructure:"nvidia.gpu.throttle.active"`
+	NvidiaGpuThrottleTime                       NvidiaGpuThrottleTimeMetricConfig                       `mapstructure:"nvidia.gpu.throttle.time"`
+	NvidiaGpuXidErrors                          NvidiaGpuXidErrorsMetricConfig                          `mapstructure:"nvidia.gpu.xid.errors"`
 }
 
 func DefaultMetricsConfig() MetricsConfig {
@@ -829,6 +2368,16 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []HwEnergyMetricAttributeKey{HwEnergyMetricAttributeKeyHwID, HwEnergyMetricAttributeKeyHwName, HwEnergyMetricAttributeKeyHwVendor, HwEnergyMetricAttributeKeyHwModel, HwEnergyMetricAttributeKeyHwDriverVersion, HwEnergyMetricAttributeKeyHwType},
+		},
+		HwErrors: HwErrorsMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []HwErrorsMetricAttributeKey{HwErrorsMetricAttributeKeyHwID, HwErrorsMetricAttributeKeyHwName, HwErrorsMetricAttributeKeyHwVendor, HwErrorsMetricAttributeKeyHwModel, HwErrorsMetricAttributeKeyHwDriverVersion, HwErrorsMetricAttributeKeyHwType, HwErrorsMetricAttributeKeyErrorType},
+		},
+		HwGpuIo: HwGpuIoMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []HwGpuIoMetricAttributeKey{HwGpuIoMetricAttributeKeyHwID, HwGpuIoMetricAttributeKeyHwName, HwGpuIoMetricAttributeKeyHwVendor, HwGpuIoMetricAttributeKeyHwModel, HwGpuIoMetricAttributeKeyHwDriverVersion, HwGpuIoMetricAttributeKeyNetworkIoDirection},
 		},
 		HwGpuMemoryLimit: HwGpuMemoryLimitMetricConfig{
 			Enabled:             true,
@@ -870,6 +2419,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
 		},
+		NvidiaGpuDramActivity: NvidiaGpuDramActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion},
+		},
 		NvidiaGpuFanSpeed: NvidiaGpuFanSpeedMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
@@ -880,20 +2434,140 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuInfoMetricAttributeKey{NvidiaGpuInfoMetricAttributeKeyHwID, NvidiaGpuInfoMetricAttributeKeyHwName, NvidiaGpuInfoMetricAttributeKeyHwVendor, NvidiaGpuInfoMetricAttributeKeyHwModel, NvidiaGpuInfoMetricAttributeKeyHwDriverVersion, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuIndex, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuPciBusID},
 		},
+		NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuMemoryRemapPending: NvidiaGpuMemoryRemapPendingMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuMemoryRemappedRows: NvidiaGpuMemoryRemappedRowsMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
+		},
+		NvidiaGpuMemoryRetiredPages: NvidiaGpuMemoryRetiredPagesMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
+		},
 		NvidiaGpuMemoryControllerUtilization: NvidiaGpuMemoryControllerUtilizationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
+		},
+		NvidiaGpuNvlinkIo: NvidiaGpuNvlinkIoMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
+		},
+		NvidiaGpuNvlinkThroughput: NvidiaGpuNvlinkThroughputMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
+		},
+		NvidiaGpuPcieLinkGeneration: NvidiaGpuPcieLinkGenerationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
+		},
+		NvidiaGpuPcieLinkWidth: NvidiaGpuPcieLinkWidthMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
+		},
+		NvidiaGpuPcieReplays: NvidiaGpuPcieReplaysMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuPcieThroughput: NvidiaGpuPcieThroughputMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 		},
 		NvidiaGpuPerformanceState: NvidiaGpuPerformanceStateMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion},
 		},
+		NvidiaGpuPipeActivity: NvidiaGpuPipeActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
+		},
 		NvidiaGpuPowerLimit: NvidiaGpuPowerLimitMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID},
+		},
+		NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+		},
+		NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuSamplesPower: NvidiaGpuSamplesPowerMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSamplesPowerMetricAttributeKey{NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuSamplesSmClock: NvidiaGpuSamplesSmClockMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSamplesSmClockMetricAttributeKey{NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSamplesUtilizationMetricAttributeKey{NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuSmOccupancy: NvidiaGpuSmOccupancyMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuTensorActivity: NvidiaGpuTensorActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion},
+		},
+		NvidiaGpuThrottleActive: NvidiaGpuThrottleActiveMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
+		},
+		NvidiaGpuThrottleTime: NvidiaGpuThrottleTimeMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
+		},
+		NvidiaGpuXidErrors: NvidiaGpuXidErrorsMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
 		},
 	}
 }

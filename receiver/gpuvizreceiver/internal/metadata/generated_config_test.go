@@ -31,6 +31,16 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []HwEnergyMetricAttributeKey{HwEnergyMetricAttributeKeyHwID, HwEnergyMetricAttributeKeyHwName, HwEnergyMetricAttributeKeyHwVendor, HwEnergyMetricAttributeKeyHwModel, HwEnergyMetricAttributeKeyHwDriverVersion, HwEnergyMetricAttributeKeyHwType},
 					},
+					HwErrors: HwErrorsMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []HwErrorsMetricAttributeKey{HwErrorsMetricAttributeKeyHwID, HwErrorsMetricAttributeKeyHwName, HwErrorsMetricAttributeKeyHwVendor, HwErrorsMetricAttributeKeyHwModel, HwErrorsMetricAttributeKeyHwDriverVersion, HwErrorsMetricAttributeKeyHwType, HwErrorsMetricAttributeKeyErrorType},
+					},
+					HwGpuIo: HwGpuIoMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []HwGpuIoMetricAttributeKey{HwGpuIoMetricAttributeKeyHwID, HwGpuIoMetricAttributeKeyHwName, HwGpuIoMetricAttributeKeyHwVendor, HwGpuIoMetricAttributeKeyHwModel, HwGpuIoMetricAttributeKeyHwDriverVersion, HwGpuIoMetricAttributeKeyNetworkIoDirection},
+					},
 					HwGpuMemoryLimit: HwGpuMemoryLimitMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -71,6 +81,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
 					},
+					NvidiaGpuDramActivity: NvidiaGpuDramActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion},
+					},
 					NvidiaGpuFanSpeed: NvidiaGpuFanSpeedMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -81,20 +96,140 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuInfoMetricAttributeKey{NvidiaGpuInfoMetricAttributeKeyHwID, NvidiaGpuInfoMetricAttributeKeyHwName, NvidiaGpuInfoMetricAttributeKeyHwVendor, NvidiaGpuInfoMetricAttributeKeyHwModel, NvidiaGpuInfoMetricAttributeKeyHwDriverVersion, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuIndex, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuPciBusID},
 					},
+					NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuMemoryRemapPending: NvidiaGpuMemoryRemapPendingMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuMemoryRemappedRows: NvidiaGpuMemoryRemappedRowsMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
+					},
+					NvidiaGpuMemoryRetiredPages: NvidiaGpuMemoryRetiredPagesMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
+					},
 					NvidiaGpuMemoryControllerUtilization: NvidiaGpuMemoryControllerUtilizationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
+					},
+					NvidiaGpuNvlinkIo: NvidiaGpuNvlinkIoMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
+					},
+					NvidiaGpuNvlinkThroughput: NvidiaGpuNvlinkThroughputMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
+					},
+					NvidiaGpuPcieLinkGeneration: NvidiaGpuPcieLinkGenerationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
+					},
+					NvidiaGpuPcieLinkWidth: NvidiaGpuPcieLinkWidthMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
+					},
+					NvidiaGpuPcieReplays: NvidiaGpuPcieReplaysMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuPcieThroughput: NvidiaGpuPcieThroughputMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuPerformanceState: NvidiaGpuPerformanceStateMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion},
 					},
+					NvidiaGpuPipeActivity: NvidiaGpuPipeActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
+					},
 					NvidiaGpuPowerLimit: NvidiaGpuPowerLimitMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+					},
+					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+					},
+					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSamplesPower: NvidiaGpuSamplesPowerMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesPowerMetricAttributeKey{NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSamplesSmClock: NvidiaGpuSamplesSmClockMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesSmClockMetricAttributeKey{NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesUtilizationMetricAttributeKey{NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSmOccupancy: NvidiaGpuSmOccupancyMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuTensorActivity: NvidiaGpuTensorActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuThrottleActive: NvidiaGpuThrottleActiveMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
+					},
+					NvidiaGpuThrottleTime: NvidiaGpuThrottleTimeMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
+					},
+					NvidiaGpuXidErrors: NvidiaGpuXidErrorsMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
@@ -112,6 +247,16 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []HwEnergyMetricAttributeKey{HwEnergyMetricAttributeKeyHwID, HwEnergyMetricAttributeKeyHwName, HwEnergyMetricAttributeKeyHwVendor, HwEnergyMetricAttributeKeyHwModel, HwEnergyMetricAttributeKeyHwDriverVersion, HwEnergyMetricAttributeKeyHwType},
 					},
+					HwErrors: HwErrorsMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []HwErrorsMetricAttributeKey{HwErrorsMetricAttributeKeyHwID, HwErrorsMetricAttributeKeyHwName, HwErrorsMetricAttributeKeyHwVendor, HwErrorsMetricAttributeKeyHwModel, HwErrorsMetricAttributeKeyHwDriverVersion, HwErrorsMetricAttributeKeyHwType, HwErrorsMetricAttributeKeyErrorType},
+					},
+					HwGpuIo: HwGpuIoMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []HwGpuIoMetricAttributeKey{HwGpuIoMetricAttributeKeyHwID, HwGpuIoMetricAttributeKeyHwName, HwGpuIoMetricAttributeKeyHwVendor, HwGpuIoMetricAttributeKeyHwModel, HwGpuIoMetricAttributeKeyHwDriverVersion, HwGpuIoMetricAttributeKeyNetworkIoDirection},
+					},
 					HwGpuMemoryLimit: HwGpuMemoryLimitMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -152,6 +297,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
 					},
+					NvidiaGpuDramActivity: NvidiaGpuDramActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion},
+					},
 					NvidiaGpuFanSpeed: NvidiaGpuFanSpeedMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -162,20 +312,140 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuInfoMetricAttributeKey{NvidiaGpuInfoMetricAttributeKeyHwID, NvidiaGpuInfoMetricAttributeKeyHwName, NvidiaGpuInfoMetricAttributeKeyHwVendor, NvidiaGpuInfoMetricAttributeKeyHwModel, NvidiaGpuInfoMetricAttributeKeyHwDriverVersion, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuIndex, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuPciBusID},
 					},
+					NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuMemoryRemapPending: NvidiaGpuMemoryRemapPendingMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuMemoryRemappedRows: NvidiaGpuMemoryRemappedRowsMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
+					},
+					NvidiaGpuMemoryRetiredPages: NvidiaGpuMemoryRetiredPagesMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
+					},
 					NvidiaGpuMemoryControllerUtilization: NvidiaGpuMemoryControllerUtilizationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
+					},
+					NvidiaGpuNvlinkIo: NvidiaGpuNvlinkIoMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
+					},
+					NvidiaGpuNvlinkThroughput: NvidiaGpuNvlinkThroughputMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
+					},
+					NvidiaGpuPcieLinkGeneration: NvidiaGpuPcieLinkGenerationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
+					},
+					NvidiaGpuPcieLinkWidth: NvidiaGpuPcieLinkWidthMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
+					},
+					NvidiaGpuPcieReplays: NvidiaGpuPcieReplaysMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuPcieThroughput: NvidiaGpuPcieThroughputMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuPerformanceState: NvidiaGpuPerformanceStateMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion},
 					},
+					NvidiaGpuPipeActivity: NvidiaGpuPipeActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
+					},
 					NvidiaGpuPowerLimit: NvidiaGpuPowerLimitMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+					},
+					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+					},
+					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSamplesPower: NvidiaGpuSamplesPowerMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesPowerMetricAttributeKey{NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSamplesSmClock: NvidiaGpuSamplesSmClockMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesSmClockMetricAttributeKey{NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSamplesUtilizationMetricAttributeKey{NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuSmOccupancy: NvidiaGpuSmOccupancyMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuTensorActivity: NvidiaGpuTensorActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion},
+					},
+					NvidiaGpuThrottleActive: NvidiaGpuThrottleActiveMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
+					},
+					NvidiaGpuThrottleTime: NvidiaGpuThrottleTimeMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
+					},
+					NvidiaGpuXidErrors: NvidiaGpuXidErrorsMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
@@ -188,7 +458,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -201,6 +471,30 @@ func TestHwEnergyMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric hw.energy doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type]")
 
 	cfg = DefaultMetricsConfig().HwEnergy
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestHwErrorsMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().HwErrors
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []HwErrorsMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric hw.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, hw.type, error.type]")
+
+	cfg = DefaultMetricsConfig().HwErrors
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestHwGpuIoMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().HwGpuIo
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []HwGpuIoMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric hw.gpu.io doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+
+	cfg = DefaultMetricsConfig().HwGpuIo
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -301,6 +595,18 @@ func TestNvidiaGpuClockFrequencyMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestNvidiaGpuDramActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuDramActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuDramActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.dram.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuDramActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestNvidiaGpuFanSpeedMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().NvidiaGpuFanSpeed
 	require.NoError(t, cfg.Validate())
@@ -325,6 +631,54 @@ func TestNvidiaGpuInfoMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestNvidiaGpuMemoryRemapFailedMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMemoryRemapFailed
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMemoryRemapFailedMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remap.failed doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRemapFailed
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMemoryRemapPendingMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMemoryRemapPending
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMemoryRemapPendingMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remap.pending doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRemapPending
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMemoryRemappedRowsMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMemoryRemappedRows
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remapped_rows doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.remap.cause]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRemappedRows
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMemoryRetiredPagesMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMemoryRetiredPages
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.retired_pages doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.retirement.cause]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRetiredPages
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestNvidiaGpuMemoryControllerUtilizationMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().NvidiaGpuMemoryControllerUtilization
 	require.NoError(t, cfg.Validate())
@@ -333,6 +687,90 @@ func TestNvidiaGpuMemoryControllerUtilizationMetricsConfig_Validate(t *testing.T
 	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory_controller.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryControllerUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuNvlinkErrorsMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuNvlinkErrors
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuNvlinkErrorsMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.nvlink.error.type]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkErrors
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuNvlinkIoMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuNvlinkIo
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuNvlinkIoMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.io doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkIo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuNvlinkThroughputMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuNvlinkThroughput
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuNvlinkThroughputMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.throughput doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkThroughput
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuPcieLinkGenerationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuPcieLinkGeneration
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuPcieLinkGenerationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.link.generation doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuPcieLinkGeneration
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuPcieLinkWidthMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuPcieLinkWidth
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuPcieLinkWidthMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.link.width doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuPcieLinkWidth
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuPcieReplaysMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuPcieReplays
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuPcieReplaysMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.replays doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuPcieReplays
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuPcieThroughputMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuPcieThroughput
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuPcieThroughputMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.throughput doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuPcieThroughput
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -349,6 +787,18 @@ func TestNvidiaGpuPerformanceStateMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestNvidiaGpuPipeActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuPipeActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuPipeActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pipe.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pipe]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuPipeActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestNvidiaGpuPowerLimitMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().NvidiaGpuPowerLimit
 	require.NoError(t, cfg.Validate())
@@ -357,6 +807,150 @@ func TestNvidiaGpuPowerLimitMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.power.limit doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPowerLimit
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuProcessMemoryUsageMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuProcessMemoryUsage
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuProcessMemoryUsageMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuProcessMemoryUsage
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuProcessUtilizationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuProcessUtilization
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuProcessUtilizationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuProcessUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSamplesMemoryControllerUtilizationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSamplesMemoryControllerUtilization
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.memory_controller.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSamplesMemoryControllerUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSamplesPowerMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSamplesPower
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSamplesPowerMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.power doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSamplesPower
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSamplesSmClockMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSamplesSmClock
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSamplesSmClockMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.sm_clock doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSamplesSmClock
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSamplesUtilizationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSamplesUtilization
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSamplesUtilizationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSamplesUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSmActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSmActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSmActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.sm.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSmActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSmOccupancyMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSmOccupancy
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSmOccupancyMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.sm.occupancy doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSmOccupancy
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuTensorActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuTensorActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuTensorActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.tensor.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuTensorActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuThrottleActiveMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuThrottleActive
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuThrottleActiveMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.throttle.active doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuThrottleActive
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuThrottleTimeMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuThrottleTime
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuThrottleTimeMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.throttle.time doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuThrottleTime
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuXidErrorsMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuXidErrors
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuXidErrorsMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.xid.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.xid]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuXidErrors
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -20,6 +20,32 @@ const (
 	AggregationStrategyMax = "max"
 )
 
+// AttributeErrorType specifies the value error.type attribute.
+type AttributeErrorType int
+
+const (
+	_ AttributeErrorType = iota
+	AttributeErrorTypeCorrected
+	AttributeErrorTypeUncorrected
+)
+
+// String returns the string representation of the AttributeErrorType.
+func (av AttributeErrorType) String() string {
+	switch av {
+	case AttributeErrorTypeCorrected:
+		return "corrected"
+	case AttributeErrorTypeUncorrected:
+		return "uncorrected"
+	}
+	return ""
+}
+
+// MapAttributeErrorType is a helper map of string to AttributeErrorType attribute value.
+var MapAttributeErrorType = map[string]AttributeErrorType{
+	"corrected":   AttributeErrorTypeCorrected,
+	"uncorrected": AttributeErrorTypeUncorrected,
+}
+
 // AttributeHwGpuTask specifies the value hw.gpu.task attribute.
 type AttributeHwGpuTask int
 
@@ -124,6 +150,32 @@ var MapAttributeHwType = map[string]AttributeHwType{
 	"gpu": AttributeHwTypeGpu,
 }
 
+// AttributeNetworkIoDirection specifies the value network.io.direction attribute.
+type AttributeNetworkIoDirection int
+
+const (
+	_ AttributeNetworkIoDirection = iota
+	AttributeNetworkIoDirectionReceive
+	AttributeNetworkIoDirectionTransmit
+)
+
+// String returns the string representation of the AttributeNetworkIoDirection.
+func (av AttributeNetworkIoDirection) String() string {
+	switch av {
+	case AttributeNetworkIoDirectionReceive:
+		return "receive"
+	case AttributeNetworkIoDirectionTransmit:
+		return "transmit"
+	}
+	return ""
+}
+
+// MapAttributeNetworkIoDirection is a helper map of string to AttributeNetworkIoDirection attribute value.
+var MapAttributeNetworkIoDirection = map[string]AttributeNetworkIoDirection{
+	"receive":  AttributeNetworkIoDirectionReceive,
+	"transmit": AttributeNetworkIoDirectionTransmit,
+}
+
 // AttributeNvidiaGpuClockDomain specifies the value nvidia.gpu.clock.domain attribute.
 type AttributeNvidiaGpuClockDomain int
 
@@ -154,10 +206,240 @@ var MapAttributeNvidiaGpuClockDomain = map[string]AttributeNvidiaGpuClockDomain{
 	"memory":   AttributeNvidiaGpuClockDomainMemory,
 }
 
+// AttributeNvidiaGpuMemoryRemapCause specifies the value nvidia.gpu.memory.remap.cause attribute.
+type AttributeNvidiaGpuMemoryRemapCause int
+
+const (
+	_ AttributeNvidiaGpuMemoryRemapCause = iota
+	AttributeNvidiaGpuMemoryRemapCauseCorrectable
+	AttributeNvidiaGpuMemoryRemapCauseUncorrectable
+)
+
+// String returns the string representation of the AttributeNvidiaGpuMemoryRemapCause.
+func (av AttributeNvidiaGpuMemoryRemapCause) String() string {
+	switch av {
+	case AttributeNvidiaGpuMemoryRemapCauseCorrectable:
+		return "correctable"
+	case AttributeNvidiaGpuMemoryRemapCauseUncorrectable:
+		return "uncorrectable"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuMemoryRemapCause is a helper map of string to AttributeNvidiaGpuMemoryRemapCause attribute value.
+var MapAttributeNvidiaGpuMemoryRemapCause = map[string]AttributeNvidiaGpuMemoryRemapCause{
+	"correctable":   AttributeNvidiaGpuMemoryRemapCauseCorrectable,
+	"uncorrectable": AttributeNvidiaGpuMemoryRemapCauseUncorrectable,
+}
+
+// AttributeNvidiaGpuMemoryRetirementCause specifies the value nvidia.gpu.memory.retirement.cause attribute.
+type AttributeNvidiaGpuMemoryRetirementCause int
+
+const (
+	_ AttributeNvidiaGpuMemoryRetirementCause = iota
+	AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc
+	AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc
+)
+
+// String returns the string representation of the AttributeNvidiaGpuMemoryRetirementCause.
+func (av AttributeNvidiaGpuMemoryRetirementCause) String() string {
+	switch av {
+	case AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc:
+		return "single_bit_ecc"
+	case AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc:
+		return "double_bit_ecc"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuMemoryRetirementCause is a helper map of string to AttributeNvidiaGpuMemoryRetirementCause attribute value.
+var MapAttributeNvidiaGpuMemoryRetirementCause = map[string]AttributeNvidiaGpuMemoryRetirementCause{
+	"single_bit_ecc": AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc,
+	"double_bit_ecc": AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc,
+}
+
+// AttributeNvidiaGpuNvlinkErrorType specifies the value nvidia.gpu.nvlink.error.type attribute.
+type AttributeNvidiaGpuNvlinkErrorType int
+
+const (
+	_ AttributeNvidiaGpuNvlinkErrorType = iota
+	AttributeNvidiaGpuNvlinkErrorTypeCrcFlit
+	AttributeNvidiaGpuNvlinkErrorTypeCrcData
+	AttributeNvidiaGpuNvlinkErrorTypeReplay
+	AttributeNvidiaGpuNvlinkErrorTypeRecovery
+)
+
+// String returns the string representation of the AttributeNvidiaGpuNvlinkErrorType.
+func (av AttributeNvidiaGpuNvlinkErrorType) String() string {
+	switch av {
+	case AttributeNvidiaGpuNvlinkErrorTypeCrcFlit:
+		return "crc_flit"
+	case AttributeNvidiaGpuNvlinkErrorTypeCrcData:
+		return "crc_data"
+	case AttributeNvidiaGpuNvlinkErrorTypeReplay:
+		return "replay"
+	case AttributeNvidiaGpuNvlinkErrorTypeRecovery:
+		return "recovery"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuNvlinkErrorType is a helper map of string to AttributeNvidiaGpuNvlinkErrorType attribute value.
+var MapAttributeNvidiaGpuNvlinkErrorType = map[string]AttributeNvidiaGpuNvlinkErrorType{
+	"crc_flit": AttributeNvidiaGpuNvlinkErrorTypeCrcFlit,
+	"crc_data": AttributeNvidiaGpuNvlinkErrorTypeCrcData,
+	"replay":   AttributeNvidiaGpuNvlinkErrorTypeReplay,
+	"recovery": AttributeNvidiaGpuNvlinkErrorTypeRecovery,
+}
+
+// AttributeNvidiaGpuPcieLinkKind specifies the value nvidia.gpu.pcie.link.kind attribute.
+type AttributeNvidiaGpuPcieLinkKind int
+
+const (
+	_ AttributeNvidiaGpuPcieLinkKind = iota
+	AttributeNvidiaGpuPcieLinkKindCurrent
+	AttributeNvidiaGpuPcieLinkKindMax
+)
+
+// String returns the string representation of the AttributeNvidiaGpuPcieLinkKind.
+func (av AttributeNvidiaGpuPcieLinkKind) String() string {
+	switch av {
+	case AttributeNvidiaGpuPcieLinkKindCurrent:
+		return "current"
+	case AttributeNvidiaGpuPcieLinkKindMax:
+		return "max"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuPcieLinkKind is a helper map of string to AttributeNvidiaGpuPcieLinkKind attribute value.
+var MapAttributeNvidiaGpuPcieLinkKind = map[string]AttributeNvidiaGpuPcieLinkKind{
+	"current": AttributeNvidiaGpuPcieLinkKindCurrent,
+	"max":     AttributeNvidiaGpuPcieLinkKindMax,
+}
+
+// AttributeNvidiaGpuPipe specifies the value nvidia.gpu.pipe attribute.
+type AttributeNvidiaGpuPipe int
+
+const (
+	_ AttributeNvidiaGpuPipe = iota
+	AttributeNvidiaGpuPipeFp16
+	AttributeNvidiaGpuPipeFp32
+	AttributeNvidiaGpuPipeFp64
+)
+
+// String returns the string representation of the AttributeNvidiaGpuPipe.
+func (av AttributeNvidiaGpuPipe) String() string {
+	switch av {
+	case AttributeNvidiaGpuPipeFp16:
+		return "fp16"
+	case AttributeNvidiaGpuPipeFp32:
+		return "fp32"
+	case AttributeNvidiaGpuPipeFp64:
+		return "fp64"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuPipe is a helper map of string to AttributeNvidiaGpuPipe attribute value.
+var MapAttributeNvidiaGpuPipe = map[string]AttributeNvidiaGpuPipe{
+	"fp16": AttributeNvidiaGpuPipeFp16,
+	"fp32": AttributeNvidiaGpuPipeFp32,
+	"fp64": AttributeNvidiaGpuPipeFp64,
+}
+
+// AttributeNvidiaGpuProcessEngine specifies the value nvidia.gpu.process.engine attribute.
+type AttributeNvidiaGpuProcessEngine int
+
+const (
+	_ AttributeNvidiaGpuProcessEngine = iota
+	AttributeNvidiaGpuProcessEngineSm
+	AttributeNvidiaGpuProcessEngineMemoryController
+)
+
+// String returns the string representation of the AttributeNvidiaGpuProcessEngine.
+func (av AttributeNvidiaGpuProcessEngine) String() string {
+	switch av {
+	case AttributeNvidiaGpuProcessEngineSm:
+		return "sm"
+	case AttributeNvidiaGpuProcessEngineMemoryController:
+		return "memory_controller"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuProcessEngine is a helper map of string to AttributeNvidiaGpuProcessEngine attribute value.
+var MapAttributeNvidiaGpuProcessEngine = map[string]AttributeNvidiaGpuProcessEngine{
+	"sm":                AttributeNvidiaGpuProcessEngineSm,
+	"memory_controller": AttributeNvidiaGpuProcessEngineMemoryController,
+}
+
+// AttributeNvidiaGpuThrottleReason specifies the value nvidia.gpu.throttle.reason attribute.
+type AttributeNvidiaGpuThrottleReason int
+
+const (
+	_ AttributeNvidiaGpuThrottleReason = iota
+	AttributeNvidiaGpuThrottleReasonGpuIdle
+	AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting
+	AttributeNvidiaGpuThrottleReasonSwPowerCap
+	AttributeNvidiaGpuThrottleReasonHwSlowdown
+	AttributeNvidiaGpuThrottleReasonSyncBoost
+	AttributeNvidiaGpuThrottleReasonSwThermalSlowdown
+	AttributeNvidiaGpuThrottleReasonHwThermalSlowdown
+	AttributeNvidiaGpuThrottleReasonHwPowerBrake
+	AttributeNvidiaGpuThrottleReasonDisplayClockSetting
+)
+
+// String returns the string representation of the AttributeNvidiaGpuThrottleReason.
+func (av AttributeNvidiaGpuThrottleReason) String() string {
+	switch av {
+	case AttributeNvidiaGpuThrottleReasonGpuIdle:
+		return "gpu_idle"
+	case AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting:
+		return "applications_clocks_setting"
+	case AttributeNvidiaGpuThrottleReasonSwPowerCap:
+		return "sw_power_cap"
+	case AttributeNvidiaGpuThrottleReasonHwSlowdown:
+		return "hw_slowdown"
+	case AttributeNvidiaGpuThrottleReasonSyncBoost:
+		return "sync_boost"
+	case AttributeNvidiaGpuThrottleReasonSwThermalSlowdown:
+		return "sw_thermal_slowdown"
+	case AttributeNvidiaGpuThrottleReasonHwThermalSlowdown:
+		return "hw_thermal_slowdown"
+	case AttributeNvidiaGpuThrottleReasonHwPowerBrake:
+		return "hw_power_brake"
+	case AttributeNvidiaGpuThrottleReasonDisplayClockSetting:
+		return "display_clock_setting"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuThrottleReason is a helper map of string to AttributeNvidiaGpuThrottleReason attribute value.
+var MapAttributeNvidiaGpuThrottleReason = map[string]AttributeNvidiaGpuThrottleReason{
+	"gpu_idle":                    AttributeNvidiaGpuThrottleReasonGpuIdle,
+	"applications_clocks_setting": AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting,
+	"sw_power_cap":                AttributeNvidiaGpuThrottleReasonSwPowerCap,
+	"hw_slowdown":                 AttributeNvidiaGpuThrottleReasonHwSlowdown,
+	"sync_boost":                  AttributeNvidiaGpuThrottleReasonSyncBoost,
+	"sw_thermal_slowdown":         AttributeNvidiaGpuThrottleReasonSwThermalSlowdown,
+	"hw_thermal_slowdown":         AttributeNvidiaGpuThrottleReasonHwThermalSlowdown,
+	"hw_power_brake":              AttributeNvidiaGpuThrottleReasonHwPowerBrake,
+	"display_clock_setting":       AttributeNvidiaGpuThrottleReasonDisplayClockSetting,
+}
+
 var MetricsInfo = metricsInfo{
 	HwEnergy: metricInfo{
 		Name:       "hw.energy",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "hw.type"},
+	},
+	HwErrors: metricInfo{
+		Name:       "hw.errors",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "hw.type", "error.type"},
+	},
+	HwGpuIo: metricInfo{
+		Name:       "hw.gpu.io",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
 	},
 	HwGpuMemoryLimit: metricInfo{
 		Name:       "hw.gpu.memory.limit",
@@ -191,6 +473,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "nvidia.gpu.clock.frequency",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.clock.domain"},
 	},
+	NvidiaGpuDramActivity: metricInfo{
+		Name:       "nvidia.gpu.dram.activity",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
 	NvidiaGpuFanSpeed: metricInfo{
 		Name:       "nvidia.gpu.fan.speed",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
@@ -199,35 +485,158 @@ var MetricsInfo = metricsInfo{
 		Name:       "nvidia.gpu.info",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.index", "nvidia.gpu.pci.bus_id"},
 	},
+	NvidiaGpuMemoryRemapFailed: metricInfo{
+		Name:       "nvidia.gpu.memory.remap.failed",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuMemoryRemapPending: metricInfo{
+		Name:       "nvidia.gpu.memory.remap.pending",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuMemoryRemappedRows: metricInfo{
+		Name:       "nvidia.gpu.memory.remapped_rows",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.memory.remap.cause"},
+	},
+	NvidiaGpuMemoryRetiredPages: metricInfo{
+		Name:       "nvidia.gpu.memory.retired_pages",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.memory.retirement.cause"},
+	},
 	NvidiaGpuMemoryControllerUtilization: metricInfo{
 		Name:       "nvidia.gpu.memory_controller.utilization",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuNvlinkErrors: metricInfo{
+		Name:       "nvidia.gpu.nvlink.errors",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.nvlink.error.type"},
+	},
+	NvidiaGpuNvlinkIo: metricInfo{
+		Name:       "nvidia.gpu.nvlink.io",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
+	},
+	NvidiaGpuNvlinkThroughput: metricInfo{
+		Name:       "nvidia.gpu.nvlink.throughput",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
+	},
+	NvidiaGpuPcieLinkGeneration: metricInfo{
+		Name:       "nvidia.gpu.pcie.link.generation",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.pcie.link.kind"},
+	},
+	NvidiaGpuPcieLinkWidth: metricInfo{
+		Name:       "nvidia.gpu.pcie.link.width",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.pcie.link.kind"},
+	},
+	NvidiaGpuPcieReplays: metricInfo{
+		Name:       "nvidia.gpu.pcie.replays",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuPcieThroughput: metricInfo{
+		Name:       "nvidia.gpu.pcie.throughput",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
 	},
 	NvidiaGpuPerformanceState: metricInfo{
 		Name:       "nvidia.gpu.performance_state",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
 	},
+	NvidiaGpuPipeActivity: metricInfo{
+		Name:       "nvidia.gpu.pipe.activity",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.pipe"},
+	},
 	NvidiaGpuPowerLimit: metricInfo{
 		Name:       "nvidia.gpu.power.limit",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
 	},
+	NvidiaGpuProcessMemoryUsage: metricInfo{
+		Name:       "nvidia.gpu.process.memory.usage",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "process.pid", "process.executable.name", "container.id", "process.command_line"},
+	},
+	NvidiaGpuProcessUtilization: metricInfo{
+		Name:       "nvidia.gpu.process.utilization",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "process.pid", "process.executable.name", "container.id", "process.command_line", "nvidia.gpu.process.engine"},
+	},
+	NvidiaGpuSamplesMemoryControllerUtilization: metricInfo{
+		Name:       "nvidia.gpu.samples.memory_controller.utilization",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuSamplesPower: metricInfo{
+		Name:       "nvidia.gpu.samples.power",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuSamplesSmClock: metricInfo{
+		Name:       "nvidia.gpu.samples.sm_clock",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuSamplesUtilization: metricInfo{
+		Name:       "nvidia.gpu.samples.utilization",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuSmActivity: metricInfo{
+		Name:       "nvidia.gpu.sm.activity",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuSmOccupancy: metricInfo{
+		Name:       "nvidia.gpu.sm.occupancy",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuTensorActivity: metricInfo{
+		Name:       "nvidia.gpu.tensor.activity",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+	},
+	NvidiaGpuThrottleActive: metricInfo{
+		Name:       "nvidia.gpu.throttle.active",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.throttle.reason"},
+	},
+	NvidiaGpuThrottleTime: metricInfo{
+		Name:       "nvidia.gpu.throttle.time",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.throttle.reason"},
+	},
+	NvidiaGpuXidErrors: metricInfo{
+		Name:       "nvidia.gpu.xid.errors",
+		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.xid"},
+	},
 }
 
 type metricsInfo struct {
-	HwEnergy                             metricInfo
-	HwGpuMemoryLimit                     metricInfo
-	HwGpuMemoryUsage                     metricInfo
-	HwGpuMemoryUtilization               metricInfo
-	HwGpuUtilization                     metricInfo
-	HwPower                              metricInfo
-	HwStatus                             metricInfo
-	HwTemperature                        metricInfo
-	NvidiaGpuClockFrequency              metricInfo
-	NvidiaGpuFanSpeed                    metricInfo
-	NvidiaGpuInfo                        metricInfo
-	NvidiaGpuMemoryControllerUtilization metricInfo
-	NvidiaGpuPerformanceState            metricInfo
-	NvidiaGpuPowerLimit                  metricInfo
+	HwEnergy                                    metricInfo
+	HwErrors                                    metricInfo
+	HwGpuIo                                     metricInfo
+	HwGpuMemoryLimit                            metricInfo
+	HwGpuMemoryUsage                            metricInfo
+	HwGpuMemoryUtilization                      metricInfo
+	HwGpuUtilization                            metricInfo
+	HwPower                                     metricInfo
+	HwStatus                                    metricInfo
+	HwTemperature                               metricInfo
+	NvidiaGpuClockFrequency                     metricInfo
+	NvidiaGpuDramActivity                       metricInfo
+	NvidiaGpuFanSpeed                           metricInfo
+	NvidiaGpuInfo                               metricInfo
+	NvidiaGpuMemoryRemapFailed                  metricInfo
+	NvidiaGpuMemoryRemapPending                 metricInfo
+	NvidiaGpuMemoryRemappedRows                 metricInfo
+	NvidiaGpuMemoryRetiredPages                 metricInfo
+	NvidiaGpuMemoryControllerUtilization        metricInfo
+	NvidiaGpuNvlinkErrors                       metricInfo
+	NvidiaGpuNvlinkIo                           metricInfo
+	NvidiaGpuNvlinkThroughput                   metricInfo
+	NvidiaGpuPcieLinkGeneration                 metricInfo
+	NvidiaGpuPcieLinkWidth                      metricInfo
+	NvidiaGpuPcieReplays                        metricInfo
+	NvidiaGpuPcieThroughput                     metricInfo
+	NvidiaGpuPerformanceState                   metricInfo
+	NvidiaGpuPipeActivity                       metricInfo
+	NvidiaGpuPowerLimit                         metricInfo
+	NvidiaGpuProcessMemoryUsage                 metricInfo
+	NvidiaGpuProcessUtilization                 metricInfo
+	NvidiaGpuSamplesMemoryControllerUtilization metricInfo
+	NvidiaGpuSamplesPower                       metricInfo
+	NvidiaGpuSamplesSmClock                     metricInfo
+	NvidiaGpuSamplesUtilization                 metricInfo
+	NvidiaGpuSmActivity                         metricInfo
+	NvidiaGpuSmOccupancy                        metricInfo
+	NvidiaGpuTensorActivity                     metricInfo
+	NvidiaGpuThrottleActive                     metricInfo
+	NvidiaGpuThrottleTime                       metricInfo
+	NvidiaGpuXidErrors                          metricInfo
 }
 
 type metricInfo struct {
@@ -333,6 +742,221 @@ func (m *metricHwEnergy) emit(metrics pmetric.MetricSlice) {
 
 func newMetricHwEnergy(cfg HwEnergyMetricConfig) metricHwEnergy {
 	m := metricHwEnergy{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwErrors struct {
+	data          pmetric.Metric       // data buffer for generated metric.
+	config        HwErrorsMetricConfig // metric config provided by user.
+	capacity      int                  // max observed number of data points added to the metric.
+	aggDataPoints []int64              // slice containing number of aggregated datapoints at each index
+}
+
+// init fills hw.errors metric with initial data.
+func (m *metricHwErrors) init() {
+	m.data.SetName("hw.errors")
+	m.data.SetDescription("ECC memory errors since the driver was loaded (NVML's volatile totals), corrected (single-bit) and uncorrected (double-bit).")
+	m.data.SetUnit("{error}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricHwErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, hwTypeAttributeValue string, errorTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyHwType) {
+		dp.Attributes().PutStr("hw.type", hwTypeAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwErrorsMetricAttributeKeyErrorType) {
+		dp.Attributes().PutStr("error.type", errorTypeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwErrors) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwErrors) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwErrors(cfg HwErrorsMetricConfig) metricHwErrors {
+	m := metricHwErrors{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricHwGpuIo struct {
+	data          pmetric.Metric      // data buffer for generated metric.
+	config        HwGpuIoMetricConfig // metric config provided by user.
+	capacity      int                 // max observed number of data points added to the metric.
+	aggDataPoints []int64             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills hw.gpu.io metric with initial data.
+func (m *metricHwGpuIo) init() {
+	m.data.SetName("hw.gpu.io")
+	m.data.SetDescription("Bytes moved over the GPU's PCIe link since the receiver started, from NVML's cumulative PCIe byte counters (wraps handled), or, where the driver lacks them, integrated from its throughput readings.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricHwGpuIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, HwGpuIoMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwGpuIoMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwGpuIoMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwGpuIoMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwGpuIoMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, HwGpuIoMetricAttributeKeyNetworkIoDirection) {
+		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricHwGpuIo) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricHwGpuIo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricHwGpuIo(cfg HwGpuIoMetricConfig) metricHwGpuIo {
+	m := metricHwGpuIo{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1176,6 +1800,107 @@ func newMetricNvidiaGpuClockFrequency(cfg NvidiaGpuClockFrequencyMetricConfig) m
 	return m
 }
 
+type metricNvidiaGpuDramActivity struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        NvidiaGpuDramActivityMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []float64                         // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.dram.activity metric with initial data.
+func (m *metricNvidiaGpuDramActivity) init() {
+	m.data.SetName("nvidia.gpu.dram.activity")
+	m.data.SetDescription("Fraction of the peak DRAM bandwidth used between two GPM samples, 0..1 (GPM DRAM_BW_UTIL; Hopper and newer). High in memory-bound work such as LLM decode.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuDramActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuDramActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuDramActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuDramActivity(cfg NvidiaGpuDramActivityMetricConfig) metricNvidiaGpuDramActivity {
+	m := metricNvidiaGpuDramActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricNvidiaGpuFanSpeed struct {
 	data          pmetric.Metric                // data buffer for generated metric.
 	config        NvidiaGpuFanSpeedMetricConfig // metric config provided by user.
@@ -1384,6 +2109,420 @@ func newMetricNvidiaGpuInfo(cfg NvidiaGpuInfoMetricConfig) metricNvidiaGpuInfo {
 	return m
 }
 
+type metricNvidiaGpuMemoryRemapFailed struct {
+	data          pmetric.Metric                         // data buffer for generated metric.
+	config        NvidiaGpuMemoryRemapFailedMetricConfig // metric config provided by user.
+	capacity      int                                    // max observed number of data points added to the metric.
+	aggDataPoints []int64                                // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.memory.remap.failed metric with initial data.
+func (m *metricNvidiaGpuMemoryRemapFailed) init() {
+	m.data.SetName("nvidia.gpu.memory.remap.failed")
+	m.data.SetDescription("1 when a row remapping has failed (the GPU needs service), else 0.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMemoryRemapFailed) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMemoryRemapFailed) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMemoryRemapFailed) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMemoryRemapFailed(cfg NvidiaGpuMemoryRemapFailedMetricConfig) metricNvidiaGpuMemoryRemapFailed {
+	m := metricNvidiaGpuMemoryRemapFailed{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMemoryRemapPending struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuMemoryRemapPendingMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []int64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.memory.remap.pending metric with initial data.
+func (m *metricNvidiaGpuMemoryRemapPending) init() {
+	m.data.SetName("nvidia.gpu.memory.remap.pending")
+	m.data.SetDescription("1 when a row remapping is pending until the GPU is reset, else 0.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMemoryRemapPending) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMemoryRemapPending) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMemoryRemapPending) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMemoryRemapPending(cfg NvidiaGpuMemoryRemapPendingMetricConfig) metricNvidiaGpuMemoryRemapPending {
+	m := metricNvidiaGpuMemoryRemapPending{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMemoryRemappedRows struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuMemoryRemappedRowsMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []int64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.memory.remapped_rows metric with initial data.
+func (m *metricNvidiaGpuMemoryRemappedRows) init() {
+	m.data.SetName("nvidia.gpu.memory.remapped_rows")
+	m.data.SetDescription("Memory rows remapped over the GPU's life (Ampere and newer).")
+	m.data.SetUnit("{row}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMemoryRemappedRows) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRemapCauseAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause) {
+		dp.Attributes().PutStr("nvidia.gpu.memory.remap.cause", nvidiaGpuMemoryRemapCauseAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMemoryRemappedRows) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMemoryRemappedRows) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMemoryRemappedRows(cfg NvidiaGpuMemoryRemappedRowsMetricConfig) metricNvidiaGpuMemoryRemappedRows {
+	m := metricNvidiaGpuMemoryRemappedRows{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMemoryRetiredPages struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuMemoryRetiredPagesMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []int64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.memory.retired_pages metric with initial data.
+func (m *metricNvidiaGpuMemoryRetiredPages) init() {
+	m.data.SetName("nvidia.gpu.memory.retired_pages")
+	m.data.SetDescription("Memory pages retired over the GPU's life (page retirement, before Ampere).")
+	m.data.SetUnit("{page}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMemoryRetiredPages) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRetirementCauseAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause) {
+		dp.Attributes().PutStr("nvidia.gpu.memory.retirement.cause", nvidiaGpuMemoryRetirementCauseAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMemoryRetiredPages) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMemoryRetiredPages) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMemoryRetiredPages(cfg NvidiaGpuMemoryRetiredPagesMetricConfig) metricNvidiaGpuMemoryRetiredPages {
+	m := metricNvidiaGpuMemoryRetiredPages{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricNvidiaGpuMemoryControllerUtilization struct {
 	data          pmetric.Metric                                   // data buffer for generated metric.
 	config        NvidiaGpuMemoryControllerUtilizationMetricConfig // metric config provided by user.
@@ -1477,6 +2616,737 @@ func (m *metricNvidiaGpuMemoryControllerUtilization) emit(metrics pmetric.Metric
 
 func newMetricNvidiaGpuMemoryControllerUtilization(cfg NvidiaGpuMemoryControllerUtilizationMetricConfig) metricNvidiaGpuMemoryControllerUtilization {
 	m := metricNvidiaGpuMemoryControllerUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuNvlinkErrors struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        NvidiaGpuNvlinkErrorsMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []int64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.nvlink.errors metric with initial data.
+func (m *metricNvidiaGpuNvlinkErrors) init() {
+	m.data.SetName("nvidia.gpu.nvlink.errors")
+	m.data.SetDescription("NVLink errors since the driver was loaded, summed over all links.")
+	m.data.SetUnit("{error}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuNvlinkErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuNvlinkErrorTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType) {
+		dp.Attributes().PutStr("nvidia.gpu.nvlink.error.type", nvidiaGpuNvlinkErrorTypeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuNvlinkErrors) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuNvlinkErrors) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuNvlinkErrors(cfg NvidiaGpuNvlinkErrorsMetricConfig) metricNvidiaGpuNvlinkErrors {
+	m := metricNvidiaGpuNvlinkErrors{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuNvlinkIo struct {
+	data          pmetric.Metric                // data buffer for generated metric.
+	config        NvidiaGpuNvlinkIoMetricConfig // metric config provided by user.
+	capacity      int                           // max observed number of data points added to the metric.
+	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.nvlink.io metric with initial data.
+func (m *metricNvidiaGpuNvlinkIo) init() {
+	m.data.SetName("nvidia.gpu.nvlink.io")
+	m.data.SetDescription("Data bytes moved over all the GPU's NVLinks since the receiver started (NVML's NVLink throughput counters, which count KiB).")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuNvlinkIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection) {
+		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuNvlinkIo) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuNvlinkIo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuNvlinkIo(cfg NvidiaGpuNvlinkIoMetricConfig) metricNvidiaGpuNvlinkIo {
+	m := metricNvidiaGpuNvlinkIo{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuNvlinkThroughput struct {
+	data          pmetric.Metric                        // data buffer for generated metric.
+	config        NvidiaGpuNvlinkThroughputMetricConfig // metric config provided by user.
+	capacity      int                                   // max observed number of data points added to the metric.
+	aggDataPoints []float64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.nvlink.throughput metric with initial data.
+func (m *metricNvidiaGpuNvlinkThroughput) init() {
+	m.data.SetName("nvidia.gpu.nvlink.throughput")
+	m.data.SetDescription("NVLink bandwidth between two GPM samples, all links together (GPM NVLINK_TOTAL_RX/TX_PER_SEC).")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuNvlinkThroughput) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection) {
+		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuNvlinkThroughput) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuNvlinkThroughput) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuNvlinkThroughput(cfg NvidiaGpuNvlinkThroughputMetricConfig) metricNvidiaGpuNvlinkThroughput {
+	m := metricNvidiaGpuNvlinkThroughput{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuPcieLinkGeneration struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuPcieLinkGenerationMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []int64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.pcie.link.generation metric with initial data.
+func (m *metricNvidiaGpuPcieLinkGeneration) init() {
+	m.data.SetName("nvidia.gpu.pcie.link.generation")
+	m.data.SetDescription("PCIe generation of the GPU's link, as it runs now and at most. A link running below its maximum costs host-to-device bandwidth.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuPcieLinkGeneration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind) {
+		dp.Attributes().PutStr("nvidia.gpu.pcie.link.kind", nvidiaGpuPcieLinkKindAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuPcieLinkGeneration) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuPcieLinkGeneration) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuPcieLinkGeneration(cfg NvidiaGpuPcieLinkGenerationMetricConfig) metricNvidiaGpuPcieLinkGeneration {
+	m := metricNvidiaGpuPcieLinkGeneration{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuPcieLinkWidth struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        NvidiaGpuPcieLinkWidthMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []int64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.pcie.link.width metric with initial data.
+func (m *metricNvidiaGpuPcieLinkWidth) init() {
+	m.data.SetName("nvidia.gpu.pcie.link.width")
+	m.data.SetDescription("Lanes of the GPU's PCIe link, as it runs now and at most.")
+	m.data.SetUnit("{lane}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuPcieLinkWidth) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind) {
+		dp.Attributes().PutStr("nvidia.gpu.pcie.link.kind", nvidiaGpuPcieLinkKindAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuPcieLinkWidth) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuPcieLinkWidth) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuPcieLinkWidth(cfg NvidiaGpuPcieLinkWidthMetricConfig) metricNvidiaGpuPcieLinkWidth {
+	m := metricNvidiaGpuPcieLinkWidth{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuPcieReplays struct {
+	data          pmetric.Metric                   // data buffer for generated metric.
+	config        NvidiaGpuPcieReplaysMetricConfig // metric config provided by user.
+	capacity      int                              // max observed number of data points added to the metric.
+	aggDataPoints []int64                          // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.pcie.replays metric with initial data.
+func (m *metricNvidiaGpuPcieReplays) init() {
+	m.data.SetName("nvidia.gpu.pcie.replays")
+	m.data.SetDescription("PCIe replays (link-level retransmissions) since the driver was loaded; a rising count means a marginal link.")
+	m.data.SetUnit("{replay}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuPcieReplays) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuPcieReplays) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuPcieReplays) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuPcieReplays(cfg NvidiaGpuPcieReplaysMetricConfig) metricNvidiaGpuPcieReplays {
+	m := metricNvidiaGpuPcieReplays{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuPcieThroughput struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuPcieThroughputMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []float64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.pcie.throughput metric with initial data.
+func (m *metricNvidiaGpuPcieThroughput) init() {
+	m.data.SetName("nvidia.gpu.pcie.throughput")
+	m.data.SetDescription("PCIe bandwidth between two GPM samples (GPM PCIE_TX/RX_PER_SEC).")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuPcieThroughput) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection) {
+		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuPcieThroughput) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuPcieThroughput) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuPcieThroughput(cfg NvidiaGpuPcieThroughputMetricConfig) metricNvidiaGpuPcieThroughput {
+	m := metricNvidiaGpuPcieThroughput{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1586,6 +3456,110 @@ func newMetricNvidiaGpuPerformanceState(cfg NvidiaGpuPerformanceStateMetricConfi
 	return m
 }
 
+type metricNvidiaGpuPipeActivity struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        NvidiaGpuPipeActivityMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []float64                         // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.pipe.activity metric with initial data.
+func (m *metricNvidiaGpuPipeActivity) init() {
+	m.data.SetName("nvidia.gpu.pipe.activity")
+	m.data.SetDescription("Fraction of time a floating-point pipe was busy between two GPM samples, 0..1 (GPM FP16/FP32/FP64_UTIL).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuPipeActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPipeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe) {
+		dp.Attributes().PutStr("nvidia.gpu.pipe", nvidiaGpuPipeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuPipeActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuPipeActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuPipeActivity(cfg NvidiaGpuPipeActivityMetricConfig) metricNvidiaGpuPipeActivity {
+	m := metricNvidiaGpuPipeActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricNvidiaGpuPowerLimit struct {
 	data          pmetric.Metric                  // data buffer for generated metric.
 	config        NvidiaGpuPowerLimitMetricConfig // metric config provided by user.
@@ -1687,30 +3661,1311 @@ func newMetricNvidiaGpuPowerLimit(cfg NvidiaGpuPowerLimitMetricConfig) metricNvi
 	return m
 }
 
+type metricNvidiaGpuProcessMemoryUsage struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuProcessMemoryUsageMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []int64                                 // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.process.memory.usage metric with initial data.
+func (m *metricNvidiaGpuProcessMemoryUsage) init() {
+	m.data.SetName("nvidia.gpu.process.memory.usage")
+	m.data.SetDescription("GPU memory used by a compute process (the top processes by memory, see processes.top).")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName) {
+		dp.Attributes().PutStr("process.executable.name", processExecutableNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID) {
+		dp.Attributes().PutStr("container.id", containerIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine) {
+		dp.Attributes().PutStr("process.command_line", processCommandLineAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuProcessMemoryUsage) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuProcessMemoryUsage) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuProcessMemoryUsage(cfg NvidiaGpuProcessMemoryUsageMetricConfig) metricNvidiaGpuProcessMemoryUsage {
+	m := metricNvidiaGpuProcessMemoryUsage{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuProcessUtilization struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuProcessUtilizationMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.process.utilization metric with initial data.
+func (m *metricNvidiaGpuProcessUtilization) init() {
+	m.data.SetName("nvidia.gpu.process.utilization")
+	m.data.SetDescription("Fraction of the GPU's SM or memory-controller time a process used in its latest NVML sample, 0..1.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName) {
+		dp.Attributes().PutStr("process.executable.name", processExecutableNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID) {
+		dp.Attributes().PutStr("container.id", containerIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine) {
+		dp.Attributes().PutStr("process.command_line", processCommandLineAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine) {
+		dp.Attributes().PutStr("nvidia.gpu.process.engine", nvidiaGpuProcessEngineAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuProcessUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuProcessUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuProcessUtilization(cfg NvidiaGpuProcessUtilizationMetricConfig) metricNvidiaGpuProcessUtilization {
+	m := metricNvidiaGpuProcessUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSamplesMemoryControllerUtilization struct {
+	data          pmetric.Metric                                          // data buffer for generated metric.
+	config        NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig // metric config provided by user.
+	capacity      int                                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.samples.memory_controller.utilization metric with initial data.
+func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) init() {
+	m.data.SetName("nvidia.gpu.samples.memory_controller.utilization")
+	m.data.SetDescription("The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSamplesMemoryControllerUtilization(cfg NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig) metricNvidiaGpuSamplesMemoryControllerUtilization {
+	m := metricNvidiaGpuSamplesMemoryControllerUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSamplesPower struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        NvidiaGpuSamplesPowerMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []float64                         // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.samples.power metric with initial data.
+func (m *metricNvidiaGpuSamplesPower) init() {
+	m.data.SetName("nvidia.gpu.samples.power")
+	m.data.SetDescription("The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).")
+	m.data.SetUnit("W")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSamplesPower) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSamplesPower) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSamplesPower) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSamplesPower(cfg NvidiaGpuSamplesPowerMetricConfig) metricNvidiaGpuSamplesPower {
+	m := metricNvidiaGpuSamplesPower{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSamplesSmClock struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuSamplesSmClockMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.samples.sm_clock metric with initial data.
+func (m *metricNvidiaGpuSamplesSmClock) init() {
+	m.data.SetName("nvidia.gpu.samples.sm_clock")
+	m.data.SetDescription("The driver's own high-rate SM clock samples, each as a data point at its NVML timestamp (samples.enabled).")
+	m.data.SetUnit("Hz")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSamplesSmClock) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSamplesSmClock) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSamplesSmClock) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSamplesSmClock(cfg NvidiaGpuSamplesSmClockMetricConfig) metricNvidiaGpuSamplesSmClock {
+	m := metricNvidiaGpuSamplesSmClock{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSamplesUtilization struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        NvidiaGpuSamplesUtilizationMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.samples.utilization metric with initial data.
+func (m *metricNvidiaGpuSamplesUtilization) init() {
+	m.data.SetName("nvidia.gpu.samples.utilization")
+	m.data.SetDescription("The driver's own high-rate samples of GPU busy time (a kernel running), each as a data point at its NVML timestamp (samples.enabled). About six per second on recent GPUs.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSamplesUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSamplesUtilization) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSamplesUtilization) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSamplesUtilization(cfg NvidiaGpuSamplesUtilizationMetricConfig) metricNvidiaGpuSamplesUtilization {
+	m := metricNvidiaGpuSamplesUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSmActivity struct {
+	data          pmetric.Metric                  // data buffer for generated metric.
+	config        NvidiaGpuSmActivityMetricConfig // metric config provided by user.
+	capacity      int                             // max observed number of data points added to the metric.
+	aggDataPoints []float64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.sm.activity metric with initial data.
+func (m *metricNvidiaGpuSmActivity) init() {
+	m.data.SetName("nvidia.gpu.sm.activity")
+	m.data.SetDescription("Fraction of SMs busy between two GPM samples, 0..1 (GPM SM_UTIL; Hopper and newer). Unlike hw.gpu.utilization it shows how much of the GPU works, not just whether a kernel ran.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSmActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSmActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSmActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSmActivity(cfg NvidiaGpuSmActivityMetricConfig) metricNvidiaGpuSmActivity {
+	m := metricNvidiaGpuSmActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSmOccupancy struct {
+	data          pmetric.Metric                   // data buffer for generated metric.
+	config        NvidiaGpuSmOccupancyMetricConfig // metric config provided by user.
+	capacity      int                              // max observed number of data points added to the metric.
+	aggDataPoints []float64                        // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.sm.occupancy metric with initial data.
+func (m *metricNvidiaGpuSmOccupancy) init() {
+	m.data.SetName("nvidia.gpu.sm.occupancy")
+	m.data.SetDescription("Resident warps as a fraction of the SMs' maximum between two GPM samples, 0..1 (GPM SM_OCCUPANCY).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSmOccupancy) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSmOccupancy) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSmOccupancy) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSmOccupancy(cfg NvidiaGpuSmOccupancyMetricConfig) metricNvidiaGpuSmOccupancy {
+	m := metricNvidiaGpuSmOccupancy{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuTensorActivity struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuTensorActivityMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []float64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.tensor.activity metric with initial data.
+func (m *metricNvidiaGpuTensorActivity) init() {
+	m.data.SetName("nvidia.gpu.tensor.activity")
+	m.data.SetDescription("Fraction of time any tensor pipe was busy between two GPM samples, 0..1 (GPM ANY_TENSOR_UTIL). High in compute-bound work such as LLM prefill.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuTensorActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuTensorActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuTensorActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuTensorActivity(cfg NvidiaGpuTensorActivityMetricConfig) metricNvidiaGpuTensorActivity {
+	m := metricNvidiaGpuTensorActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuThrottleActive struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuThrottleActiveMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.throttle.active metric with initial data.
+func (m *metricNvidiaGpuThrottleActive) init() {
+	m.data.SetName("nvidia.gpu.throttle.active")
+	m.data.SetDescription("The clock event reasons NVML reports now, one series per reason, 1 when active.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuThrottleActive) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason) {
+		dp.Attributes().PutStr("nvidia.gpu.throttle.reason", nvidiaGpuThrottleReasonAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuThrottleActive) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuThrottleActive) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuThrottleActive(cfg NvidiaGpuThrottleActiveMetricConfig) metricNvidiaGpuThrottleActive {
+	m := metricNvidiaGpuThrottleActive{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuThrottleTime struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        NvidiaGpuThrottleTimeMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []float64                         // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.throttle.time metric with initial data.
+func (m *metricNvidiaGpuThrottleTime) init() {
+	m.data.SetName("nvidia.gpu.throttle.time")
+	m.data.SetDescription("Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuThrottleTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason) {
+		dp.Attributes().PutStr("nvidia.gpu.throttle.reason", nvidiaGpuThrottleReasonAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuThrottleTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuThrottleTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuThrottleTime(cfg NvidiaGpuThrottleTimeMetricConfig) metricNvidiaGpuThrottleTime {
+	m := metricNvidiaGpuThrottleTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuXidErrors struct {
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        NvidiaGpuXidErrorsMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.xid.errors metric with initial data.
+func (m *metricNvidiaGpuXidErrors) init() {
+	m.data.SetName("nvidia.gpu.xid.errors")
+	m.data.SetDescription("Critical Xid errors the driver reported since the receiver started, by Xid code (each is also logged with its meaning).")
+	m.data.SetUnit("{error}")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuXidErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuXidAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor) {
+		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwModel) {
+		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion) {
+		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid) {
+		dp.Attributes().PutInt("nvidia.gpu.xid", nvidiaGpuXidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuXidErrors) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuXidErrors) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuXidErrors(cfg NvidiaGpuXidErrorsMetricConfig) metricNvidiaGpuXidErrors {
+	m := metricNvidiaGpuXidErrors{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 // MetricsBuilder provides an interface for scrapers to report metrics while taking care of all the transformations
 // required to produce metric representation defined in metadata and user config.
 type MetricsBuilder struct {
-	config                                     MetricsBuilderConfig // config of the metrics builder.
-	startTime                                  pcommon.Timestamp    // start time that will be applied to all recorded data points.
-	metricsCapacity                            int                  // maximum observed number of metrics per resource.
-	metricsBuffer                              pmetric.Metrics      // accumulates metrics data before emitting.
-	buildInfo                                  component.BuildInfo  // contains version information.
-	resourceAttributeIncludeFilter             map[string]filter.Filter
-	resourceAttributeExcludeFilter             map[string]filter.Filter
-	metricHwEnergy                             metricHwEnergy
-	metricHwGpuMemoryLimit                     metricHwGpuMemoryLimit
-	metricHwGpuMemoryUsage                     metricHwGpuMemoryUsage
-	metricHwGpuMemoryUtilization               metricHwGpuMemoryUtilization
-	metricHwGpuUtilization                     metricHwGpuUtilization
-	metricHwPower                              metricHwPower
-	metricHwStatus                             metricHwStatus
-	metricHwTemperature                        metricHwTemperature
-	metricNvidiaGpuClockFrequency              metricNvidiaGpuClockFrequency
-	metricNvidiaGpuFanSpeed                    metricNvidiaGpuFanSpeed
-	metricNvidiaGpuInfo                        metricNvidiaGpuInfo
-	metricNvidiaGpuMemoryControllerUtilization metricNvidiaGpuMemoryControllerUtilization
-	metricNvidiaGpuPerformanceState            metricNvidiaGpuPerformanceState
-	metricNvidiaGpuPowerLimit                  metricNvidiaGpuPowerLimit
+	config                                            MetricsBuilderConfig // config of the metrics builder.
+	startTime                                         pcommon.Timestamp    // start time that will be applied to all recorded data points.
+	metricsCapacity                                   int                  // maximum observed number of metrics per resource.
+	metricsBuffer                                     pmetric.Metrics      // accumulates metrics data before emitting.
+	buildInfo                                         component.BuildInfo  // contains version information.
+	resourceAttributeIncludeFilter                    map[string]filter.Filter
+	resourceAttributeExcludeFilter                    map[string]filter.Filter
+	metricHwEnergy                                    metricHwEnergy
+	metricHwErrors                                    metricHwErrors
+	metricHwGpuIo                                     metricHwGpuIo
+	metricHwGpuMemoryLimit                            metricHwGpuMemoryLimit
+	metricHwGpuMemoryUsage                            metricHwGpuMemoryUsage
+	metricHwGpuMemoryUtilization                      metricHwGpuMemoryUtilization
+	metricHwGpuUtilization                            metricHwGpuUtilization
+	metricHwPower                                     metricHwPower
+	metricHwStatus                                    metricHwStatus
+	metricHwTemperature                               metricHwTemperature
+	metricNvidiaGpuClockFrequency                     metricNvidiaGpuClockFrequency
+	metricNvidiaGpuDramActivity                       metricNvidiaGpuDramActivity
+	metricNvidiaGpuFanSpeed                           metricNvidiaGpuFanSpeed
+	metricNvidiaGpuInfo                               metricNvidiaGpuInfo
+	metricNvidiaGpuMemoryRemapFailed                  metricNvidiaGpuMemoryRemapFailed
+	metricNvidiaGpuMemoryRemapPending                 metricNvidiaGpuMemoryRemapPending
+	metricNvidiaGpuMemoryRemappedRows                 metricNvidiaGpuMemoryRemappedRows
+	metricNvidiaGpuMemoryRetiredPages                 metricNvidiaGpuMemoryRetiredPages
+	metricNvidiaGpuMemoryControllerUtilization        metricNvidiaGpuMemoryControllerUtilization
+	metricNvidiaGpuNvlinkErrors                       metricNvidiaGpuNvlinkErrors
+	metricNvidiaGpuNvlinkIo                           metricNvidiaGpuNvlinkIo
+	metricNvidiaGpuNvlinkThroughput                   metricNvidiaGpuNvlinkThroughput
+	metricNvidiaGpuPcieLinkGeneration                 metricNvidiaGpuPcieLinkGeneration
+	metricNvidiaGpuPcieLinkWidth                      metricNvidiaGpuPcieLinkWidth
+	metricNvidiaGpuPcieReplays                        metricNvidiaGpuPcieReplays
+	metricNvidiaGpuPcieThroughput                     metricNvidiaGpuPcieThroughput
+	metricNvidiaGpuPerformanceState                   metricNvidiaGpuPerformanceState
+	metricNvidiaGpuPipeActivity                       metricNvidiaGpuPipeActivity
+	metricNvidiaGpuPowerLimit                         metricNvidiaGpuPowerLimit
+	metricNvidiaGpuProcessMemoryUsage                 metricNvidiaGpuProcessMemoryUsage
+	metricNvidiaGpuProcessUtilization                 metricNvidiaGpuProcessUtilization
+	metricNvidiaGpuSamplesMemoryControllerUtilization metricNvidiaGpuSamplesMemoryControllerUtilization
+	metricNvidiaGpuSamplesPower                       metricNvidiaGpuSamplesPower
+	metricNvidiaGpuSamplesSmClock                     metricNvidiaGpuSamplesSmClock
+	metricNvidiaGpuSamplesUtilization                 metricNvidiaGpuSamplesUtilization
+	metricNvidiaGpuSmActivity                         metricNvidiaGpuSmActivity
+	metricNvidiaGpuSmOccupancy                        metricNvidiaGpuSmOccupancy
+	metricNvidiaGpuTensorActivity                     metricNvidiaGpuTensorActivity
+	metricNvidiaGpuThrottleActive                     metricNvidiaGpuThrottleActive
+	metricNvidiaGpuThrottleTime                       metricNvidiaGpuThrottleTime
+	metricNvidiaGpuXidErrors                          metricNvidiaGpuXidErrors
 }
 
 // MetricBuilderOption applies changes to default metrics builder.
@@ -1732,26 +4987,53 @@ func WithStartTime(startTime pcommon.Timestamp) MetricBuilderOption {
 }
 func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, options ...MetricBuilderOption) *MetricsBuilder {
 	mb := &MetricsBuilder{
-		config:                        mbc,
-		startTime:                     pcommon.NewTimestampFromTime(time.Now()),
-		metricsBuffer:                 pmetric.NewMetrics(),
-		buildInfo:                     settings.BuildInfo,
-		metricHwEnergy:                newMetricHwEnergy(mbc.Metrics.HwEnergy),
-		metricHwGpuMemoryLimit:        newMetricHwGpuMemoryLimit(mbc.Metrics.HwGpuMemoryLimit),
-		metricHwGpuMemoryUsage:        newMetricHwGpuMemoryUsage(mbc.Metrics.HwGpuMemoryUsage),
-		metricHwGpuMemoryUtilization:  newMetricHwGpuMemoryUtilization(mbc.Metrics.HwGpuMemoryUtilization),
-		metricHwGpuUtilization:        newMetricHwGpuUtilization(mbc.Metrics.HwGpuUtilization),
-		metricHwPower:                 newMetricHwPower(mbc.Metrics.HwPower),
-		metricHwStatus:                newMetricHwStatus(mbc.Metrics.HwStatus),
-		metricHwTemperature:           newMetricHwTemperature(mbc.Metrics.HwTemperature),
-		metricNvidiaGpuClockFrequency: newMetricNvidiaGpuClockFrequency(mbc.Metrics.NvidiaGpuClockFrequency),
-		metricNvidiaGpuFanSpeed:       newMetricNvidiaGpuFanSpeed(mbc.Metrics.NvidiaGpuFanSpeed),
-		metricNvidiaGpuInfo:           newMetricNvidiaGpuInfo(mbc.Metrics.NvidiaGpuInfo),
-		metricNvidiaGpuMemoryControllerUtilization: newMetricNvidiaGpuMemoryControllerUtilization(mbc.Metrics.NvidiaGpuMemoryControllerUtilization),
-		metricNvidiaGpuPerformanceState:            newMetricNvidiaGpuPerformanceState(mbc.Metrics.NvidiaGpuPerformanceState),
-		metricNvidiaGpuPowerLimit:                  newMetricNvidiaGpuPowerLimit(mbc.Metrics.NvidiaGpuPowerLimit),
-		resourceAttributeIncludeFilter:             make(map[string]filter.Filter),
-		resourceAttributeExcludeFilter:             make(map[string]filter.Filter),
+		config:                                            mbc,
+		startTime:                                         pcommon.NewTimestampFromTime(time.Now()),
+		metricsBuffer:                                     pmetric.NewMetrics(),
+		buildInfo:                                         settings.BuildInfo,
+		metricHwEnergy:                                    newMetricHwEnergy(mbc.Metrics.HwEnergy),
+		metricHwErrors:                                    newMetricHwErrors(mbc.Metrics.HwErrors),
+		metricHwGpuIo:                                     newMetricHwGpuIo(mbc.Metrics.HwGpuIo),
+		metricHwGpuMemoryLimit:                            newMetricHwGpuMemoryLimit(mbc.Metrics.HwGpuMemoryLimit),
+		metricHwGpuMemoryUsage:                            newMetricHwGpuMemoryUsage(mbc.Metrics.HwGpuMemoryUsage),
+		metricHwGpuMemoryUtilization:                      newMetricHwGpuMemoryUtilization(mbc.Metrics.HwGpuMemoryUtilization),
+		metricHwGpuUtilization:                            newMetricHwGpuUtilization(mbc.Metrics.HwGpuUtilization),
+		metricHwPower:                                     newMetricHwPower(mbc.Metrics.HwPower),
+		metricHwStatus:                                    newMetricHwStatus(mbc.Metrics.HwStatus),
+		metricHwTemperature:                               newMetricHwTemperature(mbc.Metrics.HwTemperature),
+		metricNvidiaGpuClockFrequency:                     newMetricNvidiaGpuClockFrequency(mbc.Metrics.NvidiaGpuClockFrequency),
+		metricNvidiaGpuDramActivity:                       newMetricNvidiaGpuDramActivity(mbc.Metrics.NvidiaGpuDramActivity),
+		metricNvidiaGpuFanSpeed:                           newMetricNvidiaGpuFanSpeed(mbc.Metrics.NvidiaGpuFanSpeed),
+		metricNvidiaGpuInfo:                               newMetricNvidiaGpuInfo(mbc.Metrics.NvidiaGpuInfo),
+		metricNvidiaGpuMemoryRemapFailed:                  newMetricNvidiaGpuMemoryRemapFailed(mbc.Metrics.NvidiaGpuMemoryRemapFailed),
+		metricNvidiaGpuMemoryRemapPending:                 newMetricNvidiaGpuMemoryRemapPending(mbc.Metrics.NvidiaGpuMemoryRemapPending),
+		metricNvidiaGpuMemoryRemappedRows:                 newMetricNvidiaGpuMemoryRemappedRows(mbc.Metrics.NvidiaGpuMemoryRemappedRows),
+		metricNvidiaGpuMemoryRetiredPages:                 newMetricNvidiaGpuMemoryRetiredPages(mbc.Metrics.NvidiaGpuMemoryRetiredPages),
+		metricNvidiaGpuMemoryControllerUtilization:        newMetricNvidiaGpuMemoryControllerUtilization(mbc.Metrics.NvidiaGpuMemoryControllerUtilization),
+		metricNvidiaGpuNvlinkErrors:                       newMetricNvidiaGpuNvlinkErrors(mbc.Metrics.NvidiaGpuNvlinkErrors),
+		metricNvidiaGpuNvlinkIo:                           newMetricNvidiaGpuNvlinkIo(mbc.Metrics.NvidiaGpuNvlinkIo),
+		metricNvidiaGpuNvlinkThroughput:                   newMetricNvidiaGpuNvlinkThroughput(mbc.Metrics.NvidiaGpuNvlinkThroughput),
+		metricNvidiaGpuPcieLinkGeneration:                 newMetricNvidiaGpuPcieLinkGeneration(mbc.Metrics.NvidiaGpuPcieLinkGeneration),
+		metricNvidiaGpuPcieLinkWidth:                      newMetricNvidiaGpuPcieLinkWidth(mbc.Metrics.NvidiaGpuPcieLinkWidth),
+		metricNvidiaGpuPcieReplays:                        newMetricNvidiaGpuPcieReplays(mbc.Metrics.NvidiaGpuPcieReplays),
+		metricNvidiaGpuPcieThroughput:                     newMetricNvidiaGpuPcieThroughput(mbc.Metrics.NvidiaGpuPcieThroughput),
+		metricNvidiaGpuPerformanceState:                   newMetricNvidiaGpuPerformanceState(mbc.Metrics.NvidiaGpuPerformanceState),
+		metricNvidiaGpuPipeActivity:                       newMetricNvidiaGpuPipeActivity(mbc.Metrics.NvidiaGpuPipeActivity),
+		metricNvidiaGpuPowerLimit:                         newMetricNvidiaGpuPowerLimit(mbc.Metrics.NvidiaGpuPowerLimit),
+		metricNvidiaGpuProcessMemoryUsage:                 newMetricNvidiaGpuProcessMemoryUsage(mbc.Metrics.NvidiaGpuProcessMemoryUsage),
+		metricNvidiaGpuProcessUtilization:                 newMetricNvidiaGpuProcessUtilization(mbc.Metrics.NvidiaGpuProcessUtilization),
+		metricNvidiaGpuSamplesMemoryControllerUtilization: newMetricNvidiaGpuSamplesMemoryControllerUtilization(mbc.Metrics.NvidiaGpuSamplesMemoryControllerUtilization),
+		metricNvidiaGpuSamplesPower:                       newMetricNvidiaGpuSamplesPower(mbc.Metrics.NvidiaGpuSamplesPower),
+		metricNvidiaGpuSamplesSmClock:                     newMetricNvidiaGpuSamplesSmClock(mbc.Metrics.NvidiaGpuSamplesSmClock),
+		metricNvidiaGpuSamplesUtilization:                 newMetricNvidiaGpuSamplesUtilization(mbc.Metrics.NvidiaGpuSamplesUtilization),
+		metricNvidiaGpuSmActivity:                         newMetricNvidiaGpuSmActivity(mbc.Metrics.NvidiaGpuSmActivity),
+		metricNvidiaGpuSmOccupancy:                        newMetricNvidiaGpuSmOccupancy(mbc.Metrics.NvidiaGpuSmOccupancy),
+		metricNvidiaGpuTensorActivity:                     newMetricNvidiaGpuTensorActivity(mbc.Metrics.NvidiaGpuTensorActivity),
+		metricNvidiaGpuThrottleActive:                     newMetricNvidiaGpuThrottleActive(mbc.Metrics.NvidiaGpuThrottleActive),
+		metricNvidiaGpuThrottleTime:                       newMetricNvidiaGpuThrottleTime(mbc.Metrics.NvidiaGpuThrottleTime),
+		metricNvidiaGpuXidErrors:                          newMetricNvidiaGpuXidErrors(mbc.Metrics.NvidiaGpuXidErrors),
+		resourceAttributeIncludeFilter:                    make(map[string]filter.Filter),
+		resourceAttributeExcludeFilter:                    make(map[string]filter.Filter),
 	}
 	if mbc.ResourceAttributes.GpuvizBackend.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpuviz.backend"] = filter.CreateFilter(mbc.ResourceAttributes.GpuvizBackend.MetricsInclude)
@@ -1836,6 +5118,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricHwEnergy.emit(ils.Metrics())
+	mb.metricHwErrors.emit(ils.Metrics())
+	mb.metricHwGpuIo.emit(ils.Metrics())
 	mb.metricHwGpuMemoryLimit.emit(ils.Metrics())
 	mb.metricHwGpuMemoryUsage.emit(ils.Metrics())
 	mb.metricHwGpuMemoryUtilization.emit(ils.Metrics())
@@ -1844,11 +5128,36 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricHwStatus.emit(ils.Metrics())
 	mb.metricHwTemperature.emit(ils.Metrics())
 	mb.metricNvidiaGpuClockFrequency.emit(ils.Metrics())
+	mb.metricNvidiaGpuDramActivity.emit(ils.Metrics())
 	mb.metricNvidiaGpuFanSpeed.emit(ils.Metrics())
 	mb.metricNvidiaGpuInfo.emit(ils.Metrics())
+	mb.metricNvidiaGpuMemoryRemapFailed.emit(ils.Metrics())
+	mb.metricNvidiaGpuMemoryRemapPending.emit(ils.Metrics())
+	mb.metricNvidiaGpuMemoryRemappedRows.emit(ils.Metrics())
+	mb.metricNvidiaGpuMemoryRetiredPages.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryControllerUtilization.emit(ils.Metrics())
+	mb.metricNvidiaGpuNvlinkErrors.emit(ils.Metrics())
+	mb.metricNvidiaGpuNvlinkIo.emit(ils.Metrics())
+	mb.metricNvidiaGpuNvlinkThroughput.emit(ils.Metrics())
+	mb.metricNvidiaGpuPcieLinkGeneration.emit(ils.Metrics())
+	mb.metricNvidiaGpuPcieLinkWidth.emit(ils.Metrics())
+	mb.metricNvidiaGpuPcieReplays.emit(ils.Metrics())
+	mb.metricNvidiaGpuPcieThroughput.emit(ils.Metrics())
 	mb.metricNvidiaGpuPerformanceState.emit(ils.Metrics())
+	mb.metricNvidiaGpuPipeActivity.emit(ils.Metrics())
 	mb.metricNvidiaGpuPowerLimit.emit(ils.Metrics())
+	mb.metricNvidiaGpuProcessMemoryUsage.emit(ils.Metrics())
+	mb.metricNvidiaGpuProcessUtilization.emit(ils.Metrics())
+	mb.metricNvidiaGpuSamplesMemoryControllerUtilization.emit(ils.Metrics())
+	mb.metricNvidiaGpuSamplesPower.emit(ils.Metrics())
+	mb.metricNvidiaGpuSamplesSmClock.emit(ils.Metrics())
+	mb.metricNvidiaGpuSamplesUtilization.emit(ils.Metrics())
+	mb.metricNvidiaGpuSmActivity.emit(ils.Metrics())
+	mb.metricNvidiaGpuSmOccupancy.emit(ils.Metrics())
+	mb.metricNvidiaGpuTensorActivity.emit(ils.Metrics())
+	mb.metricNvidiaGpuThrottleActive.emit(ils.Metrics())
+	mb.metricNvidiaGpuThrottleTime.emit(ils.Metrics())
+	mb.metricNvidiaGpuXidErrors.emit(ils.Metrics())
 
 	for _, op := range options {
 		op.apply(rm)
@@ -1883,6 +5192,16 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 // RecordHwEnergyDataPoint adds a data point to hw.energy metric.
 func (mb *MetricsBuilder) RecordHwEnergyDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, hwTypeAttributeValue AttributeHwType) {
 	mb.metricHwEnergy.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, hwTypeAttributeValue.String())
+}
+
+// RecordHwErrorsDataPoint adds a data point to hw.errors metric.
+func (mb *MetricsBuilder) RecordHwErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, hwTypeAttributeValue AttributeHwType, errorTypeAttributeValue AttributeErrorType) {
+	mb.metricHwErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, hwTypeAttributeValue.String(), errorTypeAttributeValue.String())
+}
+
+// RecordHwGpuIoDataPoint adds a data point to hw.gpu.io metric.
+func (mb *MetricsBuilder) RecordHwGpuIoDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricHwGpuIo.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
 }
 
 // RecordHwGpuMemoryLimitDataPoint adds a data point to hw.gpu.memory.limit metric.
@@ -1925,6 +5244,11 @@ func (mb *MetricsBuilder) RecordNvidiaGpuClockFrequencyDataPoint(ts pcommon.Time
 	mb.metricNvidiaGpuClockFrequency.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuClockDomainAttributeValue.String())
 }
 
+// RecordNvidiaGpuDramActivityDataPoint adds a data point to nvidia.gpu.dram.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuDramActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuDramActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
 // RecordNvidiaGpuFanSpeedDataPoint adds a data point to nvidia.gpu.fan.speed metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuFanSpeedDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
 	mb.metricNvidiaGpuFanSpeed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
@@ -1935,9 +5259,64 @@ func (mb *MetricsBuilder) RecordNvidiaGpuInfoDataPoint(ts pcommon.Timestamp, val
 	mb.metricNvidiaGpuInfo.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuIndexAttributeValue, nvidiaGpuPciBusIDAttributeValue)
 }
 
+// RecordNvidiaGpuMemoryRemapFailedDataPoint adds a data point to nvidia.gpu.memory.remap.failed metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapFailedDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuMemoryRemapFailed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuMemoryRemapPendingDataPoint adds a data point to nvidia.gpu.memory.remap.pending metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapPendingDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuMemoryRemapPending.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuMemoryRemappedRowsDataPoint adds a data point to nvidia.gpu.memory.remapped_rows metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRemapCauseAttributeValue AttributeNvidiaGpuMemoryRemapCause) {
+	mb.metricNvidiaGpuMemoryRemappedRows.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuMemoryRemapCauseAttributeValue.String())
+}
+
+// RecordNvidiaGpuMemoryRetiredPagesDataPoint adds a data point to nvidia.gpu.memory.retired_pages metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRetirementCauseAttributeValue AttributeNvidiaGpuMemoryRetirementCause) {
+	mb.metricNvidiaGpuMemoryRetiredPages.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuMemoryRetirementCauseAttributeValue.String())
+}
+
 // RecordNvidiaGpuMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.memory_controller.utilization metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
 	mb.metricNvidiaGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuNvlinkErrorsDataPoint adds a data point to nvidia.gpu.nvlink.errors metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuNvlinkErrorTypeAttributeValue AttributeNvidiaGpuNvlinkErrorType) {
+	mb.metricNvidiaGpuNvlinkErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuNvlinkErrorTypeAttributeValue.String())
+}
+
+// RecordNvidiaGpuNvlinkIoDataPoint adds a data point to nvidia.gpu.nvlink.io metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkIoDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricNvidiaGpuNvlinkIo.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
+}
+
+// RecordNvidiaGpuNvlinkThroughputDataPoint adds a data point to nvidia.gpu.nvlink.throughput metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkThroughputDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricNvidiaGpuNvlinkThroughput.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
+}
+
+// RecordNvidiaGpuPcieLinkGenerationDataPoint adds a data point to nvidia.gpu.pcie.link.generation metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieLinkGenerationDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue AttributeNvidiaGpuPcieLinkKind) {
+	mb.metricNvidiaGpuPcieLinkGeneration.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuPcieLinkKindAttributeValue.String())
+}
+
+// RecordNvidiaGpuPcieLinkWidthDataPoint adds a data point to nvidia.gpu.pcie.link.width metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieLinkWidthDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue AttributeNvidiaGpuPcieLinkKind) {
+	mb.metricNvidiaGpuPcieLinkWidth.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuPcieLinkKindAttributeValue.String())
+}
+
+// RecordNvidiaGpuPcieReplaysDataPoint adds a data point to nvidia.gpu.pcie.replays metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieReplaysDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuPcieReplays.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuPcieThroughputDataPoint adds a data point to nvidia.gpu.pcie.throughput metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieThroughputDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricNvidiaGpuPcieThroughput.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
 }
 
 // RecordNvidiaGpuPerformanceStateDataPoint adds a data point to nvidia.gpu.performance_state metric.
@@ -1945,9 +5324,74 @@ func (mb *MetricsBuilder) RecordNvidiaGpuPerformanceStateDataPoint(ts pcommon.Ti
 	mb.metricNvidiaGpuPerformanceState.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
 }
 
+// RecordNvidiaGpuPipeActivityDataPoint adds a data point to nvidia.gpu.pipe.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuPipeActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPipeAttributeValue AttributeNvidiaGpuPipe) {
+	mb.metricNvidiaGpuPipeActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuPipeAttributeValue.String())
+}
+
 // RecordNvidiaGpuPowerLimitDataPoint adds a data point to nvidia.gpu.power.limit metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuPowerLimitDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
 	mb.metricNvidiaGpuPowerLimit.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuProcessMemoryUsageDataPoint adds a data point to nvidia.gpu.process.memory.usage metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
+	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue)
+}
+
+// RecordNvidiaGpuProcessUtilizationDataPoint adds a data point to nvidia.gpu.process.utilization metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
+	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
+}
+
+// RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.samples.memory_controller.utilization metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuSamplesMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuSamplesPowerDataPoint adds a data point to nvidia.gpu.samples.power metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesPowerDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuSamplesPower.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuSamplesSmClockDataPoint adds a data point to nvidia.gpu.samples.sm_clock metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesSmClockDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuSamplesSmClock.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuSamplesUtilizationDataPoint adds a data point to nvidia.gpu.samples.utilization metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuSamplesUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuSmActivityDataPoint adds a data point to nvidia.gpu.sm.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSmActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuSmActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuSmOccupancyDataPoint adds a data point to nvidia.gpu.sm.occupancy metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSmOccupancyDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuSmOccupancy.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuTensorActivityDataPoint adds a data point to nvidia.gpu.tensor.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuTensorActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+	mb.metricNvidiaGpuTensorActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+}
+
+// RecordNvidiaGpuThrottleActiveDataPoint adds a data point to nvidia.gpu.throttle.active metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuThrottleActiveDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue AttributeNvidiaGpuThrottleReason) {
+	mb.metricNvidiaGpuThrottleActive.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuThrottleReasonAttributeValue.String())
+}
+
+// RecordNvidiaGpuThrottleTimeDataPoint adds a data point to nvidia.gpu.throttle.time metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuThrottleTimeDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue AttributeNvidiaGpuThrottleReason) {
+	mb.metricNvidiaGpuThrottleTime.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuThrottleReasonAttributeValue.String())
+}
+
+// RecordNvidiaGpuXidErrorsDataPoint adds a data point to nvidia.gpu.xid.errors metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuXidErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuXidAttributeValue int64) {
+	mb.metricNvidiaGpuXidErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuXidAttributeValue)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

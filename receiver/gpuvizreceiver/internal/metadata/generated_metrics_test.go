@@ -68,6 +68,8 @@ func TestMetricsBuilder(t *testing.T) {
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["hw.energy"] = mb.metricHwEnergy.config.AggregationStrategy
+			aggMap["hw.errors"] = mb.metricHwErrors.config.AggregationStrategy
+			aggMap["hw.gpu.io"] = mb.metricHwGpuIo.config.AggregationStrategy
 			aggMap["hw.gpu.memory.limit"] = mb.metricHwGpuMemoryLimit.config.AggregationStrategy
 			aggMap["hw.gpu.memory.usage"] = mb.metricHwGpuMemoryUsage.config.AggregationStrategy
 			aggMap["hw.gpu.memory.utilization"] = mb.metricHwGpuMemoryUtilization.config.AggregationStrategy
@@ -76,11 +78,36 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["hw.status"] = mb.metricHwStatus.config.AggregationStrategy
 			aggMap["hw.temperature"] = mb.metricHwTemperature.config.AggregationStrategy
 			aggMap["nvidia.gpu.clock.frequency"] = mb.metricNvidiaGpuClockFrequency.config.AggregationStrategy
+			aggMap["nvidia.gpu.dram.activity"] = mb.metricNvidiaGpuDramActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.fan.speed"] = mb.metricNvidiaGpuFanSpeed.config.AggregationStrategy
 			aggMap["nvidia.gpu.info"] = mb.metricNvidiaGpuInfo.config.AggregationStrategy
+			aggMap["nvidia.gpu.memory.remap.failed"] = mb.metricNvidiaGpuMemoryRemapFailed.config.AggregationStrategy
+			aggMap["nvidia.gpu.memory.remap.pending"] = mb.metricNvidiaGpuMemoryRemapPending.config.AggregationStrategy
+			aggMap["nvidia.gpu.memory.remapped_rows"] = mb.metricNvidiaGpuMemoryRemappedRows.config.AggregationStrategy
+			aggMap["nvidia.gpu.memory.retired_pages"] = mb.metricNvidiaGpuMemoryRetiredPages.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory_controller.utilization"] = mb.metricNvidiaGpuMemoryControllerUtilization.config.AggregationStrategy
+			aggMap["nvidia.gpu.nvlink.errors"] = mb.metricNvidiaGpuNvlinkErrors.config.AggregationStrategy
+			aggMap["nvidia.gpu.nvlink.io"] = mb.metricNvidiaGpuNvlinkIo.config.AggregationStrategy
+			aggMap["nvidia.gpu.nvlink.throughput"] = mb.metricNvidiaGpuNvlinkThroughput.config.AggregationStrategy
+			aggMap["nvidia.gpu.pcie.link.generation"] = mb.metricNvidiaGpuPcieLinkGeneration.config.AggregationStrategy
+			aggMap["nvidia.gpu.pcie.link.width"] = mb.metricNvidiaGpuPcieLinkWidth.config.AggregationStrategy
+			aggMap["nvidia.gpu.pcie.replays"] = mb.metricNvidiaGpuPcieReplays.config.AggregationStrategy
+			aggMap["nvidia.gpu.pcie.throughput"] = mb.metricNvidiaGpuPcieThroughput.config.AggregationStrategy
 			aggMap["nvidia.gpu.performance_state"] = mb.metricNvidiaGpuPerformanceState.config.AggregationStrategy
+			aggMap["nvidia.gpu.pipe.activity"] = mb.metricNvidiaGpuPipeActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.power.limit"] = mb.metricNvidiaGpuPowerLimit.config.AggregationStrategy
+			aggMap["nvidia.gpu.process.memory.usage"] = mb.metricNvidiaGpuProcessMemoryUsage.config.AggregationStrategy
+			aggMap["nvidia.gpu.process.utilization"] = mb.metricNvidiaGpuProcessUtilization.config.AggregationStrategy
+			aggMap["nvidia.gpu.samples.memory_controller.utilization"] = mb.metricNvidiaGpuSamplesMemoryControllerUtilization.config.AggregationStrategy
+			aggMap["nvidia.gpu.samples.power"] = mb.metricNvidiaGpuSamplesPower.config.AggregationStrategy
+			aggMap["nvidia.gpu.samples.sm_clock"] = mb.metricNvidiaGpuSamplesSmClock.config.AggregationStrategy
+			aggMap["nvidia.gpu.samples.utilization"] = mb.metricNvidiaGpuSamplesUtilization.config.AggregationStrategy
+			aggMap["nvidia.gpu.sm.activity"] = mb.metricNvidiaGpuSmActivity.config.AggregationStrategy
+			aggMap["nvidia.gpu.sm.occupancy"] = mb.metricNvidiaGpuSmOccupancy.config.AggregationStrategy
+			aggMap["nvidia.gpu.tensor.activity"] = mb.metricNvidiaGpuTensorActivity.config.AggregationStrategy
+			aggMap["nvidia.gpu.throttle.active"] = mb.metricNvidiaGpuThrottleActive.config.AggregationStrategy
+			aggMap["nvidia.gpu.throttle.time"] = mb.metricNvidiaGpuThrottleTime.config.AggregationStrategy
+			aggMap["nvidia.gpu.xid.errors"] = mb.metricNvidiaGpuXidErrors.config.AggregationStrategy
 
 			expectedWarnings := 0
 			if tt.metricsSet != testDataSetReag {
@@ -94,6 +121,18 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordHwEnergyDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu)
 			if tt.name == "reaggregate_set" {
 				mb.RecordHwEnergyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu, AttributeErrorTypeCorrected)
+			if tt.name == "reaggregate_set" {
+				mb.RecordHwErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeErrorTypeUncorrected)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordHwGpuIoDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			if tt.name == "reaggregate_set" {
+				mb.RecordHwGpuIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -145,6 +184,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordNvidiaGpuDramActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuDramActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
@@ -157,9 +202,75 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuMemoryRemapCauseCorrectable)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuMemoryRemapCauseUncorrectable)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuNvlinkErrorTypeCrcFlit)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuNvlinkErrorTypeCrcData)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuPcieLinkKindCurrent)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuPcieLinkKindMax)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuPcieLinkKindCurrent)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuPcieLinkKindMax)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -169,9 +280,87 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuPipeFp16)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuPipeActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuPipeFp32)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val", AttributeNvidiaGpuProcessEngineSm)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSmActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSmActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuTensorActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuThrottleReasonGpuIdle)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuThrottleReasonGpuIdle)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuXidErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 14)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuXidErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 15)
 			}
 
 			rb := mb.NewResourceBuilder()
@@ -181,6 +370,8 @@ func TestMetricsBuilder(t *testing.T) {
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricHwEnergy.aggDataPoints)
+				assert.Empty(t, mb.metricHwErrors.aggDataPoints)
+				assert.Empty(t, mb.metricHwGpuIo.aggDataPoints)
 				assert.Empty(t, mb.metricHwGpuMemoryLimit.aggDataPoints)
 				assert.Empty(t, mb.metricHwGpuMemoryUsage.aggDataPoints)
 				assert.Empty(t, mb.metricHwGpuMemoryUtilization.aggDataPoints)
@@ -189,11 +380,36 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricHwStatus.aggDataPoints)
 				assert.Empty(t, mb.metricHwTemperature.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuClockFrequency.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuDramActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuFanSpeed.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuInfo.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMemoryRemapFailed.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMemoryRemapPending.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMemoryRemappedRows.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMemoryRetiredPages.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryControllerUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuNvlinkErrors.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuNvlinkIo.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuNvlinkThroughput.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuPcieLinkGeneration.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuPcieLinkWidth.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuPcieReplays.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuPcieThroughput.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuPerformanceState.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuPipeActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuPowerLimit.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuProcessMemoryUsage.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuProcessUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSamplesMemoryControllerUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSamplesPower.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSamplesSmClock.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSamplesUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSmActivity.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSmOccupancy.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuTensorActivity.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuThrottleActive.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuThrottleTime.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuXidErrors.aggDataPoints)
 			}
 
 			if tt.expectEmpty {
@@ -289,6 +505,149 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.type")
 						assert.True(t, ok)
+					}
+				case "hw.errors":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["hw.errors"], "Found a duplicate in the metrics slice: hw.errors")
+						validatedMetrics["hw.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "ECC memory errors since the driver was loaded (NVML's volatile totals), corrected (single-bit) and uncorrected (double-bit).", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						hwTypeAttrVal, ok := dp.Attributes().Get("hw.type")
+						assert.True(t, ok)
+						assert.Equal(t, "gpu", hwTypeAttrVal.Str())
+						errorTypeAttrVal, ok := dp.Attributes().Get("error.type")
+						assert.True(t, ok)
+						assert.Equal(t, "corrected", errorTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["hw.errors"], "Found a duplicate in the metrics slice: hw.errors")
+						validatedMetrics["hw.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "ECC memory errors since the driver was loaded (NVML's volatile totals), corrected (single-bit) and uncorrected (double-bit).", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["hw.errors"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.type")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("error.type")
+						assert.False(t, ok)
+					}
+				case "hw.gpu.io":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["hw.gpu.io"], "Found a duplicate in the metrics slice: hw.gpu.io")
+						validatedMetrics["hw.gpu.io"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Bytes moved over the GPU's PCIe link since the receiver started, from NVML's cumulative PCIe byte counters (wraps handled), or, where the driver lacks them, integrated from its throughput readings.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
+						assert.True(t, ok)
+						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["hw.gpu.io"], "Found a duplicate in the metrics slice: hw.gpu.io")
+						validatedMetrics["hw.gpu.io"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Bytes moved over the GPU's PCIe link since the receiver started, from NVML's cumulative PCIe byte counters (wraps handled), or, where the driver lacks them, integrated from its throughput readings.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["hw.gpu.io"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("network.io.direction")
+						assert.False(t, ok)
 					}
 				case "hw.gpu.memory.limit":
 					if tt.name != "reaggregate_set" {
@@ -817,6 +1176,66 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("nvidia.gpu.clock.domain")
 						assert.False(t, ok)
 					}
+				case "nvidia.gpu.dram.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.dram.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.dram.activity")
+						validatedMetrics["nvidia.gpu.dram.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the peak DRAM bandwidth used between two GPM samples, 0..1 (GPM DRAM_BW_UTIL; Hopper and newer). High in memory-bound work such as LLM decode.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.dram.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.dram.activity")
+						validatedMetrics["nvidia.gpu.dram.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the peak DRAM bandwidth used between two GPM samples, 0..1 (GPM DRAM_BW_UTIL; Hopper and newer). High in memory-bound work such as LLM decode.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.dram.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
 				case "nvidia.gpu.fan.speed":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["nvidia.gpu.fan.speed"], "Found a duplicate in the metrics slice: nvidia.gpu.fan.speed")
@@ -947,6 +1366,264 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("nvidia.gpu.pci.bus_id")
 						assert.False(t, ok)
 					}
+				case "nvidia.gpu.memory.remap.failed":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.remap.failed"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remap.failed")
+						validatedMetrics["nvidia.gpu.memory.remap.failed"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "1 when a row remapping has failed (the GPU needs service), else 0.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.remap.failed"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remap.failed")
+						validatedMetrics["nvidia.gpu.memory.remap.failed"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "1 when a row remapping has failed (the GPU needs service), else 0.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.memory.remap.failed"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.memory.remap.pending":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.remap.pending"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remap.pending")
+						validatedMetrics["nvidia.gpu.memory.remap.pending"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "1 when a row remapping is pending until the GPU is reset, else 0.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.remap.pending"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remap.pending")
+						validatedMetrics["nvidia.gpu.memory.remap.pending"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "1 when a row remapping is pending until the GPU is reset, else 0.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.memory.remap.pending"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.memory.remapped_rows":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.remapped_rows"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remapped_rows")
+						validatedMetrics["nvidia.gpu.memory.remapped_rows"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory rows remapped over the GPU's life (Ampere and newer).", mi.Description())
+						assert.Equal(t, "{row}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuMemoryRemapCauseAttrVal, ok := dp.Attributes().Get("nvidia.gpu.memory.remap.cause")
+						assert.True(t, ok)
+						assert.Equal(t, "correctable", nvidiaGpuMemoryRemapCauseAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.remapped_rows"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remapped_rows")
+						validatedMetrics["nvidia.gpu.memory.remapped_rows"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory rows remapped over the GPU's life (Ampere and newer).", mi.Description())
+						assert.Equal(t, "{row}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.memory.remapped_rows"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.memory.remap.cause")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.memory.retired_pages":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.retired_pages"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.retired_pages")
+						validatedMetrics["nvidia.gpu.memory.retired_pages"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory pages retired over the GPU's life (page retirement, before Ampere).", mi.Description())
+						assert.Equal(t, "{page}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuMemoryRetirementCauseAttrVal, ok := dp.Attributes().Get("nvidia.gpu.memory.retirement.cause")
+						assert.True(t, ok)
+						assert.Equal(t, "single_bit_ecc", nvidiaGpuMemoryRetirementCauseAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.memory.retired_pages"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.retired_pages")
+						validatedMetrics["nvidia.gpu.memory.retired_pages"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory pages retired over the GPU's life (page retirement, before Ampere).", mi.Description())
+						assert.Equal(t, "{page}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.memory.retired_pages"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.memory.retirement.cause")
+						assert.False(t, ok)
+					}
 				case "nvidia.gpu.memory_controller.utilization":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["nvidia.gpu.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.memory_controller.utilization")
@@ -1005,6 +1682,468 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.model")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.nvlink.errors":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.errors"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.errors")
+						validatedMetrics["nvidia.gpu.nvlink.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "NVLink errors since the driver was loaded, summed over all links.", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuNvlinkErrorTypeAttrVal, ok := dp.Attributes().Get("nvidia.gpu.nvlink.error.type")
+						assert.True(t, ok)
+						assert.Equal(t, "crc_flit", nvidiaGpuNvlinkErrorTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.errors"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.errors")
+						validatedMetrics["nvidia.gpu.nvlink.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "NVLink errors since the driver was loaded, summed over all links.", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.nvlink.errors"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.nvlink.error.type")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.nvlink.io":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.io"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.io")
+						validatedMetrics["nvidia.gpu.nvlink.io"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Data bytes moved over all the GPU's NVLinks since the receiver started (NVML's NVLink throughput counters, which count KiB).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
+						assert.True(t, ok)
+						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.io"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.io")
+						validatedMetrics["nvidia.gpu.nvlink.io"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Data bytes moved over all the GPU's NVLinks since the receiver started (NVML's NVLink throughput counters, which count KiB).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.nvlink.io"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("network.io.direction")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.nvlink.throughput":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.throughput"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.throughput")
+						validatedMetrics["nvidia.gpu.nvlink.throughput"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "NVLink bandwidth between two GPM samples, all links together (GPM NVLINK_TOTAL_RX/TX_PER_SEC).", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
+						assert.True(t, ok)
+						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.throughput"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.throughput")
+						validatedMetrics["nvidia.gpu.nvlink.throughput"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "NVLink bandwidth between two GPM samples, all links together (GPM NVLINK_TOTAL_RX/TX_PER_SEC).", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.nvlink.throughput"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("network.io.direction")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.pcie.link.generation":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.link.generation"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.link.generation")
+						validatedMetrics["nvidia.gpu.pcie.link.generation"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "PCIe generation of the GPU's link, as it runs now and at most. A link running below its maximum costs host-to-device bandwidth.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuPcieLinkKindAttrVal, ok := dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "current", nvidiaGpuPcieLinkKindAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.link.generation"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.link.generation")
+						validatedMetrics["nvidia.gpu.pcie.link.generation"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "PCIe generation of the GPU's link, as it runs now and at most. A link running below its maximum costs host-to-device bandwidth.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.pcie.link.generation"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.pcie.link.width":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.link.width"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.link.width")
+						validatedMetrics["nvidia.gpu.pcie.link.width"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Lanes of the GPU's PCIe link, as it runs now and at most.", mi.Description())
+						assert.Equal(t, "{lane}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuPcieLinkKindAttrVal, ok := dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "current", nvidiaGpuPcieLinkKindAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.link.width"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.link.width")
+						validatedMetrics["nvidia.gpu.pcie.link.width"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Lanes of the GPU's PCIe link, as it runs now and at most.", mi.Description())
+						assert.Equal(t, "{lane}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.pcie.link.width"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.pcie.replays":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.replays"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.replays")
+						validatedMetrics["nvidia.gpu.pcie.replays"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "PCIe replays (link-level retransmissions) since the driver was loaded; a rising count means a marginal link.", mi.Description())
+						assert.Equal(t, "{replay}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.replays"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.replays")
+						validatedMetrics["nvidia.gpu.pcie.replays"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "PCIe replays (link-level retransmissions) since the driver was loaded; a rising count means a marginal link.", mi.Description())
+						assert.Equal(t, "{replay}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.pcie.replays"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.pcie.throughput":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.throughput"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.throughput")
+						validatedMetrics["nvidia.gpu.pcie.throughput"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "PCIe bandwidth between two GPM samples (GPM PCIE_TX/RX_PER_SEC).", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
+						assert.True(t, ok)
+						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.pcie.throughput"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.throughput")
+						validatedMetrics["nvidia.gpu.pcie.throughput"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "PCIe bandwidth between two GPM samples (GPM PCIE_TX/RX_PER_SEC).", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.pcie.throughput"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("network.io.direction")
 						assert.False(t, ok)
 					}
 				case "nvidia.gpu.performance_state":
@@ -1067,6 +2206,71 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 					}
+				case "nvidia.gpu.pipe.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.pipe.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.pipe.activity")
+						validatedMetrics["nvidia.gpu.pipe.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time a floating-point pipe was busy between two GPM samples, 0..1 (GPM FP16/FP32/FP64_UTIL).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuPipeAttrVal, ok := dp.Attributes().Get("nvidia.gpu.pipe")
+						assert.True(t, ok)
+						assert.Equal(t, "fp16", nvidiaGpuPipeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.pipe.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.pipe.activity")
+						validatedMetrics["nvidia.gpu.pipe.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time a floating-point pipe was busy between two GPM samples, 0..1 (GPM FP16/FP32/FP64_UTIL).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.pipe.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.pipe")
+						assert.False(t, ok)
+					}
 				case "nvidia.gpu.power.limit":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["nvidia.gpu.power.limit"], "Found a duplicate in the metrics slice: nvidia.gpu.power.limit")
@@ -1125,6 +2329,792 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.model")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.process.memory.usage":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.process.memory.usage"], "Found a duplicate in the metrics slice: nvidia.gpu.process.memory.usage")
+						validatedMetrics["nvidia.gpu.process.memory.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "GPU memory used by a compute process (the top processes by memory, see processes.top).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+						processExecutableNameAttrVal, ok := dp.Attributes().Get("process.executable.name")
+						assert.True(t, ok)
+						assert.Equal(t, "process.executable.name-val", processExecutableNameAttrVal.Str())
+						containerIDAttrVal, ok := dp.Attributes().Get("container.id")
+						assert.True(t, ok)
+						assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.process.memory.usage"], "Found a duplicate in the metrics slice: nvidia.gpu.process.memory.usage")
+						validatedMetrics["nvidia.gpu.process.memory.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "GPU memory used by a compute process (the top processes by memory, see processes.top).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.process.memory.usage"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.executable.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("container.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.command_line")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.process.utilization":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.process.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.process.utilization")
+						validatedMetrics["nvidia.gpu.process.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the GPU's SM or memory-controller time a process used in its latest NVML sample, 0..1.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+						processExecutableNameAttrVal, ok := dp.Attributes().Get("process.executable.name")
+						assert.True(t, ok)
+						assert.Equal(t, "process.executable.name-val", processExecutableNameAttrVal.Str())
+						containerIDAttrVal, ok := dp.Attributes().Get("container.id")
+						assert.True(t, ok)
+						assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
+						nvidiaGpuProcessEngineAttrVal, ok := dp.Attributes().Get("nvidia.gpu.process.engine")
+						assert.True(t, ok)
+						assert.Equal(t, "sm", nvidiaGpuProcessEngineAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.process.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.process.utilization")
+						validatedMetrics["nvidia.gpu.process.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the GPU's SM or memory-controller time a process used in its latest NVML sample, 0..1.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.process.utilization"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.executable.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("container.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.command_line")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.process.engine")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.samples.memory_controller.utilization":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.memory_controller.utilization")
+						validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.memory_controller.utilization")
+						validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.samples.memory_controller.utilization"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.samples.power":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.power"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.power")
+						validatedMetrics["nvidia.gpu.samples.power"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+						assert.Equal(t, "W", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.power"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.power")
+						validatedMetrics["nvidia.gpu.samples.power"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+						assert.Equal(t, "W", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.samples.power"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.samples.sm_clock":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.sm_clock"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.sm_clock")
+						validatedMetrics["nvidia.gpu.samples.sm_clock"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate SM clock samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+						assert.Equal(t, "Hz", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.sm_clock"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.sm_clock")
+						validatedMetrics["nvidia.gpu.samples.sm_clock"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate SM clock samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+						assert.Equal(t, "Hz", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.samples.sm_clock"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.samples.utilization":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.utilization")
+						validatedMetrics["nvidia.gpu.samples.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate samples of GPU busy time (a kernel running), each as a data point at its NVML timestamp (samples.enabled). About six per second on recent GPUs.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.samples.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.utilization")
+						validatedMetrics["nvidia.gpu.samples.utilization"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The driver's own high-rate samples of GPU busy time (a kernel running), each as a data point at its NVML timestamp (samples.enabled). About six per second on recent GPUs.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.samples.utilization"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.sm.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.activity")
+						validatedMetrics["nvidia.gpu.sm.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of SMs busy between two GPM samples, 0..1 (GPM SM_UTIL; Hopper and newer). Unlike hw.gpu.utilization it shows how much of the GPU works, not just whether a kernel ran.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.activity")
+						validatedMetrics["nvidia.gpu.sm.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of SMs busy between two GPM samples, 0..1 (GPM SM_UTIL; Hopper and newer). Unlike hw.gpu.utilization it shows how much of the GPU works, not just whether a kernel ran.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.sm.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.sm.occupancy":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.sm.occupancy"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.occupancy")
+						validatedMetrics["nvidia.gpu.sm.occupancy"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Resident warps as a fraction of the SMs' maximum between two GPM samples, 0..1 (GPM SM_OCCUPANCY).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.sm.occupancy"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.occupancy")
+						validatedMetrics["nvidia.gpu.sm.occupancy"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Resident warps as a fraction of the SMs' maximum between two GPM samples, 0..1 (GPM SM_OCCUPANCY).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.sm.occupancy"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.tensor.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.tensor.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.tensor.activity")
+						validatedMetrics["nvidia.gpu.tensor.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time any tensor pipe was busy between two GPM samples, 0..1 (GPM ANY_TENSOR_UTIL). High in compute-bound work such as LLM prefill.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.tensor.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.tensor.activity")
+						validatedMetrics["nvidia.gpu.tensor.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time any tensor pipe was busy between two GPM samples, 0..1 (GPM ANY_TENSOR_UTIL). High in compute-bound work such as LLM prefill.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.tensor.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.throttle.active":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.throttle.active"], "Found a duplicate in the metrics slice: nvidia.gpu.throttle.active")
+						validatedMetrics["nvidia.gpu.throttle.active"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The clock event reasons NVML reports now, one series per reason, 1 when active.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuThrottleReasonAttrVal, ok := dp.Attributes().Get("nvidia.gpu.throttle.reason")
+						assert.True(t, ok)
+						assert.Equal(t, "gpu_idle", nvidiaGpuThrottleReasonAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.throttle.active"], "Found a duplicate in the metrics slice: nvidia.gpu.throttle.active")
+						validatedMetrics["nvidia.gpu.throttle.active"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "The clock event reasons NVML reports now, one series per reason, 1 when active.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.throttle.active"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.throttle.reason")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.throttle.time":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.throttle.time"], "Found a duplicate in the metrics slice: nvidia.gpu.throttle.time")
+						validatedMetrics["nvidia.gpu.throttle.time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuThrottleReasonAttrVal, ok := dp.Attributes().Get("nvidia.gpu.throttle.reason")
+						assert.True(t, ok)
+						assert.Equal(t, "gpu_idle", nvidiaGpuThrottleReasonAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.throttle.time"], "Found a duplicate in the metrics slice: nvidia.gpu.throttle.time")
+						validatedMetrics["nvidia.gpu.throttle.time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.throttle.time"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.throttle.reason")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.xid.errors":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.xid.errors"], "Found a duplicate in the metrics slice: nvidia.gpu.xid.errors")
+						validatedMetrics["nvidia.gpu.xid.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Critical Xid errors the driver reported since the receiver started, by Xid code (each is also logged with its meaning).", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
+						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
+						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
+						nvidiaGpuXidAttrVal, ok := dp.Attributes().Get("nvidia.gpu.xid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 14, nvidiaGpuXidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.xid.errors"], "Found a duplicate in the metrics slice: nvidia.gpu.xid.errors")
+						validatedMetrics["nvidia.gpu.xid.errors"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Critical Xid errors the driver reported since the receiver started, by Xid code (each is also logged with its meaning).", mi.Description())
+						assert.Equal(t, "{error}", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.xid.errors"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.vendor")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("hw.driver_version")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.xid")
 						assert.False(t, ok)
 					}
 				}

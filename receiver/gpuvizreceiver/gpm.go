@@ -1,0 +1,134 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+// gpmMetrics are the GPM metrics the receiver asks for, in request order.
+var gpmMetrics = [...]nvml.GpmMetricId{
+	nvml.GPM_METRIC_SM_UTIL,
+	nvml.GPM_METRIC_SM_OCCUPANCY,
+	nvml.GPM_METRIC_ANY_TENSOR_UTIL,
+	nvml.GPM_METRIC_DRAM_BW_UTIL,
+	nvml.GPM_METRIC_FP16_UTIL,
+	nvml.GPM_METRIC_FP32_UTIL,
+	nvml.GPM_METRIC_FP64_UTIL,
+	nvml.GPM_METRIC_PCIE_RX_PER_SEC,
+	nvml.GPM_METRIC_PCIE_TX_PER_SEC,
+	nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
+	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
+}
+
+// gpmMinInterval is the shortest span between two GPM samples NVML
+// computes metrics over.
+const gpmMinInterval = 100 * time.Millisecond
+
+// gpmState holds a GPU's two GPM sample buffers: the previous scrape's
+// sample is kept, so each scrape's metrics cover the whole interval since
+// the last one.
+type gpmState struct {
+	prev, cur nvml.GpmSample
+	prevAt    time.Time
+	havePrev  bool
+	// req is reused: the struct holds hundreds of metric slots.
+	req nvml.GpmMetricsGetType
+}
+
+func gpmEnabled(m *metadata.MetricsConfig) bool {
+	return m.NvidiaGpuSmActivity.Enabled || m.NvidiaGpuSmOccupancy.Enabled || m.NvidiaGpuTensorActivity.Enabled ||
+		m.NvidiaGpuDramActivity.Enabled || m.NvidiaGpuPipeActivity.Enabled || m.NvidiaGpuPcieThroughput.Enabled ||
+		m.NvidiaGpuNvlinkThroughput.Enabled
+}
+
+// openGPM allocates a GPU's sample buffers when the driver and the GPU
+// support GPM; it returns nil otherwise.
+func openGPM(lib nvml.Interface, dev nvml.Device) *gpmState {
+	sup, ret := lib.GpmQueryDeviceSupport(dev)
+	if ret != nvml.SUCCESS || sup.IsSupportedDevice == 0 {
+		return nil
+	}
+	prev, ret := lib.GpmSampleAlloc()
+	if ret != nvml.SUCCESS {
+		return nil
+	}
+	cur, ret := lib.GpmSampleAlloc()
+	if ret != nvml.SUCCESS {
+		lib.GpmSampleFree(prev)
+		return nil
+	}
+	return &gpmState{prev: prev, cur: cur}
+}
+
+func (st *gpmState) free(lib nvml.Interface) {
+	lib.GpmSampleFree(st.prev)
+	lib.GpmSampleFree(st.cur)
+}
+
+func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
+	st := g.gpm
+	if st == nil {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	now := time.Now()
+	if st.havePrev && now.Sub(st.prevAt) < gpmMinInterval {
+		return nvml.SUCCESS // too soon: the interval grows until next time
+	}
+	if ret := s.lib.GpmSampleGet(g.dev, st.cur); ret != nvml.SUCCESS {
+		st.havePrev = false
+		return ret
+	}
+	if !st.havePrev { // the first sample only opens an interval
+		st.prev, st.cur, st.prevAt, st.havePrev = st.cur, st.prev, now, true
+		return nvml.SUCCESS
+	}
+	req := &st.req
+	req.NumMetrics = uint32(len(gpmMetrics))
+	req.Sample1, req.Sample2 = st.prev, st.cur
+	for i, id := range gpmMetrics {
+		req.Metrics[i] = nvml.GpmMetric{MetricId: uint32(id)}
+	}
+	ret := s.lib.GpmMetricsGet(req)
+	st.prev, st.cur, st.prevAt = st.cur, st.prev, now
+	if ret != nvml.SUCCESS {
+		return ret
+	}
+	mb := s.mb
+	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
+	for i := range gpmMetrics {
+		m := &req.Metrics[i]
+		if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {
+			continue
+		}
+		ratio, mibps := m.Value/100, m.Value*(1<<20)
+		switch gpmMetrics[i] {
+		case nvml.GPM_METRIC_SM_UTIL:
+			mb.RecordNvidiaGpuSmActivityDataPoint(ts, ratio, id, name, vendor, model, driver)
+		case nvml.GPM_METRIC_SM_OCCUPANCY:
+			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, ratio, id, name, vendor, model, driver)
+		case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
+			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, ratio, id, name, vendor, model, driver)
+		case nvml.GPM_METRIC_DRAM_BW_UTIL:
+			mb.RecordNvidiaGpuDramActivityDataPoint(ts, ratio, id, name, vendor, model, driver)
+		case nvml.GPM_METRIC_FP16_UTIL:
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPipeFp16)
+		case nvml.GPM_METRIC_FP32_UTIL:
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPipeFp32)
+		case nvml.GPM_METRIC_FP64_UTIL:
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPipeFp64)
+		case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
+			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionReceive)
+		case nvml.GPM_METRIC_PCIE_TX_PER_SEC:
+			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionTransmit)
+		case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
+			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionReceive)
+		case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
+			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionTransmit)
+		}
+	}
+	return nvml.SUCCESS
+}
