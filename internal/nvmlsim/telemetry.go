@@ -88,10 +88,12 @@ func (d *Device) GetCurrPcieLinkWidth() (int, nvml.Return) { return 16, nvml.SUC
 // GetMaxPcieLinkWidth implements nvml.Device.
 func (d *Device) GetMaxPcieLinkWidth() (int, nvml.Return) { return 16, nvml.SUCCESS }
 
-// samplePeriod is how often the simulated driver fills its sample buffers,
-// and sampleBuffer how much history they hold (NVML keeps a bounded ring).
+// samplePeriod is how often the simulated driver fills its sample buffers
+// (about 1/6 s, a whole number of µs so that NVML's µs timestamps map back
+// to sample times exactly), and sampleBuffer how much history they hold
+// (NVML keeps a bounded ring).
 const (
-	samplePeriod = int64(time.Second / 6)
+	samplePeriod = int64(166_667 * time.Microsecond)
 	sampleBuffer = 120
 )
 

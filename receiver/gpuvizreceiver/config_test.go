@@ -41,7 +41,12 @@ func TestLoadConfig(t *testing.T) {
 	devices.Devices = []DeviceRef{"0", "3", "GPU-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11"}
 	devices.Metrics.NvidiaGpuFanSpeed.Enabled = false
 
-	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices} {
+	deep := defaultConfig()
+	deep.Samples.Enabled = false
+	deep.Processes = ProcessesConfig{Enabled: true, Top: 3, CommandLine: true}
+	deep.XidEvents.Enabled = false
+
+	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)
 			require.NoError(t, err)
@@ -77,6 +82,7 @@ func TestInvalidConfig(t *testing.T) {
 		"negative_device":  `devices[0]: "-1" is not a GPU index: indexes start at 0`,
 		"mig_device":       `devices[0]: "MIG-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11" is a MIG device: name its physical GPU instead`,
 		"duplicate_device": `devices[1]: "1" is listed twice`,
+		"bad_top":          "processes.top: 0 is out of range: report 1 to 64 processes per GPU",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)

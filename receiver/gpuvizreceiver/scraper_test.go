@@ -195,6 +195,9 @@ func TestScrapeSimulatedIsMarked(t *testing.T) {
 	lib, err := openSimulated(cfg.Simulated)
 	require.NoError(t, err)
 	s := startScraper(t, cfg, lib, BackendSimulated)
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	time.Sleep(gpmMinInterval) // GPM compares two samples
 	m, err := s.scrape(context.Background())
 	require.NoError(t, err)
 
@@ -210,9 +213,19 @@ func TestScrapeSimulatedIsMarked(t *testing.T) {
 	})
 	for _, name := range []string{"hw.gpu.utilization", "hw.gpu.memory.usage", "hw.gpu.memory.limit", "hw.gpu.memory.utilization",
 		"hw.power", "hw.energy", "hw.temperature", "hw.status", "nvidia.gpu.memory_controller.utilization",
-		"nvidia.gpu.clock.frequency", "nvidia.gpu.power.limit", "nvidia.gpu.performance_state", "nvidia.gpu.info"} {
+		"nvidia.gpu.clock.frequency", "nvidia.gpu.power.limit", "nvidia.gpu.performance_state", "nvidia.gpu.info",
+		"hw.errors", "hw.gpu.io", "nvidia.gpu.throttle.active", "nvidia.gpu.throttle.time", "nvidia.gpu.nvlink.io",
+		"nvidia.gpu.nvlink.errors", "nvidia.gpu.pcie.link.generation", "nvidia.gpu.pcie.link.width", "nvidia.gpu.pcie.replays",
+		"nvidia.gpu.memory.remapped_rows", "nvidia.gpu.memory.remap.pending", "nvidia.gpu.memory.remap.failed",
+		"nvidia.gpu.sm.activity", "nvidia.gpu.sm.occupancy", "nvidia.gpu.tensor.activity", "nvidia.gpu.dram.activity",
+		"nvidia.gpu.pipe.activity", "nvidia.gpu.pcie.throughput", "nvidia.gpu.nvlink.throughput",
+		"nvidia.gpu.samples.utilization", "nvidia.gpu.samples.memory_controller.utilization", "nvidia.gpu.samples.power",
+		"nvidia.gpu.samples.sm_clock", "nvidia.gpu.process.memory.usage", "nvidia.gpu.process.utilization"} {
 		assert.True(t, seen[name], "simulated backend emits %s", name)
 	}
+	// A healthy simulated GPU: no Xid, no retired pages (Hopper remaps rows).
+	assert.False(t, seen["nvidia.gpu.xid.errors"])
+	assert.False(t, seen["nvidia.gpu.memory.retired_pages"])
 	// SXM boards have no fan: the simulation says NOT_SUPPORTED, as NVML does.
 	assert.False(t, seen["nvidia.gpu.fan.speed"])
 }

@@ -1,0 +1,163 @@
+package nvmlsim
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// gpmBetween returns the GPM metrics of d over [from, to).
+func gpmBetween(t *testing.T, s *Server, d *Device, c *clock, from, to time.Time) map[nvml.GpmMetricId]float64 {
+	t.Helper()
+	s1, _ := s.GpmSampleAlloc()
+	s2, _ := s.GpmSampleAlloc()
+	c.t = from
+	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s1))
+	c.t = to
+	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s2))
+	ids := []nvml.GpmMetricId{nvml.GPM_METRIC_SM_UTIL, nvml.GPM_METRIC_ANY_TENSOR_UTIL, nvml.GPM_METRIC_DRAM_BW_UTIL,
+		nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, nvml.GPM_METRIC_PCIE_RX_PER_SEC, 999}
+	req := nvml.GpmMetricsGetType{NumMetrics: uint32(len(ids)), Sample1: s1, Sample2: s2}
+	for i, id := range ids {
+		req.Metrics[i].MetricId = uint32(id)
+	}
+	require.Equal(t, nvml.SUCCESS, s.GpmMetricsGet(&req))
+	out := map[nvml.GpmMetricId]float64{}
+	for i, id := range ids {
+		if nvml.Return(req.Metrics[i].NvmlReturn) == nvml.SUCCESS {
+			out[id] = req.Metrics[i].Value
+		}
+	}
+	return out
+}
+
+func TestGPMSeesPrefillComputeAndDecodeMemory(t *testing.T) {
+	c := newClock()
+	s := mustServer(t, "h200", 1, 4, c)
+	d := s.Device(0)
+	var prefill, decode Segment
+	for _, seg := range d.Schedule().Segments(windowOf(c.t.UnixNano())) {
+		switch {
+		case seg.Phase == PhasePrefill && prefill.End == 0:
+			prefill = seg
+		case seg.Phase == PhaseDecode && decode.End == 0:
+			decode = seg
+		}
+	}
+	require.NotZero(t, prefill.End)
+	in := func(seg Segment) map[nvml.GpmMetricId]float64 {
+		return gpmBetween(t, s, d, c, time.Unix(0, seg.Start), time.Unix(0, seg.End))
+	}
+	p, dec := in(prefill), in(decode)
+	assert.Greater(t, p[nvml.GPM_METRIC_ANY_TENSOR_UTIL], dec[nvml.GPM_METRIC_ANY_TENSOR_UTIL]+20, "tensor pipes: prefill ≫ decode")
+	assert.Greater(t, dec[nvml.GPM_METRIC_DRAM_BW_UTIL], p[nvml.GPM_METRIC_DRAM_BW_UTIL]+20, "DRAM bandwidth: decode ≫ prefill")
+	assert.Greater(t, p[nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC], 20e9/(1<<20), "tensor-parallel all-reduce over NVLink, MiB/s")
+	assert.NotContains(t, p, nvml.GpmMetricId(999), "unknown metrics answer NOT_SUPPORTED")
+	for _, v := range p {
+		assert.GreaterOrEqual(t, v, 0.0)
+	}
+}
+
+func TestNoGPMOnAmpere(t *testing.T) {
+	s := mustServer(t, "a100", 1, 1, newClock())
+	sup, ret := s.GpmQueryDeviceSupport(s.Device(0))
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Zero(t, sup.IsSupportedDevice)
+	sample, _ := s.GpmSampleAlloc()
+	assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, s.GpmSampleGet(s.Device(0), sample))
+}
+
+func TestFieldCountersAreIntegrals(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h100", 1, 2, c).Device(0)
+	read := func() map[uint32]uint64 {
+		vals := []nvml.FieldValue{
+			{FieldId: nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP},
+			{FieldId: nvml.FI_DEV_PCIE_COUNT_RX_BYTES},
+			{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: 0xFFFFFFFF},
+			{FieldId: nvml.FI_DEV_RETIRED_SBE},
+		}
+		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(vals))
+		out := map[uint32]uint64{}
+		for _, v := range vals {
+			if nvml.Return(v.NvmlReturn) == nvml.SUCCESS {
+				out[v.FieldId] = binary.LittleEndian.Uint64(v.Value[:])
+			}
+		}
+		return out
+	}
+	start := c.t.UnixNano()
+	a := read()
+	assert.NotContains(t, a, uint32(nvml.FI_DEV_RETIRED_SBE), "Hopper remaps rows; page retirement is not supported")
+	c.advance(10 * time.Minute)
+	b := read()
+	want := d.Schedule().Integrate(start, c.t.UnixNano())
+	assert.InDelta(t, want.CappedSeconds*1e9, float64(b[nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP]-a[nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP]), 1e3)
+	assert.InDelta(t, want.PCIeRxBytes, float64(b[nvml.FI_DEV_PCIE_COUNT_RX_BYTES]-a[nvml.FI_DEV_PCIE_COUNT_RX_BYTES]), 1)
+	assert.InDelta(t, want.NVLinkBytes/1024, float64(b[nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX]-a[nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX]), 1)
+	assert.Positive(t, want.CappedSeconds, "ten minutes of traffic include power-capped prefills")
+}
+
+func TestSamplesAreBoundedAndNeverRepeat(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h100", 1, 3, c).Device(0)
+	var last uint64
+	seen := map[uint64]bool{}
+	for i := range 20 {
+		c.advance(3 * time.Second)
+		vt, samples, ret := d.GetSamples(nvml.TOTAL_POWER_SAMPLES, last)
+		require.Equal(t, nvml.SUCCESS, ret)
+		assert.Equal(t, nvml.VALUE_TYPE_UNSIGNED_INT, vt)
+		assert.LessOrEqual(t, len(samples), sampleBuffer)
+		if i > 0 {
+			assert.InDelta(t, 18, len(samples), 1, "six a second")
+		}
+		for _, smp := range samples {
+			assert.Greater(t, smp.TimeStamp, last)
+			assert.False(t, seen[smp.TimeStamp])
+			seen[smp.TimeStamp] = true
+			mw := binary.LittleEndian.Uint32(smp.SampleValue[:])
+			assert.InDelta(t, 400_000, float64(mw), 330_000)
+		}
+		last = samples[len(samples)-1].TimeStamp
+	}
+	_, _, ret := d.GetSamples(nvml.TOTAL_POWER_SAMPLES, last)
+	assert.Equal(t, nvml.ERROR_NOT_FOUND, ret, "nothing newer yet")
+}
+
+func TestThrottleReasonsFollowTheSchedule(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h200", 1, 6, c).Device(0)
+	var sawIdle, sawCap bool
+	for _, seg := range d.Schedule().Segments(windowOf(c.t.UnixNano())) {
+		c.t = time.Unix(0, seg.Start+1)
+		r, ret := d.GetCurrentClocksEventReasons()
+		require.Equal(t, nvml.SUCCESS, ret)
+		assert.Equal(t, seg.Phase == PhaseIdle, r&nvml.ClocksEventReasonGpuIdle != 0)
+		assert.Equal(t, seg.PowerCapped, r&nvml.ClocksEventReasonSwPowerCap != 0)
+		sawIdle = sawIdle || seg.Phase == PhaseIdle
+		sawCap = sawCap || seg.PowerCapped
+	}
+	assert.True(t, sawIdle)
+	assert.True(t, sawCap)
+}
+
+func TestProcessesOfTheSimulatedServer(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h100", 2, 1, c).Device(1)
+	procs, ret := d.GetComputeRunningProcesses()
+	require.Equal(t, nvml.SUCCESS, ret)
+	require.Len(t, procs, 1)
+	mem, _ := d.GetMemoryInfo_v2()
+	assert.Equal(t, mem.Used, procs[0].UsedGpuMemory)
+	util, ret := d.GetProcessUtilization(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	require.Len(t, util, 1)
+	assert.Equal(t, procs[0].Pid, util[0].Pid)
+	_, ret = d.GetProcessUtilization(util[0].TimeStamp)
+	assert.Equal(t, nvml.ERROR_NOT_FOUND, ret, "no sample newer than lastSeen")
+}

@@ -1,0 +1,96 @@
+package gpuvizreceiver
+
+import (
+	"context"
+	"encoding/binary"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestWrappingCounter(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		width uint
+		raws  []uint64
+		want  uint64
+	}{
+		{"first reading is the base", 64, []uint64{5000}, 0},
+		{"grows", 64, []uint64{5000, 7000, 7500}, 2500},
+		{"32-bit wrap", 32, []uint64{1<<32 - 100, 50}, 150},
+		{"64-bit wrap", 64, []uint64{1<<64 - 1, 9}, 10},
+		{"16-bit wrap", 16, []uint64{65530, 4}, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c wrappingCounter
+			var got uint64
+			for _, r := range tc.raws {
+				got = c.observe(r, tc.width)
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func TestDecodeValue(t *testing.T) {
+	var raw [8]byte
+	binary.LittleEndian.PutUint32(raw[:], 0xFFFFFFFF)
+	assert.Equal(t, float64(-1), decodeValue(nvml.VALUE_TYPE_SIGNED_INT, raw))
+	assert.Equal(t, float64(0xFFFFFFFF), decodeValue(nvml.VALUE_TYPE_UNSIGNED_INT, raw))
+	binary.LittleEndian.PutUint64(raw[:], 0x3FF8000000000000) // 1.5
+	assert.Equal(t, 1.5, decodeValue(nvml.VALUE_TYPE_DOUBLE, raw))
+	binary.LittleEndian.PutUint64(raw[:], 1<<40)
+	assert.Equal(t, float64(1<<40), decodeValue(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG, raw))
+}
+
+func TestUnsupportedFieldsAreDropped(t *testing.T) {
+	lib := fixtureServer(1)
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	asked := len(s.gpus[0].fields)
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	// The fixture has no page retirement (3 fields), as on Ampere and newer.
+	assert.Len(t, s.gpus[0].fields, asked-3)
+	for _, f := range s.gpus[0].fields {
+		assert.NotEqual(t, uint32(nvml.FI_DEV_RETIRED_SBE), f.FieldId)
+	}
+}
+
+func TestPCIeBytesFallBackToThroughput(t *testing.T) {
+	lib := fixtureServer(1)
+	dev := device(lib, 0)
+	fields := dev.GetFieldValuesFunc
+	dev.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
+		ret := fields(values)
+		for i := range values {
+			if id := values[i].FieldId; id == nvml.FI_DEV_PCIE_COUNT_RX_BYTES || id == nvml.FI_DEV_PCIE_COUNT_TX_BYTES {
+				values[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			}
+		}
+		return ret
+	}
+	dev.GetPcieThroughputFunc = func(c nvml.PcieUtilCounter) (uint32, nvml.Return) {
+		if c == nvml.PCIE_UTIL_RX_BYTES {
+			return 2_000_000, nvml.SUCCESS // KB/s: 2 GB/s
+		}
+		return 1_000, nvml.SUCCESS
+	}
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	for range 3 {
+		_, err := s.scrape(context.Background())
+		require.NoError(t, err)
+	}
+	// Third scrape: two intervals integrated. Pin the clock of the last one
+	// to check the arithmetic: 2 GB/s over 1.5 s more is 3 GB.
+	g := s.gpus[0]
+	before := g.counters.pcie[rx].total
+	g.counters.pcieLastRead -= 1_500_000_000
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	got := pointsOf(m, "hw.gpu.io", map[string]any{"network.io.direction": "receive"})[dev.UUID]
+	require.Len(t, got, 1)
+	assert.InDelta(t, float64(before)+3e9, got[0], 0.05e9)
+	assert.Len(t, dev.GetPcieThroughputCalls(), 8, "two calls in each of the 4 scrapes: the first scrape already falls back")
+}
