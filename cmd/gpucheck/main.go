@@ -153,7 +153,7 @@ func check(ctx context.Context, opts options) (gpucheck.Report, error) {
 	case <-col.done:
 		return gpucheck.Report{}, col.exitedEarly()
 	case <-ctx.Done():
-		return gpucheck.Report{}, ctx.Err()
+		return gpucheck.Report{}, errors.New("interrupted")
 	case <-time.After(collectorWarmup):
 	}
 
@@ -260,7 +260,8 @@ func (c *collector) exitedEarly() error {
 func runWorkload(ctx context.Context, opts options) (gpucheck.Workload, error) {
 	var wl gpucheck.Workload
 	phases := len(gpucheck.ExpectedPhases)
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(phases*opts.phaseSeconds)*time.Second+workloadSlack)
+	limit := time.Duration(phases*opts.phaseSeconds)*time.Second + workloadSlack
+	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, opts.python, opts.workload, "--phase-seconds", strconv.Itoa(opts.phaseSeconds))
 	cmd.Stderr = os.Stderr
@@ -286,8 +287,11 @@ func runWorkload(ctx context.Context, opts options) (gpucheck.Workload, error) {
 	}
 	scanErr := sc.Err()
 	if err := cmd.Wait(); err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return wl, fmt.Errorf("the workload did not finish within %s and was killed", time.Duration(phases*opts.phaseSeconds)*time.Second+workloadSlack)
+		switch {
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
+			return wl, fmt.Errorf("the workload did not finish within %s and was killed", limit)
+		case errors.Is(ctx.Err(), context.Canceled):
+			return wl, errors.New("interrupted; the workload was killed")
 		}
 		return wl, fmt.Errorf("the workload failed: %w", err)
 	}
