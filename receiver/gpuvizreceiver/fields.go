@@ -166,7 +166,7 @@ func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestam
 	mb := s.mb
 	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
 	throttled := func(r metadata.AttributeNvidiaGpuThrottleReason) {
-		mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, x/1e9, id, name, vendor, model, driver, r)
+		mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, x/1e9, id, name, r)
 	}
 	switch v.FieldId {
 	case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP:
@@ -187,18 +187,18 @@ func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestam
 		mb.RecordHwGpuIoDataPoint(ts, int64(total), id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionTransmit)
 	case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
 		total := g.counters.nvlink[rx].observe(uint64(x), fieldWidth(v))
-		mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, int64(total)*1024, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionReceive)
+		mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, int64(total)*1024, id, name, metadata.AttributeNetworkIoDirectionReceive)
 	case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
 		total := g.counters.nvlink[tx].observe(uint64(x), fieldWidth(v))
-		mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, int64(total)*1024, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionTransmit)
+		mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, int64(total)*1024, id, name, metadata.AttributeNetworkIoDirectionTransmit)
 	case nvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL:
-		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuNvlinkErrorTypeCrcFlit)
+		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuNvlinkErrorTypeCrcFlit)
 	case nvml.FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL:
-		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuNvlinkErrorTypeCrcData)
+		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuNvlinkErrorTypeCrcData)
 	case nvml.FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL:
-		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuNvlinkErrorTypeReplay)
+		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuNvlinkErrorTypeReplay)
 	case nvml.FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL:
-		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuNvlinkErrorTypeRecovery)
+		mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuNvlinkErrorTypeRecovery)
 	case nvml.FI_DEV_ECC_SBE_VOL_TOTAL:
 		mb.RecordHwErrorsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeHwTypeGpu, metadata.AttributeErrorTypeCorrected)
 	case nvml.FI_DEV_ECC_DBE_VOL_TOTAL:
@@ -208,29 +208,29 @@ func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestam
 		g.counters.uncorrected, g.counters.seenUncorrected = int64(x), true
 		mb.RecordHwErrorsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeHwTypeGpu, metadata.AttributeErrorTypeUncorrected)
 	case nvml.FI_DEV_REMAPPED_COR:
-		mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuMemoryRemapCauseCorrectable)
+		mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuMemoryRemapCauseCorrectable)
 	case nvml.FI_DEV_REMAPPED_UNC:
-		mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuMemoryRemapCauseUncorrectable)
+		mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuMemoryRemapCauseUncorrectable)
 	case nvml.FI_DEV_REMAPPED_PENDING:
 		if x != 0 {
 			g.worsen(metadata.AttributeHwStateDegraded)
 		}
-		mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, boolInt(x != 0), id, name, vendor, model, driver)
+		mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, boolInt(x != 0), id, name)
 	case nvml.FI_DEV_REMAPPED_FAILURE:
 		if x != 0 {
 			g.worsen(metadata.AttributeHwStateFailed)
 		}
-		mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, boolInt(x != 0), id, name, vendor, model, driver)
+		mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, boolInt(x != 0), id, name)
 	case nvml.FI_DEV_RETIRED_SBE:
-		mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc)
+		mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc)
 	case nvml.FI_DEV_RETIRED_DBE:
-		mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, int64(x), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc)
+		mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, int64(x), id, name, metadata.AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc)
 	case nvml.FI_DEV_RETIRED_PENDING:
 		if x != 0 {
 			g.worsen(metadata.AttributeHwStateDegraded)
 		}
 	case nvml.FI_DEV_PCIE_REPLAY_COUNTER:
-		mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, int64(x), id, name, vendor, model, driver)
+		mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, int64(x), id, name)
 	}
 }
 

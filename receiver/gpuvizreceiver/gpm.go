@@ -74,7 +74,7 @@ func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	if st == nil {
 		return nvml.ERROR_NOT_SUPPORTED
 	}
-	now := time.Now()
+	now := s.now()
 	if st.havePrev && now.Sub(st.prevAt) < gpmMinInterval {
 		return nvml.SUCCESS // too soon: the interval grows until next time
 	}
@@ -98,7 +98,7 @@ func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		return ret
 	}
 	mb := s.mb
-	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
+	id, name := g.id, g.name
 	for i := range gpmMetrics {
 		m := &req.Metrics[i]
 		if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {
@@ -107,27 +107,27 @@ func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		ratio, mibps := m.Value/100, m.Value*(1<<20)
 		switch gpmMetrics[i] {
 		case nvml.GPM_METRIC_SM_UTIL:
-			mb.RecordNvidiaGpuSmActivityDataPoint(ts, ratio, id, name, vendor, model, driver)
+			mb.RecordNvidiaGpuSmActivityDataPoint(ts, ratio, id, name)
 		case nvml.GPM_METRIC_SM_OCCUPANCY:
-			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, ratio, id, name, vendor, model, driver)
+			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, ratio, id, name)
 		case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
-			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, ratio, id, name, vendor, model, driver)
+			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, ratio, id, name)
 		case nvml.GPM_METRIC_DRAM_BW_UTIL:
-			mb.RecordNvidiaGpuDramActivityDataPoint(ts, ratio, id, name, vendor, model, driver)
+			mb.RecordNvidiaGpuDramActivityDataPoint(ts, ratio, id, name)
 		case nvml.GPM_METRIC_FP16_UTIL:
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPipeFp16)
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp16)
 		case nvml.GPM_METRIC_FP32_UTIL:
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPipeFp32)
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp32)
 		case nvml.GPM_METRIC_FP64_UTIL:
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPipeFp64)
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp64)
 		case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
-			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionReceive)
+			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionReceive)
 		case nvml.GPM_METRIC_PCIE_TX_PER_SEC:
-			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionTransmit)
+			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
 		case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
-			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionReceive)
+			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionReceive)
 		case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
-			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionTransmit)
+			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
 		}
 	}
 	return nvml.SUCCESS

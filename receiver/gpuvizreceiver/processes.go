@@ -84,12 +84,12 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			st.info[p.Pid] = info
 		}
 		pid := int64(p.Pid)
-		s.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name, g.vendor, g.model, g.driver,
+		s.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
 			pid, info.executable, info.container, info.commandLine)
 		if u, ok := st.util[p.Pid]; ok {
-			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name, g.vendor, g.model, g.driver,
+			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
 				pid, info.executable, info.container, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineSm)
-			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.MemUtil), g.id, g.name, g.vendor, g.model, g.driver,
+			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.MemUtil), g.id, g.name,
 				pid, info.executable, info.container, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineMemoryController)
 		}
 	}

@@ -57,7 +57,7 @@ var readings = [readingCount]readingSpec{
 			u, ret := g.dev.GetUtilizationRates()
 			if ret == nvml.SUCCESS {
 				s.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u.Gpu), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskGeneral)
-				s.mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, percent(u.Memory), g.id, g.name, g.vendor, g.model, g.driver)
+				s.mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, percent(u.Memory), g.id, g.name)
 			}
 			return ret
 		},
@@ -148,7 +148,7 @@ var readings = [readingCount]readingSpec{
 			}
 			if ret == nvml.SUCCESS {
 				for _, r := range throttleReasons {
-					s.mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, boolInt(mask&r.bit != 0), g.id, g.name, g.vendor, g.model, g.driver, r.reason)
+					s.mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, boolInt(mask&r.bit != 0), g.id, g.name, r.reason)
 				}
 			}
 			return ret
@@ -197,7 +197,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mw, ret := g.dev.GetEnforcedPowerLimit()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuPowerLimitDataPoint(ts, float64(mw)/1000, g.id, g.name, g.vendor, g.model, g.driver)
+				s.mb.RecordNvidiaGpuPowerLimitDataPoint(ts, float64(mw)/1000, g.id, g.name)
 			}
 			return ret
 		},
@@ -209,7 +209,7 @@ var readings = [readingCount]readingSpec{
 			p, ret := g.dev.GetPerformanceState()
 			// PSTATE_UNKNOWN (32) is a non-answer, not a state.
 			if ret == nvml.SUCCESS && p >= nvml.PSTATE_0 && p <= nvml.PSTATE_15 {
-				s.mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, int64(p), g.id, g.name, g.vendor, g.model, g.driver)
+				s.mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, int64(p), g.id, g.name)
 			}
 			return ret
 		},
@@ -220,7 +220,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			pct, ret := g.dev.GetFanSpeed()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuFanSpeedDataPoint(ts, percent(pct), g.id, g.name, g.vendor, g.model, g.driver)
+				s.mb.RecordNvidiaGpuFanSpeedDataPoint(ts, percent(pct), g.id, g.name)
 			}
 			return ret
 		},
@@ -234,7 +234,7 @@ func clockReading(name string, clock nvml.ClockType, domain metadata.AttributeNv
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mhz, ret := g.dev.GetClockInfo(clock)
 			if ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, int64(mhz)*1_000_000, g.id, g.name, g.vendor, g.model, g.driver, domain)
+				s.mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, int64(mhz)*1_000_000, g.id, g.name, domain)
 			}
 			return ret
 		},
@@ -304,11 +304,11 @@ func (s *gpuScraper) readPCIeLink(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	if ret != nvml.SUCCESS {
 		return ret
 	}
-	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
-	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(gen), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
-	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(g.pcieMax[0]), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindMax)
-	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(width), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
-	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(g.pcieMax[1]), id, name, vendor, model, driver, metadata.AttributeNvidiaGpuPcieLinkKindMax)
+	id, name := g.id, g.name
+	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(gen), id, name, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
+	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(g.pcieMax[0]), id, name, metadata.AttributeNvidiaGpuPcieLinkKindMax)
+	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(width), id, name, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
+	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(g.pcieMax[1]), id, name, metadata.AttributeNvidiaGpuPcieLinkKindMax)
 	return nvml.SUCCESS
 }
 

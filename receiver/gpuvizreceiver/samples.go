@@ -65,12 +65,12 @@ func (s *gpuScraper) readSamples(g *gpu, _ pcommon.Timestamp) nvml.Return {
 func (s *gpuScraper) recordSample(g *gpu, kind nvml.SamplingType, ts pcommon.Timestamp, v float64) {
 	switch kind {
 	case nvml.GPU_UTILIZATION_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, v/100, g.id, g.name, g.vendor, g.model, g.driver)
+		s.mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, v/100, g.id)
 	case nvml.MEMORY_UTILIZATION_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, v/100, g.id, g.name, g.vendor, g.model, g.driver)
+		s.mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, v/100, g.id)
 	case nvml.TOTAL_POWER_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, v/1000, g.id, g.name, g.vendor, g.model, g.driver)
+		s.mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, v/1000, g.id)
 	case nvml.PROCESSOR_CLK_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, int64(v)*1_000_000, g.id, g.name, g.vendor, g.model, g.driver)
+		s.mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, int64(v)*1_000_000, g.id)
 	}
 }

@@ -28,6 +28,8 @@ type gpuScraper struct {
 
 	// procRoot is where procfs is mounted; tests point it elsewhere.
 	procRoot string
+	// now is the scraper's clock; benchmarks drive it alongside a simulation.
+	now func() time.Time
 
 	lib      nvml.Interface
 	syms     symbols
@@ -38,7 +40,7 @@ type gpuScraper struct {
 }
 
 func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
-	return &gpuScraper{cfg: cfg, settings: settings, logger: settings.Logger, open: openBackend, procRoot: "/proc"}
+	return &gpuScraper{cfg: cfg, settings: settings, logger: settings.Logger, open: openBackend, procRoot: "/proc", now: time.Now}
 }
 
 func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
@@ -171,7 +173,7 @@ func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 // then reports the GPU's state. A reading that fails costs only its own
 // metrics; a lost GPU ends its own scrape, never the others'.
 func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
-	ts := pcommon.NewTimestampFromTime(time.Now())
+	ts := pcommon.NewTimestampFromTime(s.now())
 	g.health = metadata.AttributeHwStateOk
 	wasLost := g.lost
 	g.lost = false
@@ -204,7 +206,7 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 	}
 	s.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
 	if g.xids.take(func(code uint64, n int64) {
-		s.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, g.vendor, g.model, g.driver, int64(code))
+		s.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, int64(code))
 	}) {
 		g.worsen(metadata.AttributeHwStateDegraded)
 	}

@@ -594,9 +594,6 @@ type NvidiaGpuClockFrequencyMetricAttributeKey string
 const (
 	NvidiaGpuClockFrequencyMetricAttributeKeyHwID                 NvidiaGpuClockFrequencyMetricAttributeKey = "hw.id"
 	NvidiaGpuClockFrequencyMetricAttributeKeyHwName               NvidiaGpuClockFrequencyMetricAttributeKey = "hw.name"
-	NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor             NvidiaGpuClockFrequencyMetricAttributeKey = "hw.vendor"
-	NvidiaGpuClockFrequencyMetricAttributeKeyHwModel              NvidiaGpuClockFrequencyMetricAttributeKey = "hw.model"
-	NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion      NvidiaGpuClockFrequencyMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain NvidiaGpuClockFrequencyMetricAttributeKey = "nvidia.gpu.clock.domain"
 )
 
@@ -626,9 +623,9 @@ func (ms *NvidiaGpuClockFrequencyMetricConfig) Unmarshal(parser *confmap.Conf) e
 func (ms *NvidiaGpuClockFrequencyMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain:
+		case NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.clock.frequency doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.clock.domain]", val)
+			return fmt.Errorf("metric nvidia.gpu.clock.frequency doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.clock.domain]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyHwID) {
@@ -648,11 +645,8 @@ func (ms *NvidiaGpuClockFrequencyMetricConfig) Validate() error {
 type NvidiaGpuDramActivityMetricAttributeKey string
 
 const (
-	NvidiaGpuDramActivityMetricAttributeKeyHwID            NvidiaGpuDramActivityMetricAttributeKey = "hw.id"
-	NvidiaGpuDramActivityMetricAttributeKeyHwName          NvidiaGpuDramActivityMetricAttributeKey = "hw.name"
-	NvidiaGpuDramActivityMetricAttributeKeyHwVendor        NvidiaGpuDramActivityMetricAttributeKey = "hw.vendor"
-	NvidiaGpuDramActivityMetricAttributeKeyHwModel         NvidiaGpuDramActivityMetricAttributeKey = "hw.model"
-	NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion NvidiaGpuDramActivityMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuDramActivityMetricAttributeKeyHwID   NvidiaGpuDramActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuDramActivityMetricAttributeKeyHwName NvidiaGpuDramActivityMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuDramActivityMetricConfig provides config for the nvidia.gpu.dram.activity metric.
@@ -681,9 +675,9 @@ func (ms *NvidiaGpuDramActivityMetricConfig) Unmarshal(parser *confmap.Conf) err
 func (ms *NvidiaGpuDramActivityMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.dram.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.dram.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwID) {
@@ -703,11 +697,8 @@ func (ms *NvidiaGpuDramActivityMetricConfig) Validate() error {
 type NvidiaGpuFanSpeedMetricAttributeKey string
 
 const (
-	NvidiaGpuFanSpeedMetricAttributeKeyHwID            NvidiaGpuFanSpeedMetricAttributeKey = "hw.id"
-	NvidiaGpuFanSpeedMetricAttributeKeyHwName          NvidiaGpuFanSpeedMetricAttributeKey = "hw.name"
-	NvidiaGpuFanSpeedMetricAttributeKeyHwVendor        NvidiaGpuFanSpeedMetricAttributeKey = "hw.vendor"
-	NvidiaGpuFanSpeedMetricAttributeKeyHwModel         NvidiaGpuFanSpeedMetricAttributeKey = "hw.model"
-	NvidiaGpuFanSpeedMetricAttributeKeyHwDriverVersion NvidiaGpuFanSpeedMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuFanSpeedMetricAttributeKeyHwID   NvidiaGpuFanSpeedMetricAttributeKey = "hw.id"
+	NvidiaGpuFanSpeedMetricAttributeKeyHwName NvidiaGpuFanSpeedMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuFanSpeedMetricConfig provides config for the nvidia.gpu.fan.speed metric.
@@ -736,9 +727,9 @@ func (ms *NvidiaGpuFanSpeedMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *NvidiaGpuFanSpeedMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName, NvidiaGpuFanSpeedMetricAttributeKeyHwVendor, NvidiaGpuFanSpeedMetricAttributeKeyHwModel, NvidiaGpuFanSpeedMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.fan.speed doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.fan.speed doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuFanSpeedMetricAttributeKeyHwID) {
@@ -815,11 +806,8 @@ func (ms *NvidiaGpuInfoMetricConfig) Validate() error {
 type NvidiaGpuMemoryRemapFailedMetricAttributeKey string
 
 const (
-	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID            NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.id"
-	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName          NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.name"
-	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor        NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.vendor"
-	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel         NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.model"
-	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID   NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName NvidiaGpuMemoryRemapFailedMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuMemoryRemapFailedMetricConfig provides config for the nvidia.gpu.memory.remap.failed metric.
@@ -848,9 +836,9 @@ func (ms *NvidiaGpuMemoryRemapFailedMetricConfig) Unmarshal(parser *confmap.Conf
 func (ms *NvidiaGpuMemoryRemapFailedMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.memory.remap.failed doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.memory.remap.failed doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID) {
@@ -870,11 +858,8 @@ func (ms *NvidiaGpuMemoryRemapFailedMetricConfig) Validate() error {
 type NvidiaGpuMemoryRemapPendingMetricAttributeKey string
 
 const (
-	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID            NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.id"
-	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName          NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.name"
-	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor        NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.vendor"
-	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel         NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.model"
-	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID   NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName NvidiaGpuMemoryRemapPendingMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuMemoryRemapPendingMetricConfig provides config for the nvidia.gpu.memory.remap.pending metric.
@@ -903,9 +888,9 @@ func (ms *NvidiaGpuMemoryRemapPendingMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuMemoryRemapPendingMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.memory.remap.pending doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.memory.remap.pending doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID) {
@@ -927,9 +912,6 @@ type NvidiaGpuMemoryRemappedRowsMetricAttributeKey string
 const (
 	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID                      NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.id"
 	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName                    NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.name"
-	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor                  NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.vendor"
-	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel                   NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.model"
-	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion           NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause NvidiaGpuMemoryRemappedRowsMetricAttributeKey = "nvidia.gpu.memory.remap.cause"
 )
 
@@ -959,9 +941,9 @@ func (ms *NvidiaGpuMemoryRemappedRowsMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuMemoryRemappedRowsMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause:
+		case NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.memory.remapped_rows doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.remap.cause]", val)
+			return fmt.Errorf("metric nvidia.gpu.memory.remapped_rows doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.memory.remap.cause]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID) {
@@ -983,9 +965,6 @@ type NvidiaGpuMemoryRetiredPagesMetricAttributeKey string
 const (
 	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID                           NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.id"
 	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName                         NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.name"
-	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor                       NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.vendor"
-	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel                        NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.model"
-	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion                NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause NvidiaGpuMemoryRetiredPagesMetricAttributeKey = "nvidia.gpu.memory.retirement.cause"
 )
 
@@ -1015,9 +994,9 @@ func (ms *NvidiaGpuMemoryRetiredPagesMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuMemoryRetiredPagesMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause:
+		case NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.memory.retired_pages doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.retirement.cause]", val)
+			return fmt.Errorf("metric nvidia.gpu.memory.retired_pages doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.memory.retirement.cause]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID) {
@@ -1037,11 +1016,8 @@ func (ms *NvidiaGpuMemoryRetiredPagesMetricConfig) Validate() error {
 type NvidiaGpuMemoryControllerUtilizationMetricAttributeKey string
 
 const (
-	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID            NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.id"
-	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName          NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.name"
-	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor        NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.vendor"
-	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel         NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.model"
-	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID   NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.id"
+	NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName NvidiaGpuMemoryControllerUtilizationMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuMemoryControllerUtilizationMetricConfig provides config for the nvidia.gpu.memory_controller.utilization metric.
@@ -1070,9 +1046,9 @@ func (ms *NvidiaGpuMemoryControllerUtilizationMetricConfig) Unmarshal(parser *co
 func (ms *NvidiaGpuMemoryControllerUtilizationMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.memory_controller.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.memory_controller.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID) {
@@ -1094,9 +1070,6 @@ type NvidiaGpuNvlinkErrorsMetricAttributeKey string
 const (
 	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID                     NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.id"
 	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName                   NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.name"
-	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor                 NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.vendor"
-	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel                  NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.model"
-	NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion          NvidiaGpuNvlinkErrorsMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType NvidiaGpuNvlinkErrorsMetricAttributeKey = "nvidia.gpu.nvlink.error.type"
 )
 
@@ -1126,9 +1099,9 @@ func (ms *NvidiaGpuNvlinkErrorsMetricConfig) Unmarshal(parser *confmap.Conf) err
 func (ms *NvidiaGpuNvlinkErrorsMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType:
+		case NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.nvlink.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.nvlink.error.type]", val)
+			return fmt.Errorf("metric nvidia.gpu.nvlink.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.nvlink.error.type]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID) {
@@ -1150,9 +1123,6 @@ type NvidiaGpuNvlinkIoMetricAttributeKey string
 const (
 	NvidiaGpuNvlinkIoMetricAttributeKeyHwID               NvidiaGpuNvlinkIoMetricAttributeKey = "hw.id"
 	NvidiaGpuNvlinkIoMetricAttributeKeyHwName             NvidiaGpuNvlinkIoMetricAttributeKey = "hw.name"
-	NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor           NvidiaGpuNvlinkIoMetricAttributeKey = "hw.vendor"
-	NvidiaGpuNvlinkIoMetricAttributeKeyHwModel            NvidiaGpuNvlinkIoMetricAttributeKey = "hw.model"
-	NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion    NvidiaGpuNvlinkIoMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection NvidiaGpuNvlinkIoMetricAttributeKey = "network.io.direction"
 )
 
@@ -1182,9 +1152,9 @@ func (ms *NvidiaGpuNvlinkIoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *NvidiaGpuNvlinkIoMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection:
+		case NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.nvlink.io doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+			return fmt.Errorf("metric nvidia.gpu.nvlink.io doesn't have an attribute %v, valid attributes: [hw.id, hw.name, network.io.direction]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwID) {
@@ -1206,9 +1176,6 @@ type NvidiaGpuNvlinkThroughputMetricAttributeKey string
 const (
 	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID               NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.id"
 	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName             NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.name"
-	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor           NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.vendor"
-	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel            NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.model"
-	NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion    NvidiaGpuNvlinkThroughputMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection NvidiaGpuNvlinkThroughputMetricAttributeKey = "network.io.direction"
 )
 
@@ -1238,9 +1205,9 @@ func (ms *NvidiaGpuNvlinkThroughputMetricConfig) Unmarshal(parser *confmap.Conf)
 func (ms *NvidiaGpuNvlinkThroughputMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection:
+		case NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.nvlink.throughput doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+			return fmt.Errorf("metric nvidia.gpu.nvlink.throughput doesn't have an attribute %v, valid attributes: [hw.id, hw.name, network.io.direction]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID) {
@@ -1262,9 +1229,6 @@ type NvidiaGpuPcieLinkGenerationMetricAttributeKey string
 const (
 	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID                  NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.id"
 	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName                NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.name"
-	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor              NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel               NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.model"
-	NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion       NvidiaGpuPcieLinkGenerationMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind NvidiaGpuPcieLinkGenerationMetricAttributeKey = "nvidia.gpu.pcie.link.kind"
 )
 
@@ -1294,9 +1258,9 @@ func (ms *NvidiaGpuPcieLinkGenerationMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuPcieLinkGenerationMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind:
+		case NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.pcie.link.generation doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]", val)
+			return fmt.Errorf("metric nvidia.gpu.pcie.link.generation doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.pcie.link.kind]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID) {
@@ -1318,9 +1282,6 @@ type NvidiaGpuPcieLinkWidthMetricAttributeKey string
 const (
 	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID                  NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.id"
 	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName                NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.name"
-	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor              NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel               NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.model"
-	NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion       NvidiaGpuPcieLinkWidthMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind NvidiaGpuPcieLinkWidthMetricAttributeKey = "nvidia.gpu.pcie.link.kind"
 )
 
@@ -1350,9 +1311,9 @@ func (ms *NvidiaGpuPcieLinkWidthMetricConfig) Unmarshal(parser *confmap.Conf) er
 func (ms *NvidiaGpuPcieLinkWidthMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind:
+		case NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.pcie.link.width doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]", val)
+			return fmt.Errorf("metric nvidia.gpu.pcie.link.width doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.pcie.link.kind]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID) {
@@ -1372,11 +1333,8 @@ func (ms *NvidiaGpuPcieLinkWidthMetricConfig) Validate() error {
 type NvidiaGpuPcieReplaysMetricAttributeKey string
 
 const (
-	NvidiaGpuPcieReplaysMetricAttributeKeyHwID            NvidiaGpuPcieReplaysMetricAttributeKey = "hw.id"
-	NvidiaGpuPcieReplaysMetricAttributeKeyHwName          NvidiaGpuPcieReplaysMetricAttributeKey = "hw.name"
-	NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor        NvidiaGpuPcieReplaysMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPcieReplaysMetricAttributeKeyHwModel         NvidiaGpuPcieReplaysMetricAttributeKey = "hw.model"
-	NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion NvidiaGpuPcieReplaysMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwID   NvidiaGpuPcieReplaysMetricAttributeKey = "hw.id"
+	NvidiaGpuPcieReplaysMetricAttributeKeyHwName NvidiaGpuPcieReplaysMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuPcieReplaysMetricConfig provides config for the nvidia.gpu.pcie.replays metric.
@@ -1405,9 +1363,9 @@ func (ms *NvidiaGpuPcieReplaysMetricConfig) Unmarshal(parser *confmap.Conf) erro
 func (ms *NvidiaGpuPcieReplaysMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.pcie.replays doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.pcie.replays doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwID) {
@@ -1429,9 +1387,6 @@ type NvidiaGpuPcieThroughputMetricAttributeKey string
 const (
 	NvidiaGpuPcieThroughputMetricAttributeKeyHwID               NvidiaGpuPcieThroughputMetricAttributeKey = "hw.id"
 	NvidiaGpuPcieThroughputMetricAttributeKeyHwName             NvidiaGpuPcieThroughputMetricAttributeKey = "hw.name"
-	NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor           NvidiaGpuPcieThroughputMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPcieThroughputMetricAttributeKeyHwModel            NvidiaGpuPcieThroughputMetricAttributeKey = "hw.model"
-	NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion    NvidiaGpuPcieThroughputMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection NvidiaGpuPcieThroughputMetricAttributeKey = "network.io.direction"
 )
 
@@ -1461,9 +1416,9 @@ func (ms *NvidiaGpuPcieThroughputMetricConfig) Unmarshal(parser *confmap.Conf) e
 func (ms *NvidiaGpuPcieThroughputMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection:
+		case NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.pcie.throughput doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]", val)
+			return fmt.Errorf("metric nvidia.gpu.pcie.throughput doesn't have an attribute %v, valid attributes: [hw.id, hw.name, network.io.direction]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwID) {
@@ -1483,11 +1438,8 @@ func (ms *NvidiaGpuPcieThroughputMetricConfig) Validate() error {
 type NvidiaGpuPerformanceStateMetricAttributeKey string
 
 const (
-	NvidiaGpuPerformanceStateMetricAttributeKeyHwID            NvidiaGpuPerformanceStateMetricAttributeKey = "hw.id"
-	NvidiaGpuPerformanceStateMetricAttributeKeyHwName          NvidiaGpuPerformanceStateMetricAttributeKey = "hw.name"
-	NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor        NvidiaGpuPerformanceStateMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPerformanceStateMetricAttributeKeyHwModel         NvidiaGpuPerformanceStateMetricAttributeKey = "hw.model"
-	NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion NvidiaGpuPerformanceStateMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPerformanceStateMetricAttributeKeyHwID   NvidiaGpuPerformanceStateMetricAttributeKey = "hw.id"
+	NvidiaGpuPerformanceStateMetricAttributeKeyHwName NvidiaGpuPerformanceStateMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuPerformanceStateMetricConfig provides config for the nvidia.gpu.performance_state metric.
@@ -1516,9 +1468,9 @@ func (ms *NvidiaGpuPerformanceStateMetricConfig) Unmarshal(parser *confmap.Conf)
 func (ms *NvidiaGpuPerformanceStateMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.performance_state doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.performance_state doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPerformanceStateMetricAttributeKeyHwID) {
@@ -1538,12 +1490,9 @@ func (ms *NvidiaGpuPerformanceStateMetricConfig) Validate() error {
 type NvidiaGpuPipeActivityMetricAttributeKey string
 
 const (
-	NvidiaGpuPipeActivityMetricAttributeKeyHwID            NvidiaGpuPipeActivityMetricAttributeKey = "hw.id"
-	NvidiaGpuPipeActivityMetricAttributeKeyHwName          NvidiaGpuPipeActivityMetricAttributeKey = "hw.name"
-	NvidiaGpuPipeActivityMetricAttributeKeyHwVendor        NvidiaGpuPipeActivityMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPipeActivityMetricAttributeKeyHwModel         NvidiaGpuPipeActivityMetricAttributeKey = "hw.model"
-	NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion NvidiaGpuPipeActivityMetricAttributeKey = "hw.driver_version"
-	NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe   NvidiaGpuPipeActivityMetricAttributeKey = "nvidia.gpu.pipe"
+	NvidiaGpuPipeActivityMetricAttributeKeyHwID          NvidiaGpuPipeActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuPipeActivityMetricAttributeKeyHwName        NvidiaGpuPipeActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe NvidiaGpuPipeActivityMetricAttributeKey = "nvidia.gpu.pipe"
 )
 
 // NvidiaGpuPipeActivityMetricConfig provides config for the nvidia.gpu.pipe.activity metric.
@@ -1572,9 +1521,9 @@ func (ms *NvidiaGpuPipeActivityMetricConfig) Unmarshal(parser *confmap.Conf) err
 func (ms *NvidiaGpuPipeActivityMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe:
+		case NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.pipe.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pipe]", val)
+			return fmt.Errorf("metric nvidia.gpu.pipe.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.pipe]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwID) {
@@ -1594,11 +1543,8 @@ func (ms *NvidiaGpuPipeActivityMetricConfig) Validate() error {
 type NvidiaGpuPowerLimitMetricAttributeKey string
 
 const (
-	NvidiaGpuPowerLimitMetricAttributeKeyHwID            NvidiaGpuPowerLimitMetricAttributeKey = "hw.id"
-	NvidiaGpuPowerLimitMetricAttributeKeyHwName          NvidiaGpuPowerLimitMetricAttributeKey = "hw.name"
-	NvidiaGpuPowerLimitMetricAttributeKeyHwVendor        NvidiaGpuPowerLimitMetricAttributeKey = "hw.vendor"
-	NvidiaGpuPowerLimitMetricAttributeKeyHwModel         NvidiaGpuPowerLimitMetricAttributeKey = "hw.model"
-	NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion NvidiaGpuPowerLimitMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuPowerLimitMetricAttributeKeyHwID   NvidiaGpuPowerLimitMetricAttributeKey = "hw.id"
+	NvidiaGpuPowerLimitMetricAttributeKeyHwName NvidiaGpuPowerLimitMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuPowerLimitMetricConfig provides config for the nvidia.gpu.power.limit metric.
@@ -1627,9 +1573,9 @@ func (ms *NvidiaGpuPowerLimitMetricConfig) Unmarshal(parser *confmap.Conf) error
 func (ms *NvidiaGpuPowerLimitMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.power.limit doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.power.limit doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPowerLimitMetricAttributeKeyHwID) {
@@ -1651,9 +1597,6 @@ type NvidiaGpuProcessMemoryUsageMetricAttributeKey string
 const (
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID                  NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.id"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName                NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.name"
-	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor              NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.vendor"
-	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel               NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.model"
-	NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion       NvidiaGpuProcessMemoryUsageMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid            NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.pid"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.executable.name"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID           NvidiaGpuProcessMemoryUsageMetricAttributeKey = "container.id"
@@ -1686,9 +1629,9 @@ func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine:
+		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line]", val)
+			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID) {
@@ -1710,9 +1653,6 @@ type NvidiaGpuProcessUtilizationMetricAttributeKey string
 const (
 	NvidiaGpuProcessUtilizationMetricAttributeKeyHwID                   NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.id"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyHwName                 NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.name"
-	NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor               NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.vendor"
-	NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel                NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.model"
-	NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion        NvidiaGpuProcessUtilizationMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid             NvidiaGpuProcessUtilizationMetricAttributeKey = "process.pid"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName  NvidiaGpuProcessUtilizationMetricAttributeKey = "process.executable.name"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID            NvidiaGpuProcessUtilizationMetricAttributeKey = "container.id"
@@ -1746,9 +1686,9 @@ func (ms *NvidiaGpuProcessUtilizationMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuProcessUtilizationMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
+		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]", val)
+			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwID) {
@@ -1764,24 +1704,10 @@ func (ms *NvidiaGpuProcessUtilizationMetricConfig) Validate() error {
 	return nil
 }
 
-// NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.memory_controller.utilization metric.
-type NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey string
-
-const (
-	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID            NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.id"
-	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName          NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.name"
-	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor        NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.vendor"
-	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel         NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.model"
-	NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey = "hw.driver_version"
-)
-
 // NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig provides config for the nvidia.gpu.samples.memory_controller.utilization metric.
 type NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                                          `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -1798,45 +1724,10 @@ func (ms *NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig) Unmarshal(par
 	return nil
 }
 
-func (ms *NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion:
-		default:
-			return fmt.Errorf("metric nvidia.gpu.samples.memory_controller.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
-		}
-	}
-	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID) {
-		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.memory_controller.utilization metric and must be included")
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// NvidiaGpuSamplesPowerMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.power metric.
-type NvidiaGpuSamplesPowerMetricAttributeKey string
-
-const (
-	NvidiaGpuSamplesPowerMetricAttributeKeyHwID            NvidiaGpuSamplesPowerMetricAttributeKey = "hw.id"
-	NvidiaGpuSamplesPowerMetricAttributeKeyHwName          NvidiaGpuSamplesPowerMetricAttributeKey = "hw.name"
-	NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor        NvidiaGpuSamplesPowerMetricAttributeKey = "hw.vendor"
-	NvidiaGpuSamplesPowerMetricAttributeKeyHwModel         NvidiaGpuSamplesPowerMetricAttributeKey = "hw.model"
-	NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesPowerMetricAttributeKey = "hw.driver_version"
-)
-
 // NvidiaGpuSamplesPowerMetricConfig provides config for the nvidia.gpu.samples.power metric.
 type NvidiaGpuSamplesPowerMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []NvidiaGpuSamplesPowerMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *NvidiaGpuSamplesPowerMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -1853,45 +1744,10 @@ func (ms *NvidiaGpuSamplesPowerMetricConfig) Unmarshal(parser *confmap.Conf) err
 	return nil
 }
 
-func (ms *NvidiaGpuSamplesPowerMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion:
-		default:
-			return fmt.Errorf("metric nvidia.gpu.samples.power doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
-		}
-	}
-	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwID) {
-		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.power metric and must be included")
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// NvidiaGpuSamplesSmClockMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.sm_clock metric.
-type NvidiaGpuSamplesSmClockMetricAttributeKey string
-
-const (
-	NvidiaGpuSamplesSmClockMetricAttributeKeyHwID            NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.id"
-	NvidiaGpuSamplesSmClockMetricAttributeKeyHwName          NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.name"
-	NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor        NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.vendor"
-	NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel         NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.model"
-	NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesSmClockMetricAttributeKey = "hw.driver_version"
-)
-
 // NvidiaGpuSamplesSmClockMetricConfig provides config for the nvidia.gpu.samples.sm_clock metric.
 type NvidiaGpuSamplesSmClockMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []NvidiaGpuSamplesSmClockMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *NvidiaGpuSamplesSmClockMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -1908,45 +1764,10 @@ func (ms *NvidiaGpuSamplesSmClockMetricConfig) Unmarshal(parser *confmap.Conf) e
 	return nil
 }
 
-func (ms *NvidiaGpuSamplesSmClockMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion:
-		default:
-			return fmt.Errorf("metric nvidia.gpu.samples.sm_clock doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
-		}
-	}
-	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwID) {
-		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.sm_clock metric and must be included")
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
-// NvidiaGpuSamplesUtilizationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.samples.utilization metric.
-type NvidiaGpuSamplesUtilizationMetricAttributeKey string
-
-const (
-	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID            NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.id"
-	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName          NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.name"
-	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor        NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.vendor"
-	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel         NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.model"
-	NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion NvidiaGpuSamplesUtilizationMetricAttributeKey = "hw.driver_version"
-)
-
 // NvidiaGpuSamplesUtilizationMetricConfig provides config for the nvidia.gpu.samples.utilization metric.
 type NvidiaGpuSamplesUtilizationMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
-
-	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
-	EnabledAttributes   []NvidiaGpuSamplesUtilizationMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *NvidiaGpuSamplesUtilizationMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -1963,36 +1784,12 @@ func (ms *NvidiaGpuSamplesUtilizationMetricConfig) Unmarshal(parser *confmap.Con
 	return nil
 }
 
-func (ms *NvidiaGpuSamplesUtilizationMetricConfig) Validate() error {
-	for _, val := range ms.EnabledAttributes {
-		switch val {
-		case NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion:
-		default:
-			return fmt.Errorf("metric nvidia.gpu.samples.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
-		}
-	}
-	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID) {
-		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.samples.utilization metric and must be included")
-	}
-
-	switch ms.AggregationStrategy {
-	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
-	default:
-		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
-	}
-
-	return nil
-}
-
 // NvidiaGpuSmActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.sm.activity metric.
 type NvidiaGpuSmActivityMetricAttributeKey string
 
 const (
-	NvidiaGpuSmActivityMetricAttributeKeyHwID            NvidiaGpuSmActivityMetricAttributeKey = "hw.id"
-	NvidiaGpuSmActivityMetricAttributeKeyHwName          NvidiaGpuSmActivityMetricAttributeKey = "hw.name"
-	NvidiaGpuSmActivityMetricAttributeKeyHwVendor        NvidiaGpuSmActivityMetricAttributeKey = "hw.vendor"
-	NvidiaGpuSmActivityMetricAttributeKeyHwModel         NvidiaGpuSmActivityMetricAttributeKey = "hw.model"
-	NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion NvidiaGpuSmActivityMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuSmActivityMetricAttributeKeyHwID   NvidiaGpuSmActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuSmActivityMetricAttributeKeyHwName NvidiaGpuSmActivityMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuSmActivityMetricConfig provides config for the nvidia.gpu.sm.activity metric.
@@ -2021,9 +1818,9 @@ func (ms *NvidiaGpuSmActivityMetricConfig) Unmarshal(parser *confmap.Conf) error
 func (ms *NvidiaGpuSmActivityMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.sm.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.sm.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwID) {
@@ -2043,11 +1840,8 @@ func (ms *NvidiaGpuSmActivityMetricConfig) Validate() error {
 type NvidiaGpuSmOccupancyMetricAttributeKey string
 
 const (
-	NvidiaGpuSmOccupancyMetricAttributeKeyHwID            NvidiaGpuSmOccupancyMetricAttributeKey = "hw.id"
-	NvidiaGpuSmOccupancyMetricAttributeKeyHwName          NvidiaGpuSmOccupancyMetricAttributeKey = "hw.name"
-	NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor        NvidiaGpuSmOccupancyMetricAttributeKey = "hw.vendor"
-	NvidiaGpuSmOccupancyMetricAttributeKeyHwModel         NvidiaGpuSmOccupancyMetricAttributeKey = "hw.model"
-	NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion NvidiaGpuSmOccupancyMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwID   NvidiaGpuSmOccupancyMetricAttributeKey = "hw.id"
+	NvidiaGpuSmOccupancyMetricAttributeKeyHwName NvidiaGpuSmOccupancyMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuSmOccupancyMetricConfig provides config for the nvidia.gpu.sm.occupancy metric.
@@ -2076,9 +1870,9 @@ func (ms *NvidiaGpuSmOccupancyMetricConfig) Unmarshal(parser *confmap.Conf) erro
 func (ms *NvidiaGpuSmOccupancyMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.sm.occupancy doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.sm.occupancy doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwID) {
@@ -2098,11 +1892,8 @@ func (ms *NvidiaGpuSmOccupancyMetricConfig) Validate() error {
 type NvidiaGpuTensorActivityMetricAttributeKey string
 
 const (
-	NvidiaGpuTensorActivityMetricAttributeKeyHwID            NvidiaGpuTensorActivityMetricAttributeKey = "hw.id"
-	NvidiaGpuTensorActivityMetricAttributeKeyHwName          NvidiaGpuTensorActivityMetricAttributeKey = "hw.name"
-	NvidiaGpuTensorActivityMetricAttributeKeyHwVendor        NvidiaGpuTensorActivityMetricAttributeKey = "hw.vendor"
-	NvidiaGpuTensorActivityMetricAttributeKeyHwModel         NvidiaGpuTensorActivityMetricAttributeKey = "hw.model"
-	NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion NvidiaGpuTensorActivityMetricAttributeKey = "hw.driver_version"
+	NvidiaGpuTensorActivityMetricAttributeKeyHwID   NvidiaGpuTensorActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuTensorActivityMetricAttributeKeyHwName NvidiaGpuTensorActivityMetricAttributeKey = "hw.name"
 )
 
 // NvidiaGpuTensorActivityMetricConfig provides config for the nvidia.gpu.tensor.activity metric.
@@ -2131,9 +1922,9 @@ func (ms *NvidiaGpuTensorActivityMetricConfig) Unmarshal(parser *confmap.Conf) e
 func (ms *NvidiaGpuTensorActivityMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion:
+		case NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.tensor.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]", val)
+			return fmt.Errorf("metric nvidia.gpu.tensor.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwID) {
@@ -2155,9 +1946,6 @@ type NvidiaGpuThrottleActiveMetricAttributeKey string
 const (
 	NvidiaGpuThrottleActiveMetricAttributeKeyHwID                    NvidiaGpuThrottleActiveMetricAttributeKey = "hw.id"
 	NvidiaGpuThrottleActiveMetricAttributeKeyHwName                  NvidiaGpuThrottleActiveMetricAttributeKey = "hw.name"
-	NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor                NvidiaGpuThrottleActiveMetricAttributeKey = "hw.vendor"
-	NvidiaGpuThrottleActiveMetricAttributeKeyHwModel                 NvidiaGpuThrottleActiveMetricAttributeKey = "hw.model"
-	NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion         NvidiaGpuThrottleActiveMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason NvidiaGpuThrottleActiveMetricAttributeKey = "nvidia.gpu.throttle.reason"
 )
 
@@ -2187,9 +1975,9 @@ func (ms *NvidiaGpuThrottleActiveMetricConfig) Unmarshal(parser *confmap.Conf) e
 func (ms *NvidiaGpuThrottleActiveMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason:
+		case NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.throttle.active doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]", val)
+			return fmt.Errorf("metric nvidia.gpu.throttle.active doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.throttle.reason]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwID) {
@@ -2211,9 +1999,6 @@ type NvidiaGpuThrottleTimeMetricAttributeKey string
 const (
 	NvidiaGpuThrottleTimeMetricAttributeKeyHwID                    NvidiaGpuThrottleTimeMetricAttributeKey = "hw.id"
 	NvidiaGpuThrottleTimeMetricAttributeKeyHwName                  NvidiaGpuThrottleTimeMetricAttributeKey = "hw.name"
-	NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor                NvidiaGpuThrottleTimeMetricAttributeKey = "hw.vendor"
-	NvidiaGpuThrottleTimeMetricAttributeKeyHwModel                 NvidiaGpuThrottleTimeMetricAttributeKey = "hw.model"
-	NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion         NvidiaGpuThrottleTimeMetricAttributeKey = "hw.driver_version"
 	NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason NvidiaGpuThrottleTimeMetricAttributeKey = "nvidia.gpu.throttle.reason"
 )
 
@@ -2243,9 +2028,9 @@ func (ms *NvidiaGpuThrottleTimeMetricConfig) Unmarshal(parser *confmap.Conf) err
 func (ms *NvidiaGpuThrottleTimeMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason:
+		case NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.throttle.time doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]", val)
+			return fmt.Errorf("metric nvidia.gpu.throttle.time doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.throttle.reason]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwID) {
@@ -2265,12 +2050,9 @@ func (ms *NvidiaGpuThrottleTimeMetricConfig) Validate() error {
 type NvidiaGpuXidErrorsMetricAttributeKey string
 
 const (
-	NvidiaGpuXidErrorsMetricAttributeKeyHwID            NvidiaGpuXidErrorsMetricAttributeKey = "hw.id"
-	NvidiaGpuXidErrorsMetricAttributeKeyHwName          NvidiaGpuXidErrorsMetricAttributeKey = "hw.name"
-	NvidiaGpuXidErrorsMetricAttributeKeyHwVendor        NvidiaGpuXidErrorsMetricAttributeKey = "hw.vendor"
-	NvidiaGpuXidErrorsMetricAttributeKeyHwModel         NvidiaGpuXidErrorsMetricAttributeKey = "hw.model"
-	NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion NvidiaGpuXidErrorsMetricAttributeKey = "hw.driver_version"
-	NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid    NvidiaGpuXidErrorsMetricAttributeKey = "nvidia.gpu.xid"
+	NvidiaGpuXidErrorsMetricAttributeKeyHwID         NvidiaGpuXidErrorsMetricAttributeKey = "hw.id"
+	NvidiaGpuXidErrorsMetricAttributeKeyHwName       NvidiaGpuXidErrorsMetricAttributeKey = "hw.name"
+	NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid NvidiaGpuXidErrorsMetricAttributeKey = "nvidia.gpu.xid"
 )
 
 // NvidiaGpuXidErrorsMetricConfig provides config for the nvidia.gpu.xid.errors metric.
@@ -2299,9 +2081,9 @@ func (ms *NvidiaGpuXidErrorsMetricConfig) Unmarshal(parser *confmap.Conf) error 
 func (ms *NvidiaGpuXidErrorsMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid:
+		case NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.xid.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.xid]", val)
+			return fmt.Errorf("metric nvidia.gpu.xid.errors doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.xid]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwID) {
@@ -2417,17 +2199,17 @@ func DefaultMetricsConfig() MetricsConfig {
 		NvidiaGpuClockFrequency: NvidiaGpuClockFrequencyMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
+			EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
 		},
 		NvidiaGpuDramActivity: NvidiaGpuDramActivityMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName},
 		},
 		NvidiaGpuFanSpeed: NvidiaGpuFanSpeedMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName, NvidiaGpuFanSpeedMetricAttributeKeyHwVendor, NvidiaGpuFanSpeedMetricAttributeKeyHwModel, NvidiaGpuFanSpeedMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName},
 		},
 		NvidiaGpuInfo: NvidiaGpuInfoMetricConfig{
 			Enabled:             true,
@@ -2437,137 +2219,129 @@ func DefaultMetricsConfig() MetricsConfig {
 		NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName},
 		},
 		NvidiaGpuMemoryRemapPending: NvidiaGpuMemoryRemapPendingMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName},
 		},
 		NvidiaGpuMemoryRemappedRows: NvidiaGpuMemoryRemappedRowsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
+			EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
 		},
 		NvidiaGpuMemoryRetiredPages: NvidiaGpuMemoryRetiredPagesMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
+			EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
 		},
 		NvidiaGpuMemoryControllerUtilization: NvidiaGpuMemoryControllerUtilizationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName},
 		},
 		NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
+			EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
 		},
 		NvidiaGpuNvlinkIo: NvidiaGpuNvlinkIoMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
+			EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
 		},
 		NvidiaGpuNvlinkThroughput: NvidiaGpuNvlinkThroughputMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
+			EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
 		},
 		NvidiaGpuPcieLinkGeneration: NvidiaGpuPcieLinkGenerationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
+			EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
 		},
 		NvidiaGpuPcieLinkWidth: NvidiaGpuPcieLinkWidthMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
+			EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
 		},
 		NvidiaGpuPcieReplays: NvidiaGpuPcieReplaysMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName},
 		},
 		NvidiaGpuPcieThroughput: NvidiaGpuPcieThroughputMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
+			EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 		},
 		NvidiaGpuPerformanceState: NvidiaGpuPerformanceStateMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName},
 		},
 		NvidiaGpuPipeActivity: NvidiaGpuPipeActivityMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
+			EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
 		},
 		NvidiaGpuPowerLimit: NvidiaGpuPowerLimitMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName},
 		},
 		NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID},
+			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID},
 		},
 		NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 		},
 		NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+			Enabled: true,
 		},
 		NvidiaGpuSamplesPower: NvidiaGpuSamplesPowerMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuSamplesPowerMetricAttributeKey{NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion},
+			Enabled: true,
 		},
 		NvidiaGpuSamplesSmClock: NvidiaGpuSamplesSmClockMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuSamplesSmClockMetricAttributeKey{NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion},
+			Enabled: true,
 		},
 		NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
-			Enabled:             true,
-			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuSamplesUtilizationMetricAttributeKey{NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion},
+			Enabled: true,
 		},
 		NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName},
 		},
 		NvidiaGpuSmOccupancy: NvidiaGpuSmOccupancyMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName},
 		},
 		NvidiaGpuTensorActivity: NvidiaGpuTensorActivityMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion},
+			EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName},
 		},
 		NvidiaGpuThrottleActive: NvidiaGpuThrottleActiveMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
+			EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
 		},
 		NvidiaGpuThrottleTime: NvidiaGpuThrottleTimeMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
+			EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
 		},
 		NvidiaGpuXidErrors: NvidiaGpuXidErrorsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
+			EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
 		},
 	}
 }

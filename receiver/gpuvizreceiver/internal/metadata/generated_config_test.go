@@ -79,17 +79,17 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuClockFrequency: NvidiaGpuClockFrequencyMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
+						EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
 					},
 					NvidiaGpuDramActivity: NvidiaGpuDramActivityMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName},
 					},
 					NvidiaGpuFanSpeed: NvidiaGpuFanSpeedMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName, NvidiaGpuFanSpeedMetricAttributeKeyHwVendor, NvidiaGpuFanSpeedMetricAttributeKeyHwModel, NvidiaGpuFanSpeedMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName},
 					},
 					NvidiaGpuInfo: NvidiaGpuInfoMetricConfig{
 						Enabled:             true,
@@ -99,137 +99,129 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName},
 					},
 					NvidiaGpuMemoryRemapPending: NvidiaGpuMemoryRemapPendingMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName},
 					},
 					NvidiaGpuMemoryRemappedRows: NvidiaGpuMemoryRemappedRowsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
+						EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
 					},
 					NvidiaGpuMemoryRetiredPages: NvidiaGpuMemoryRetiredPagesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
+						EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
 					},
 					NvidiaGpuMemoryControllerUtilization: NvidiaGpuMemoryControllerUtilizationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName},
 					},
 					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
+						EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
 					},
 					NvidiaGpuNvlinkIo: NvidiaGpuNvlinkIoMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
+						EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuNvlinkThroughput: NvidiaGpuNvlinkThroughputMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
+						EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuPcieLinkGeneration: NvidiaGpuPcieLinkGenerationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
+						EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
 					},
 					NvidiaGpuPcieLinkWidth: NvidiaGpuPcieLinkWidthMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
+						EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
 					},
 					NvidiaGpuPcieReplays: NvidiaGpuPcieReplaysMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName},
 					},
 					NvidiaGpuPcieThroughput: NvidiaGpuPcieThroughputMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
+						EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuPerformanceState: NvidiaGpuPerformanceStateMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName},
 					},
 					NvidiaGpuPipeActivity: NvidiaGpuPipeActivityMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
+						EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
 					},
 					NvidiaGpuPowerLimit: NvidiaGpuPowerLimitMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName},
 					},
 					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
 					},
 					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 					},
 					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+						Enabled: true,
 					},
 					NvidiaGpuSamplesPower: NvidiaGpuSamplesPowerMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesPowerMetricAttributeKey{NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion},
+						Enabled: true,
 					},
 					NvidiaGpuSamplesSmClock: NvidiaGpuSamplesSmClockMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesSmClockMetricAttributeKey{NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion},
+						Enabled: true,
 					},
 					NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
-						Enabled:             true,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesUtilizationMetricAttributeKey{NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion},
+						Enabled: true,
 					},
 					NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName},
 					},
 					NvidiaGpuSmOccupancy: NvidiaGpuSmOccupancyMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName},
 					},
 					NvidiaGpuTensorActivity: NvidiaGpuTensorActivityMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName},
 					},
 					NvidiaGpuThrottleActive: NvidiaGpuThrottleActiveMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
+						EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
 					},
 					NvidiaGpuThrottleTime: NvidiaGpuThrottleTimeMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
+						EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
 					},
 					NvidiaGpuXidErrors: NvidiaGpuXidErrorsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
+						EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
@@ -295,17 +287,17 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuClockFrequency: NvidiaGpuClockFrequencyMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
+						EnabledAttributes:   []NvidiaGpuClockFrequencyMetricAttributeKey{NvidiaGpuClockFrequencyMetricAttributeKeyHwID, NvidiaGpuClockFrequencyMetricAttributeKeyHwName, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain},
 					},
 					NvidiaGpuDramActivity: NvidiaGpuDramActivityMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName, NvidiaGpuDramActivityMetricAttributeKeyHwVendor, NvidiaGpuDramActivityMetricAttributeKeyHwModel, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuDramActivityMetricAttributeKey{NvidiaGpuDramActivityMetricAttributeKeyHwID, NvidiaGpuDramActivityMetricAttributeKeyHwName},
 					},
 					NvidiaGpuFanSpeed: NvidiaGpuFanSpeedMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName, NvidiaGpuFanSpeedMetricAttributeKeyHwVendor, NvidiaGpuFanSpeedMetricAttributeKeyHwModel, NvidiaGpuFanSpeedMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName},
 					},
 					NvidiaGpuInfo: NvidiaGpuInfoMetricConfig{
 						Enabled:             false,
@@ -315,137 +307,129 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuMemoryRemapFailedMetricAttributeKey{NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwID, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName},
 					},
 					NvidiaGpuMemoryRemapPending: NvidiaGpuMemoryRemapPendingMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuMemoryRemapPendingMetricAttributeKey{NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwID, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName},
 					},
 					NvidiaGpuMemoryRemappedRows: NvidiaGpuMemoryRemappedRowsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
+						EnabledAttributes:   []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwID, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause},
 					},
 					NvidiaGpuMemoryRetiredPages: NvidiaGpuMemoryRetiredPagesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
+						EnabledAttributes:   []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwID, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause},
 					},
 					NvidiaGpuMemoryControllerUtilization: NvidiaGpuMemoryControllerUtilizationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName},
 					},
 					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
+						EnabledAttributes:   []NvidiaGpuNvlinkErrorsMetricAttributeKey{NvidiaGpuNvlinkErrorsMetricAttributeKeyHwID, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType},
 					},
 					NvidiaGpuNvlinkIo: NvidiaGpuNvlinkIoMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
+						EnabledAttributes:   []NvidiaGpuNvlinkIoMetricAttributeKey{NvidiaGpuNvlinkIoMetricAttributeKeyHwID, NvidiaGpuNvlinkIoMetricAttributeKeyHwName, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuNvlinkThroughput: NvidiaGpuNvlinkThroughputMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
+						EnabledAttributes:   []NvidiaGpuNvlinkThroughputMetricAttributeKey{NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuPcieLinkGeneration: NvidiaGpuPcieLinkGenerationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
+						EnabledAttributes:   []NvidiaGpuPcieLinkGenerationMetricAttributeKey{NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwID, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind},
 					},
 					NvidiaGpuPcieLinkWidth: NvidiaGpuPcieLinkWidthMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
+						EnabledAttributes:   []NvidiaGpuPcieLinkWidthMetricAttributeKey{NvidiaGpuPcieLinkWidthMetricAttributeKeyHwID, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind},
 					},
 					NvidiaGpuPcieReplays: NvidiaGpuPcieReplaysMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuPcieReplaysMetricAttributeKey{NvidiaGpuPcieReplaysMetricAttributeKeyHwID, NvidiaGpuPcieReplaysMetricAttributeKeyHwName},
 					},
 					NvidiaGpuPcieThroughput: NvidiaGpuPcieThroughputMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
+						EnabledAttributes:   []NvidiaGpuPcieThroughputMetricAttributeKey{NvidiaGpuPcieThroughputMetricAttributeKeyHwID, NvidiaGpuPcieThroughputMetricAttributeKeyHwName, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection},
 					},
 					NvidiaGpuPerformanceState: NvidiaGpuPerformanceStateMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuPerformanceStateMetricAttributeKey{NvidiaGpuPerformanceStateMetricAttributeKeyHwID, NvidiaGpuPerformanceStateMetricAttributeKeyHwName},
 					},
 					NvidiaGpuPipeActivity: NvidiaGpuPipeActivityMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor, NvidiaGpuPipeActivityMetricAttributeKeyHwModel, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
+						EnabledAttributes:   []NvidiaGpuPipeActivityMetricAttributeKey{NvidiaGpuPipeActivityMetricAttributeKeyHwID, NvidiaGpuPipeActivityMetricAttributeKeyHwName, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe},
 					},
 					NvidiaGpuPowerLimit: NvidiaGpuPowerLimitMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor, NvidiaGpuPowerLimitMetricAttributeKeyHwModel, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuPowerLimitMetricAttributeKey{NvidiaGpuPowerLimitMetricAttributeKeyHwID, NvidiaGpuPowerLimitMetricAttributeKeyHwName},
 					},
 					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
 					},
 					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 					},
 					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion},
+						Enabled: false,
 					},
 					NvidiaGpuSamplesPower: NvidiaGpuSamplesPowerMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesPowerMetricAttributeKey{NvidiaGpuSamplesPowerMetricAttributeKeyHwID, NvidiaGpuSamplesPowerMetricAttributeKeyHwName, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion},
+						Enabled: false,
 					},
 					NvidiaGpuSamplesSmClock: NvidiaGpuSamplesSmClockMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesSmClockMetricAttributeKey{NvidiaGpuSamplesSmClockMetricAttributeKeyHwID, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion},
+						Enabled: false,
 					},
 					NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
-						Enabled:             false,
-						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSamplesUtilizationMetricAttributeKey{NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion},
+						Enabled: false,
 					},
 					NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName, NvidiaGpuSmActivityMetricAttributeKeyHwVendor, NvidiaGpuSmActivityMetricAttributeKeyHwModel, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuSmActivityMetricAttributeKey{NvidiaGpuSmActivityMetricAttributeKeyHwID, NvidiaGpuSmActivityMetricAttributeKeyHwName},
 					},
 					NvidiaGpuSmOccupancy: NvidiaGpuSmOccupancyMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuSmOccupancyMetricAttributeKey{NvidiaGpuSmOccupancyMetricAttributeKeyHwID, NvidiaGpuSmOccupancyMetricAttributeKeyHwName},
 					},
 					NvidiaGpuTensorActivity: NvidiaGpuTensorActivityMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor, NvidiaGpuTensorActivityMetricAttributeKeyHwModel, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion},
+						EnabledAttributes:   []NvidiaGpuTensorActivityMetricAttributeKey{NvidiaGpuTensorActivityMetricAttributeKeyHwID, NvidiaGpuTensorActivityMetricAttributeKeyHwName},
 					},
 					NvidiaGpuThrottleActive: NvidiaGpuThrottleActiveMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
+						EnabledAttributes:   []NvidiaGpuThrottleActiveMetricAttributeKey{NvidiaGpuThrottleActiveMetricAttributeKeyHwID, NvidiaGpuThrottleActiveMetricAttributeKeyHwName, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason},
 					},
 					NvidiaGpuThrottleTime: NvidiaGpuThrottleTimeMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
+						EnabledAttributes:   []NvidiaGpuThrottleTimeMetricAttributeKey{NvidiaGpuThrottleTimeMetricAttributeKeyHwID, NvidiaGpuThrottleTimeMetricAttributeKeyHwName, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason},
 					},
 					NvidiaGpuXidErrors: NvidiaGpuXidErrorsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor, NvidiaGpuXidErrorsMetricAttributeKeyHwModel, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
+						EnabledAttributes:   []NvidiaGpuXidErrorsMetricAttributeKey{NvidiaGpuXidErrorsMetricAttributeKeyHwID, NvidiaGpuXidErrorsMetricAttributeKeyHwName, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
@@ -588,7 +572,7 @@ func TestNvidiaGpuClockFrequencyMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuClockFrequencyMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.clock.frequency doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.clock.domain]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.clock.frequency doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.clock.domain]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuClockFrequency
 	cfg.AggregationStrategy = "invalid"
@@ -600,7 +584,7 @@ func TestNvidiaGpuDramActivityMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuDramActivityMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.dram.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.dram.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuDramActivity
 	cfg.AggregationStrategy = "invalid"
@@ -612,7 +596,7 @@ func TestNvidiaGpuFanSpeedMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuFanSpeedMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.fan.speed doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.fan.speed doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuFanSpeed
 	cfg.AggregationStrategy = "invalid"
@@ -636,7 +620,7 @@ func TestNvidiaGpuMemoryRemapFailedMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuMemoryRemapFailedMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remap.failed doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remap.failed doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRemapFailed
 	cfg.AggregationStrategy = "invalid"
@@ -648,7 +632,7 @@ func TestNvidiaGpuMemoryRemapPendingMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuMemoryRemapPendingMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remap.pending doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remap.pending doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRemapPending
 	cfg.AggregationStrategy = "invalid"
@@ -660,7 +644,7 @@ func TestNvidiaGpuMemoryRemappedRowsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuMemoryRemappedRowsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remapped_rows doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.remap.cause]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.remapped_rows doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.memory.remap.cause]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRemappedRows
 	cfg.AggregationStrategy = "invalid"
@@ -672,7 +656,7 @@ func TestNvidiaGpuMemoryRetiredPagesMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuMemoryRetiredPagesMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.retired_pages doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.memory.retirement.cause]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory.retired_pages doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.memory.retirement.cause]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryRetiredPages
 	cfg.AggregationStrategy = "invalid"
@@ -684,7 +668,7 @@ func TestNvidiaGpuMemoryControllerUtilizationMetricsConfig_Validate(t *testing.T
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory_controller.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory_controller.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryControllerUtilization
 	cfg.AggregationStrategy = "invalid"
@@ -696,7 +680,7 @@ func TestNvidiaGpuNvlinkErrorsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuNvlinkErrorsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.nvlink.error.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.nvlink.error.type]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkErrors
 	cfg.AggregationStrategy = "invalid"
@@ -708,7 +692,7 @@ func TestNvidiaGpuNvlinkIoMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuNvlinkIoMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.io doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.io doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, network.io.direction]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkIo
 	cfg.AggregationStrategy = "invalid"
@@ -720,7 +704,7 @@ func TestNvidiaGpuNvlinkThroughputMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuNvlinkThroughputMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.throughput doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.throughput doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, network.io.direction]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkThroughput
 	cfg.AggregationStrategy = "invalid"
@@ -732,7 +716,7 @@ func TestNvidiaGpuPcieLinkGenerationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPcieLinkGenerationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.link.generation doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.link.generation doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.pcie.link.kind]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPcieLinkGeneration
 	cfg.AggregationStrategy = "invalid"
@@ -744,7 +728,7 @@ func TestNvidiaGpuPcieLinkWidthMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPcieLinkWidthMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.link.width doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pcie.link.kind]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.link.width doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.pcie.link.kind]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPcieLinkWidth
 	cfg.AggregationStrategy = "invalid"
@@ -756,7 +740,7 @@ func TestNvidiaGpuPcieReplaysMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPcieReplaysMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.replays doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.replays doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPcieReplays
 	cfg.AggregationStrategy = "invalid"
@@ -768,7 +752,7 @@ func TestNvidiaGpuPcieThroughputMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPcieThroughputMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.throughput doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, network.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pcie.throughput doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, network.io.direction]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPcieThroughput
 	cfg.AggregationStrategy = "invalid"
@@ -780,7 +764,7 @@ func TestNvidiaGpuPerformanceStateMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPerformanceStateMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.performance_state doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.performance_state doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPerformanceState
 	cfg.AggregationStrategy = "invalid"
@@ -792,7 +776,7 @@ func TestNvidiaGpuPipeActivityMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPipeActivityMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pipe.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.pipe]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.pipe.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.pipe]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPipeActivity
 	cfg.AggregationStrategy = "invalid"
@@ -804,7 +788,7 @@ func TestNvidiaGpuPowerLimitMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuPowerLimitMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.power.limit doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.power.limit doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuPowerLimit
 	cfg.AggregationStrategy = "invalid"
@@ -816,7 +800,7 @@ func TestNvidiaGpuProcessMemoryUsageMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuProcessMemoryUsageMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuProcessMemoryUsage
 	cfg.AggregationStrategy = "invalid"
@@ -828,57 +812,9 @@ func TestNvidiaGpuProcessUtilizationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuProcessUtilizationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuProcessUtilization
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestNvidiaGpuSamplesMemoryControllerUtilizationMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().NvidiaGpuSamplesMemoryControllerUtilization
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.memory_controller.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
-
-	cfg = DefaultMetricsConfig().NvidiaGpuSamplesMemoryControllerUtilization
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestNvidiaGpuSamplesPowerMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().NvidiaGpuSamplesPower
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []NvidiaGpuSamplesPowerMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.power doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
-
-	cfg = DefaultMetricsConfig().NvidiaGpuSamplesPower
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestNvidiaGpuSamplesSmClockMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().NvidiaGpuSamplesSmClock
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []NvidiaGpuSamplesSmClockMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.sm_clock doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
-
-	cfg = DefaultMetricsConfig().NvidiaGpuSamplesSmClock
-	cfg.AggregationStrategy = "invalid"
-	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
-}
-
-func TestNvidiaGpuSamplesUtilizationMetricsConfig_Validate(t *testing.T) {
-	cfg := DefaultMetricsConfig().NvidiaGpuSamplesUtilization
-	require.NoError(t, cfg.Validate())
-
-	cfg.EnabledAttributes = []NvidiaGpuSamplesUtilizationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.samples.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
-
-	cfg = DefaultMetricsConfig().NvidiaGpuSamplesUtilization
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -888,7 +824,7 @@ func TestNvidiaGpuSmActivityMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuSmActivityMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.sm.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.sm.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuSmActivity
 	cfg.AggregationStrategy = "invalid"
@@ -900,7 +836,7 @@ func TestNvidiaGpuSmOccupancyMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuSmOccupancyMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.sm.occupancy doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.sm.occupancy doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuSmOccupancy
 	cfg.AggregationStrategy = "invalid"
@@ -912,7 +848,7 @@ func TestNvidiaGpuTensorActivityMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuTensorActivityMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.tensor.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.tensor.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuTensorActivity
 	cfg.AggregationStrategy = "invalid"
@@ -924,7 +860,7 @@ func TestNvidiaGpuThrottleActiveMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuThrottleActiveMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.throttle.active doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.throttle.active doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.throttle.reason]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuThrottleActive
 	cfg.AggregationStrategy = "invalid"
@@ -936,7 +872,7 @@ func TestNvidiaGpuThrottleTimeMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuThrottleTimeMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.throttle.time doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.throttle.reason]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.throttle.time doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.throttle.reason]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuThrottleTime
 	cfg.AggregationStrategy = "invalid"
@@ -948,7 +884,7 @@ func TestNvidiaGpuXidErrorsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuXidErrorsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.xid.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.xid]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.xid.errors doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.xid]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuXidErrors
 	cfg.AggregationStrategy = "invalid"

@@ -471,15 +471,15 @@ var MetricsInfo = metricsInfo{
 	},
 	NvidiaGpuClockFrequency: metricInfo{
 		Name:       "nvidia.gpu.clock.frequency",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.clock.domain"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.clock.domain"},
 	},
 	NvidiaGpuDramActivity: metricInfo{
 		Name:       "nvidia.gpu.dram.activity",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuFanSpeed: metricInfo{
 		Name:       "nvidia.gpu.fan.speed",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuInfo: metricInfo{
 		Name:       "nvidia.gpu.info",
@@ -487,111 +487,111 @@ var MetricsInfo = metricsInfo{
 	},
 	NvidiaGpuMemoryRemapFailed: metricInfo{
 		Name:       "nvidia.gpu.memory.remap.failed",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuMemoryRemapPending: metricInfo{
 		Name:       "nvidia.gpu.memory.remap.pending",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuMemoryRemappedRows: metricInfo{
 		Name:       "nvidia.gpu.memory.remapped_rows",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.memory.remap.cause"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.memory.remap.cause"},
 	},
 	NvidiaGpuMemoryRetiredPages: metricInfo{
 		Name:       "nvidia.gpu.memory.retired_pages",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.memory.retirement.cause"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.memory.retirement.cause"},
 	},
 	NvidiaGpuMemoryControllerUtilization: metricInfo{
 		Name:       "nvidia.gpu.memory_controller.utilization",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuNvlinkErrors: metricInfo{
 		Name:       "nvidia.gpu.nvlink.errors",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.nvlink.error.type"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.nvlink.error.type"},
 	},
 	NvidiaGpuNvlinkIo: metricInfo{
 		Name:       "nvidia.gpu.nvlink.io",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
+		Attributes: []string{"hw.id", "hw.name", "network.io.direction"},
 	},
 	NvidiaGpuNvlinkThroughput: metricInfo{
 		Name:       "nvidia.gpu.nvlink.throughput",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
+		Attributes: []string{"hw.id", "hw.name", "network.io.direction"},
 	},
 	NvidiaGpuPcieLinkGeneration: metricInfo{
 		Name:       "nvidia.gpu.pcie.link.generation",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.pcie.link.kind"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.pcie.link.kind"},
 	},
 	NvidiaGpuPcieLinkWidth: metricInfo{
 		Name:       "nvidia.gpu.pcie.link.width",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.pcie.link.kind"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.pcie.link.kind"},
 	},
 	NvidiaGpuPcieReplays: metricInfo{
 		Name:       "nvidia.gpu.pcie.replays",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuPcieThroughput: metricInfo{
 		Name:       "nvidia.gpu.pcie.throughput",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "network.io.direction"},
+		Attributes: []string{"hw.id", "hw.name", "network.io.direction"},
 	},
 	NvidiaGpuPerformanceState: metricInfo{
 		Name:       "nvidia.gpu.performance_state",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuPipeActivity: metricInfo{
 		Name:       "nvidia.gpu.pipe.activity",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.pipe"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.pipe"},
 	},
 	NvidiaGpuPowerLimit: metricInfo{
 		Name:       "nvidia.gpu.power.limit",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuProcessMemoryUsage: metricInfo{
 		Name:       "nvidia.gpu.process.memory.usage",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "process.pid", "process.executable.name", "container.id", "process.command_line"},
+		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "process.command_line"},
 	},
 	NvidiaGpuProcessUtilization: metricInfo{
 		Name:       "nvidia.gpu.process.utilization",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "process.pid", "process.executable.name", "container.id", "process.command_line", "nvidia.gpu.process.engine"},
+		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "process.command_line", "nvidia.gpu.process.engine"},
 	},
 	NvidiaGpuSamplesMemoryControllerUtilization: metricInfo{
 		Name:       "nvidia.gpu.samples.memory_controller.utilization",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id"},
 	},
 	NvidiaGpuSamplesPower: metricInfo{
 		Name:       "nvidia.gpu.samples.power",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id"},
 	},
 	NvidiaGpuSamplesSmClock: metricInfo{
 		Name:       "nvidia.gpu.samples.sm_clock",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id"},
 	},
 	NvidiaGpuSamplesUtilization: metricInfo{
 		Name:       "nvidia.gpu.samples.utilization",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id"},
 	},
 	NvidiaGpuSmActivity: metricInfo{
 		Name:       "nvidia.gpu.sm.activity",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuSmOccupancy: metricInfo{
 		Name:       "nvidia.gpu.sm.occupancy",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuTensorActivity: metricInfo{
 		Name:       "nvidia.gpu.tensor.activity",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version"},
+		Attributes: []string{"hw.id", "hw.name"},
 	},
 	NvidiaGpuThrottleActive: metricInfo{
 		Name:       "nvidia.gpu.throttle.active",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.throttle.reason"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.throttle.reason"},
 	},
 	NvidiaGpuThrottleTime: metricInfo{
 		Name:       "nvidia.gpu.throttle.time",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.throttle.reason"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.throttle.reason"},
 	},
 	NvidiaGpuXidErrors: metricInfo{
 		Name:       "nvidia.gpu.xid.errors",
-		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.xid"},
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.xid"},
 	},
 }
 
@@ -1713,7 +1713,7 @@ func (m *metricNvidiaGpuClockFrequency) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuClockFrequency) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuClockDomainAttributeValue string) {
+func (m *metricNvidiaGpuClockFrequency) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuClockDomainAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1726,15 +1726,6 @@ func (m *metricNvidiaGpuClockFrequency) recordDataPoint(start pcommon.Timestamp,
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuClockFrequencyMetricAttributeKeyNvidiaGpuClockDomain) {
 		dp.Attributes().PutStr("nvidia.gpu.clock.domain", nvidiaGpuClockDomainAttributeValue)
@@ -1817,7 +1808,7 @@ func (m *metricNvidiaGpuDramActivity) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuDramActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuDramActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1830,15 +1821,6 @@ func (m *metricNvidiaGpuDramActivity) recordDataPoint(start pcommon.Timestamp, t
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuDramActivityMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -1918,7 +1900,7 @@ func (m *metricNvidiaGpuFanSpeed) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuFanSpeed) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuFanSpeed) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1931,15 +1913,6 @@ func (m *metricNvidiaGpuFanSpeed) recordDataPoint(start pcommon.Timestamp, ts pc
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuFanSpeedMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuFanSpeedMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuFanSpeedMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuFanSpeedMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -2012,7 +1985,7 @@ type metricNvidiaGpuInfo struct {
 // init fills nvidia.gpu.info metric with initial data.
 func (m *metricNvidiaGpuInfo) init() {
 	m.data.SetName("nvidia.gpu.info")
-	m.data.SetDescription("Always 1; carries the GPU's NVML index and PCI bus id, to join hw.id with what nvidia-smi, CUDA_VISIBLE_DEVICES and the PCI topology call the GPU.")
+	m.data.SetDescription("Always 1; carries the GPU's identity (model, vendor, driver version, NVML index, PCI bus id), to join hw.id with what nvidia-smi, CUDA_VISIBLE_DEVICES and the PCI topology call the GPU. The other nvidia.gpu.* metrics carry only hw.id and hw.name (and their own attributes), to keep high-rate series small; the standard hw.* metrics carry the whole identity.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -2126,7 +2099,7 @@ func (m *metricNvidiaGpuMemoryRemapFailed) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuMemoryRemapFailed) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuMemoryRemapFailed) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2139,15 +2112,6 @@ func (m *metricNvidiaGpuMemoryRemapFailed) recordDataPoint(start pcommon.Timesta
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapFailedMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -2227,7 +2191,7 @@ func (m *metricNvidiaGpuMemoryRemapPending) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuMemoryRemapPending) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuMemoryRemapPending) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2240,15 +2204,6 @@ func (m *metricNvidiaGpuMemoryRemapPending) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemapPendingMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -2330,7 +2285,7 @@ func (m *metricNvidiaGpuMemoryRemappedRows) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuMemoryRemappedRows) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRemapCauseAttributeValue string) {
+func (m *metricNvidiaGpuMemoryRemappedRows) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMemoryRemapCauseAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2343,15 +2298,6 @@ func (m *metricNvidiaGpuMemoryRemappedRows) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRemappedRowsMetricAttributeKeyNvidiaGpuMemoryRemapCause) {
 		dp.Attributes().PutStr("nvidia.gpu.memory.remap.cause", nvidiaGpuMemoryRemapCauseAttributeValue)
@@ -2436,7 +2382,7 @@ func (m *metricNvidiaGpuMemoryRetiredPages) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuMemoryRetiredPages) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRetirementCauseAttributeValue string) {
+func (m *metricNvidiaGpuMemoryRetiredPages) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMemoryRetirementCauseAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2449,15 +2395,6 @@ func (m *metricNvidiaGpuMemoryRetiredPages) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryRetiredPagesMetricAttributeKeyNvidiaGpuMemoryRetirementCause) {
 		dp.Attributes().PutStr("nvidia.gpu.memory.retirement.cause", nvidiaGpuMemoryRetirementCauseAttributeValue)
@@ -2540,7 +2477,7 @@ func (m *metricNvidiaGpuMemoryControllerUtilization) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2553,15 +2490,6 @@ func (m *metricNvidiaGpuMemoryControllerUtilization) recordDataPoint(start pcomm
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -2643,7 +2571,7 @@ func (m *metricNvidiaGpuNvlinkErrors) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuNvlinkErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuNvlinkErrorTypeAttributeValue string) {
+func (m *metricNvidiaGpuNvlinkErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuNvlinkErrorTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2656,15 +2584,6 @@ func (m *metricNvidiaGpuNvlinkErrors) recordDataPoint(start pcommon.Timestamp, t
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkErrorsMetricAttributeKeyNvidiaGpuNvlinkErrorType) {
 		dp.Attributes().PutStr("nvidia.gpu.nvlink.error.type", nvidiaGpuNvlinkErrorTypeAttributeValue)
@@ -2749,7 +2668,7 @@ func (m *metricNvidiaGpuNvlinkIo) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuNvlinkIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+func (m *metricNvidiaGpuNvlinkIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, networkIoDirectionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2762,15 +2681,6 @@ func (m *metricNvidiaGpuNvlinkIo) recordDataPoint(start pcommon.Timestamp, ts pc
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection) {
 		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
@@ -2853,7 +2763,7 @@ func (m *metricNvidiaGpuNvlinkThroughput) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuNvlinkThroughput) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+func (m *metricNvidiaGpuNvlinkThroughput) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, networkIoDirectionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2866,15 +2776,6 @@ func (m *metricNvidiaGpuNvlinkThroughput) recordDataPoint(start pcommon.Timestam
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection) {
 		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
@@ -2957,7 +2858,7 @@ func (m *metricNvidiaGpuPcieLinkGeneration) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPcieLinkGeneration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue string) {
+func (m *metricNvidiaGpuPcieLinkGeneration) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2970,15 +2871,6 @@ func (m *metricNvidiaGpuPcieLinkGeneration) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkGenerationMetricAttributeKeyNvidiaGpuPcieLinkKind) {
 		dp.Attributes().PutStr("nvidia.gpu.pcie.link.kind", nvidiaGpuPcieLinkKindAttributeValue)
@@ -3061,7 +2953,7 @@ func (m *metricNvidiaGpuPcieLinkWidth) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPcieLinkWidth) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue string) {
+func (m *metricNvidiaGpuPcieLinkWidth) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3074,15 +2966,6 @@ func (m *metricNvidiaGpuPcieLinkWidth) recordDataPoint(start pcommon.Timestamp, 
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieLinkWidthMetricAttributeKeyNvidiaGpuPcieLinkKind) {
 		dp.Attributes().PutStr("nvidia.gpu.pcie.link.kind", nvidiaGpuPcieLinkKindAttributeValue)
@@ -3167,7 +3050,7 @@ func (m *metricNvidiaGpuPcieReplays) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPcieReplays) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuPcieReplays) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3180,15 +3063,6 @@ func (m *metricNvidiaGpuPcieReplays) recordDataPoint(start pcommon.Timestamp, ts
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieReplaysMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -3268,7 +3142,7 @@ func (m *metricNvidiaGpuPcieThroughput) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPcieThroughput) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue string) {
+func (m *metricNvidiaGpuPcieThroughput) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, networkIoDirectionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3281,15 +3155,6 @@ func (m *metricNvidiaGpuPcieThroughput) recordDataPoint(start pcommon.Timestamp,
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection) {
 		dp.Attributes().PutStr("network.io.direction", networkIoDirectionAttributeValue)
@@ -3372,7 +3237,7 @@ func (m *metricNvidiaGpuPerformanceState) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPerformanceState) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuPerformanceState) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3385,15 +3250,6 @@ func (m *metricNvidiaGpuPerformanceState) recordDataPoint(start pcommon.Timestam
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPerformanceStateMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPerformanceStateMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPerformanceStateMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPerformanceStateMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -3473,7 +3329,7 @@ func (m *metricNvidiaGpuPipeActivity) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPipeActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPipeAttributeValue string) {
+func (m *metricNvidiaGpuPipeActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuPipeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3486,15 +3342,6 @@ func (m *metricNvidiaGpuPipeActivity) recordDataPoint(start pcommon.Timestamp, t
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPipeActivityMetricAttributeKeyNvidiaGpuPipe) {
 		dp.Attributes().PutStr("nvidia.gpu.pipe", nvidiaGpuPipeAttributeValue)
@@ -3577,7 +3424,7 @@ func (m *metricNvidiaGpuPowerLimit) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuPowerLimit) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuPowerLimit) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3590,15 +3437,6 @@ func (m *metricNvidiaGpuPowerLimit) recordDataPoint(start pcommon.Timestamp, ts 
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPowerLimitMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPowerLimitMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPowerLimitMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuPowerLimitMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -3680,7 +3518,7 @@ func (m *metricNvidiaGpuProcessMemoryUsage) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
+func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3693,15 +3531,6 @@ func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid) {
 		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
@@ -3793,7 +3622,7 @@ func (m *metricNvidiaGpuProcessUtilization) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
+func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -3806,15 +3635,6 @@ func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid) {
 		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
@@ -3893,73 +3713,29 @@ func newMetricNvidiaGpuProcessUtilization(cfg NvidiaGpuProcessUtilizationMetricC
 }
 
 type metricNvidiaGpuSamplesMemoryControllerUtilization struct {
-	data          pmetric.Metric                                          // data buffer for generated metric.
-	config        NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig // metric config provided by user.
-	capacity      int                                                     // max observed number of data points added to the metric.
-	aggDataPoints []float64                                               // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                                          // data buffer for generated metric.
+	config   NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig // metric config provided by user.
+	capacity int                                                     // max observed number of data points added to the metric.
 }
 
 // init fills nvidia.gpu.samples.memory_controller.utilization metric with initial data.
 func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) init() {
 	m.data.SetName("nvidia.gpu.samples.memory_controller.utilization")
-	m.data.SetDescription("The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest.")
+	m.data.SetDescription("The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest. With dozens of points per GPU per scrape, sample metrics carry hw.id alone.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwID) {
-		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwName) {
-		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesMemoryControllerUtilizationMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetDoubleValue(dpi.DoubleValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.DoubleValue() > val {
-					dpi.SetDoubleValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.DoubleValue() < val {
-					dpi.SetDoubleValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetDoubleValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -3972,11 +3748,6 @@ func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -3994,10 +3765,9 @@ func newMetricNvidiaGpuSamplesMemoryControllerUtilization(cfg NvidiaGpuSamplesMe
 }
 
 type metricNvidiaGpuSamplesPower struct {
-	data          pmetric.Metric                    // data buffer for generated metric.
-	config        NvidiaGpuSamplesPowerMetricConfig // metric config provided by user.
-	capacity      int                               // max observed number of data points added to the metric.
-	aggDataPoints []float64                         // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                    // data buffer for generated metric.
+	config   NvidiaGpuSamplesPowerMetricConfig // metric config provided by user.
+	capacity int                               // max observed number of data points added to the metric.
 }
 
 // init fills nvidia.gpu.samples.power metric with initial data.
@@ -4007,60 +3777,17 @@ func (m *metricNvidiaGpuSamplesPower) init() {
 	m.data.SetUnit("W")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuSamplesPower) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuSamplesPower) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwID) {
-		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwName) {
-		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesPowerMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetDoubleValue(dpi.DoubleValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.DoubleValue() > val {
-					dpi.SetDoubleValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.DoubleValue() < val {
-					dpi.SetDoubleValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetDoubleValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -4073,11 +3800,6 @@ func (m *metricNvidiaGpuSamplesPower) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricNvidiaGpuSamplesPower) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -4095,10 +3817,9 @@ func newMetricNvidiaGpuSamplesPower(cfg NvidiaGpuSamplesPowerMetricConfig) metri
 }
 
 type metricNvidiaGpuSamplesSmClock struct {
-	data          pmetric.Metric                      // data buffer for generated metric.
-	config        NvidiaGpuSamplesSmClockMetricConfig // metric config provided by user.
-	capacity      int                                 // max observed number of data points added to the metric.
-	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                      // data buffer for generated metric.
+	config   NvidiaGpuSamplesSmClockMetricConfig // metric config provided by user.
+	capacity int                                 // max observed number of data points added to the metric.
 }
 
 // init fills nvidia.gpu.samples.sm_clock metric with initial data.
@@ -4108,60 +3829,17 @@ func (m *metricNvidiaGpuSamplesSmClock) init() {
 	m.data.SetUnit("Hz")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuSamplesSmClock) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuSamplesSmClock) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwID) {
-		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwName) {
-		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesSmClockMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetIntValue(dpi.IntValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.IntValue() > val {
-					dpi.SetIntValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.IntValue() < val {
-					dpi.SetIntValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetIntValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -4174,11 +3852,6 @@ func (m *metricNvidiaGpuSamplesSmClock) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricNvidiaGpuSamplesSmClock) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -4196,10 +3869,9 @@ func newMetricNvidiaGpuSamplesSmClock(cfg NvidiaGpuSamplesSmClockMetricConfig) m
 }
 
 type metricNvidiaGpuSamplesUtilization struct {
-	data          pmetric.Metric                          // data buffer for generated metric.
-	config        NvidiaGpuSamplesUtilizationMetricConfig // metric config provided by user.
-	capacity      int                                     // max observed number of data points added to the metric.
-	aggDataPoints []float64                               // slice containing number of aggregated datapoints at each index
+	data     pmetric.Metric                          // data buffer for generated metric.
+	config   NvidiaGpuSamplesUtilizationMetricConfig // metric config provided by user.
+	capacity int                                     // max observed number of data points added to the metric.
 }
 
 // init fills nvidia.gpu.samples.utilization metric with initial data.
@@ -4209,60 +3881,17 @@ func (m *metricNvidiaGpuSamplesUtilization) init() {
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
-	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuSamplesUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuSamplesUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
-
-	dp := pmetric.NewNumberDataPoint()
+	dp := m.data.Gauge().DataPoints().AppendEmpty()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwID) {
-		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwName) {
-		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSamplesUtilizationMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
-	}
-
-	var s string
-	dps := m.data.Gauge().DataPoints()
-	for i := 0; i < dps.Len(); i++ {
-		dpi := dps.At(i)
-		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
-			switch s = m.config.AggregationStrategy; s {
-			case AggregationStrategySum, AggregationStrategyAvg:
-				dpi.SetDoubleValue(dpi.DoubleValue() + val)
-				m.aggDataPoints[i] += 1
-				return
-			case AggregationStrategyMin:
-				if dpi.DoubleValue() > val {
-					dpi.SetDoubleValue(val)
-				}
-				return
-			case AggregationStrategyMax:
-				if dpi.DoubleValue() < val {
-					dpi.SetDoubleValue(val)
-				}
-				return
-			}
-		}
-	}
-
 	dp.SetDoubleValue(val)
-	m.aggDataPoints = append(m.aggDataPoints, 1)
-	dp.MoveTo(dps.AppendEmpty())
+	dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -4275,11 +3904,6 @@ func (m *metricNvidiaGpuSamplesUtilization) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricNvidiaGpuSamplesUtilization) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
-		if m.config.AggregationStrategy == AggregationStrategyAvg {
-			for i, aggCount := range m.aggDataPoints {
-				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
-			}
-		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -4313,7 +3937,7 @@ func (m *metricNvidiaGpuSmActivity) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuSmActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuSmActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4326,15 +3950,6 @@ func (m *metricNvidiaGpuSmActivity) recordDataPoint(start pcommon.Timestamp, ts 
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmActivityMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -4414,7 +4029,7 @@ func (m *metricNvidiaGpuSmOccupancy) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuSmOccupancy) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuSmOccupancy) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4427,15 +4042,6 @@ func (m *metricNvidiaGpuSmOccupancy) recordDataPoint(start pcommon.Timestamp, ts
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSmOccupancyMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -4515,7 +4121,7 @@ func (m *metricNvidiaGpuTensorActivity) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuTensorActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
+func (m *metricNvidiaGpuTensorActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4528,15 +4134,6 @@ func (m *metricNvidiaGpuTensorActivity) recordDataPoint(start pcommon.Timestamp,
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuTensorActivityMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 
 	var s string
@@ -4616,7 +4213,7 @@ func (m *metricNvidiaGpuThrottleActive) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuThrottleActive) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue string) {
+func (m *metricNvidiaGpuThrottleActive) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuThrottleReasonAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4629,15 +4226,6 @@ func (m *metricNvidiaGpuThrottleActive) recordDataPoint(start pcommon.Timestamp,
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleActiveMetricAttributeKeyNvidiaGpuThrottleReason) {
 		dp.Attributes().PutStr("nvidia.gpu.throttle.reason", nvidiaGpuThrottleReasonAttributeValue)
@@ -4722,7 +4310,7 @@ func (m *metricNvidiaGpuThrottleTime) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuThrottleTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue string) {
+func (m *metricNvidiaGpuThrottleTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuThrottleReasonAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4735,15 +4323,6 @@ func (m *metricNvidiaGpuThrottleTime) recordDataPoint(start pcommon.Timestamp, t
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuThrottleTimeMetricAttributeKeyNvidiaGpuThrottleReason) {
 		dp.Attributes().PutStr("nvidia.gpu.throttle.reason", nvidiaGpuThrottleReasonAttributeValue)
@@ -4828,7 +4407,7 @@ func (m *metricNvidiaGpuXidErrors) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuXidErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuXidAttributeValue int64) {
+func (m *metricNvidiaGpuXidErrors) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuXidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4841,15 +4420,6 @@ func (m *metricNvidiaGpuXidErrors) recordDataPoint(start pcommon.Timestamp, ts p
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwName) {
 		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwVendor) {
-		dp.Attributes().PutStr("hw.vendor", hwVendorAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwModel) {
-		dp.Attributes().PutStr("hw.model", hwModelAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyHwDriverVersion) {
-		dp.Attributes().PutStr("hw.driver_version", hwDriverVersionAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuXidErrorsMetricAttributeKeyNvidiaGpuXid) {
 		dp.Attributes().PutInt("nvidia.gpu.xid", nvidiaGpuXidAttributeValue)
@@ -5240,18 +4810,18 @@ func (mb *MetricsBuilder) RecordHwTemperatureDataPoint(ts pcommon.Timestamp, val
 }
 
 // RecordNvidiaGpuClockFrequencyDataPoint adds a data point to nvidia.gpu.clock.frequency metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuClockFrequencyDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuClockDomainAttributeValue AttributeNvidiaGpuClockDomain) {
-	mb.metricNvidiaGpuClockFrequency.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuClockDomainAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuClockFrequencyDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuClockDomainAttributeValue AttributeNvidiaGpuClockDomain) {
+	mb.metricNvidiaGpuClockFrequency.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuClockDomainAttributeValue.String())
 }
 
 // RecordNvidiaGpuDramActivityDataPoint adds a data point to nvidia.gpu.dram.activity metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuDramActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuDramActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuDramActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuDramActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuFanSpeedDataPoint adds a data point to nvidia.gpu.fan.speed metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuFanSpeedDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuFanSpeed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuFanSpeedDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuFanSpeed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuInfoDataPoint adds a data point to nvidia.gpu.info metric.
@@ -5260,138 +4830,138 @@ func (mb *MetricsBuilder) RecordNvidiaGpuInfoDataPoint(ts pcommon.Timestamp, val
 }
 
 // RecordNvidiaGpuMemoryRemapFailedDataPoint adds a data point to nvidia.gpu.memory.remap.failed metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapFailedDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuMemoryRemapFailed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapFailedDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuMemoryRemapFailed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuMemoryRemapPendingDataPoint adds a data point to nvidia.gpu.memory.remap.pending metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapPendingDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuMemoryRemapPending.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapPendingDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuMemoryRemapPending.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuMemoryRemappedRowsDataPoint adds a data point to nvidia.gpu.memory.remapped_rows metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRemapCauseAttributeValue AttributeNvidiaGpuMemoryRemapCause) {
-	mb.metricNvidiaGpuMemoryRemappedRows.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuMemoryRemapCauseAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMemoryRemapCauseAttributeValue AttributeNvidiaGpuMemoryRemapCause) {
+	mb.metricNvidiaGpuMemoryRemappedRows.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMemoryRemapCauseAttributeValue.String())
 }
 
 // RecordNvidiaGpuMemoryRetiredPagesDataPoint adds a data point to nvidia.gpu.memory.retired_pages metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuMemoryRetirementCauseAttributeValue AttributeNvidiaGpuMemoryRetirementCause) {
-	mb.metricNvidiaGpuMemoryRetiredPages.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuMemoryRetirementCauseAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMemoryRetirementCauseAttributeValue AttributeNvidiaGpuMemoryRetirementCause) {
+	mb.metricNvidiaGpuMemoryRetiredPages.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMemoryRetirementCauseAttributeValue.String())
 }
 
 // RecordNvidiaGpuMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.memory_controller.utilization metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuNvlinkErrorsDataPoint adds a data point to nvidia.gpu.nvlink.errors metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuNvlinkErrorTypeAttributeValue AttributeNvidiaGpuNvlinkErrorType) {
-	mb.metricNvidiaGpuNvlinkErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuNvlinkErrorTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuNvlinkErrorTypeAttributeValue AttributeNvidiaGpuNvlinkErrorType) {
+	mb.metricNvidiaGpuNvlinkErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuNvlinkErrorTypeAttributeValue.String())
 }
 
 // RecordNvidiaGpuNvlinkIoDataPoint adds a data point to nvidia.gpu.nvlink.io metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkIoDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
-	mb.metricNvidiaGpuNvlinkIo.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkIoDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricNvidiaGpuNvlinkIo.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, networkIoDirectionAttributeValue.String())
 }
 
 // RecordNvidiaGpuNvlinkThroughputDataPoint adds a data point to nvidia.gpu.nvlink.throughput metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkThroughputDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
-	mb.metricNvidiaGpuNvlinkThroughput.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkThroughputDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricNvidiaGpuNvlinkThroughput.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, networkIoDirectionAttributeValue.String())
 }
 
 // RecordNvidiaGpuPcieLinkGenerationDataPoint adds a data point to nvidia.gpu.pcie.link.generation metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPcieLinkGenerationDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue AttributeNvidiaGpuPcieLinkKind) {
-	mb.metricNvidiaGpuPcieLinkGeneration.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuPcieLinkKindAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieLinkGenerationDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue AttributeNvidiaGpuPcieLinkKind) {
+	mb.metricNvidiaGpuPcieLinkGeneration.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuPcieLinkKindAttributeValue.String())
 }
 
 // RecordNvidiaGpuPcieLinkWidthDataPoint adds a data point to nvidia.gpu.pcie.link.width metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPcieLinkWidthDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue AttributeNvidiaGpuPcieLinkKind) {
-	mb.metricNvidiaGpuPcieLinkWidth.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuPcieLinkKindAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieLinkWidthDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuPcieLinkKindAttributeValue AttributeNvidiaGpuPcieLinkKind) {
+	mb.metricNvidiaGpuPcieLinkWidth.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuPcieLinkKindAttributeValue.String())
 }
 
 // RecordNvidiaGpuPcieReplaysDataPoint adds a data point to nvidia.gpu.pcie.replays metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPcieReplaysDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuPcieReplays.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieReplaysDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuPcieReplays.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuPcieThroughputDataPoint adds a data point to nvidia.gpu.pcie.throughput metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPcieThroughputDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
-	mb.metricNvidiaGpuPcieThroughput.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, networkIoDirectionAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuPcieThroughputDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, networkIoDirectionAttributeValue AttributeNetworkIoDirection) {
+	mb.metricNvidiaGpuPcieThroughput.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, networkIoDirectionAttributeValue.String())
 }
 
 // RecordNvidiaGpuPerformanceStateDataPoint adds a data point to nvidia.gpu.performance_state metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPerformanceStateDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuPerformanceState.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuPerformanceStateDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuPerformanceState.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuPipeActivityDataPoint adds a data point to nvidia.gpu.pipe.activity metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPipeActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuPipeAttributeValue AttributeNvidiaGpuPipe) {
-	mb.metricNvidiaGpuPipeActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuPipeAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuPipeActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuPipeAttributeValue AttributeNvidiaGpuPipe) {
+	mb.metricNvidiaGpuPipeActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuPipeAttributeValue.String())
 }
 
 // RecordNvidiaGpuPowerLimitDataPoint adds a data point to nvidia.gpu.power.limit metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuPowerLimitDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuPowerLimit.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuPowerLimitDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuPowerLimit.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuProcessMemoryUsageDataPoint adds a data point to nvidia.gpu.process.memory.usage metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
-	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
+	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue)
 }
 
 // RecordNvidiaGpuProcessUtilizationDataPoint adds a data point to nvidia.gpu.process.utilization metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
-	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
+	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
 }
 
 // RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.samples.memory_controller.utilization metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuSamplesMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
+	mb.metricNvidiaGpuSamplesMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue)
 }
 
 // RecordNvidiaGpuSamplesPowerDataPoint adds a data point to nvidia.gpu.samples.power metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuSamplesPowerDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuSamplesPower.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesPowerDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
+	mb.metricNvidiaGpuSamplesPower.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue)
 }
 
 // RecordNvidiaGpuSamplesSmClockDataPoint adds a data point to nvidia.gpu.samples.sm_clock metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuSamplesSmClockDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuSamplesSmClock.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesSmClockDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string) {
+	mb.metricNvidiaGpuSamplesSmClock.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue)
 }
 
 // RecordNvidiaGpuSamplesUtilizationDataPoint adds a data point to nvidia.gpu.samples.utilization metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuSamplesUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuSamplesUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuSamplesUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
+	mb.metricNvidiaGpuSamplesUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue)
 }
 
 // RecordNvidiaGpuSmActivityDataPoint adds a data point to nvidia.gpu.sm.activity metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuSmActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuSmActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuSmActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuSmActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuSmOccupancyDataPoint adds a data point to nvidia.gpu.sm.occupancy metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuSmOccupancyDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuSmOccupancy.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuSmOccupancyDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuSmOccupancy.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuTensorActivityDataPoint adds a data point to nvidia.gpu.tensor.activity metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuTensorActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string) {
-	mb.metricNvidiaGpuTensorActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuTensorActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuTensorActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuThrottleActiveDataPoint adds a data point to nvidia.gpu.throttle.active metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuThrottleActiveDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue AttributeNvidiaGpuThrottleReason) {
-	mb.metricNvidiaGpuThrottleActive.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuThrottleReasonAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuThrottleActiveDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuThrottleReasonAttributeValue AttributeNvidiaGpuThrottleReason) {
+	mb.metricNvidiaGpuThrottleActive.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuThrottleReasonAttributeValue.String())
 }
 
 // RecordNvidiaGpuThrottleTimeDataPoint adds a data point to nvidia.gpu.throttle.time metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuThrottleTimeDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuThrottleReasonAttributeValue AttributeNvidiaGpuThrottleReason) {
-	mb.metricNvidiaGpuThrottleTime.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuThrottleReasonAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuThrottleTimeDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuThrottleReasonAttributeValue AttributeNvidiaGpuThrottleReason) {
+	mb.metricNvidiaGpuThrottleTime.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuThrottleReasonAttributeValue.String())
 }
 
 // RecordNvidiaGpuXidErrorsDataPoint adds a data point to nvidia.gpu.xid.errors metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuXidErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, hwVendorAttributeValue string, hwModelAttributeValue string, hwDriverVersionAttributeValue string, nvidiaGpuXidAttributeValue int64) {
-	mb.metricNvidiaGpuXidErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuXidAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuXidErrorsDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuXidAttributeValue int64) {
+	mb.metricNvidiaGpuXidErrors.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuXidAttributeValue)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

@@ -98,10 +98,6 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["nvidia.gpu.power.limit"] = mb.metricNvidiaGpuPowerLimit.config.AggregationStrategy
 			aggMap["nvidia.gpu.process.memory.usage"] = mb.metricNvidiaGpuProcessMemoryUsage.config.AggregationStrategy
 			aggMap["nvidia.gpu.process.utilization"] = mb.metricNvidiaGpuProcessUtilization.config.AggregationStrategy
-			aggMap["nvidia.gpu.samples.memory_controller.utilization"] = mb.metricNvidiaGpuSamplesMemoryControllerUtilization.config.AggregationStrategy
-			aggMap["nvidia.gpu.samples.power"] = mb.metricNvidiaGpuSamplesPower.config.AggregationStrategy
-			aggMap["nvidia.gpu.samples.sm_clock"] = mb.metricNvidiaGpuSamplesSmClock.config.AggregationStrategy
-			aggMap["nvidia.gpu.samples.utilization"] = mb.metricNvidiaGpuSamplesUtilization.config.AggregationStrategy
 			aggMap["nvidia.gpu.sm.activity"] = mb.metricNvidiaGpuSmActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.sm.occupancy"] = mb.metricNvidiaGpuSmOccupancy.config.AggregationStrategy
 			aggMap["nvidia.gpu.tensor.activity"] = mb.metricNvidiaGpuTensorActivity.config.AggregationStrategy
@@ -178,21 +174,21 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuClockDomainGraphics)
+			mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuClockDomainGraphics)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuClockDomainSm)
+				mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuClockDomainSm)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuDramActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuDramActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuDramActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuDramActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -202,165 +198,153 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuMemoryRemapPendingDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuMemoryRemapCauseCorrectable)
+			mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuMemoryRemapCauseCorrectable)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuMemoryRemapCauseUncorrectable)
+				mb.RecordNvidiaGpuMemoryRemappedRowsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuMemoryRemapCauseUncorrectable)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc)
+			mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuMemoryRetirementCauseSingleBitEcc)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc)
+				mb.RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuMemoryRetirementCauseDoubleBitEcc)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuNvlinkErrorTypeCrcFlit)
+			mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuNvlinkErrorTypeCrcFlit)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuNvlinkErrorTypeCrcData)
+				mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuNvlinkErrorTypeCrcData)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionTransmit)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionTransmit)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuPcieLinkKindCurrent)
+			mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuPcieLinkKindCurrent)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuPcieLinkKindMax)
+				mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuPcieLinkKindMax)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuPcieLinkKindCurrent)
+			mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuPcieLinkKindCurrent)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuPcieLinkKindMax)
+				mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuPcieLinkKindMax)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuPcieReplaysDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
+			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionTransmit)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuPipeFp16)
+			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuPipeFp16)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPipeActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuPipeFp32)
+				mb.RecordNvidiaGpuPipeActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuPipeFp32)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuPowerLimitDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val")
+			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2")
+				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val", AttributeNvidiaGpuProcessEngineSm)
+			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val", AttributeNvidiaGpuProcessEngineSm)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
+				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val")
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, 1, "hw.id-val")
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, 1, "hw.id-val")
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, 1, "hw.id-val")
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSmActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuSmActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuTensorActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuThrottleReasonGpuIdle)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuSmActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuThrottleReasonGpuIdle)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuSmActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
+				mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
+			mb.RecordNvidiaGpuXidErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", 14)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
-			}
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val")
-			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuTensorActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2")
-			}
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuThrottleReasonGpuIdle)
-			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting)
-			}
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNvidiaGpuThrottleReasonGpuIdle)
-			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNvidiaGpuThrottleReasonApplicationsClocksSetting)
-			}
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordNvidiaGpuXidErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", 14)
-			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuXidErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", 15)
+				mb.RecordNvidiaGpuXidErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 15)
 			}
 
 			rb := mb.NewResourceBuilder()
@@ -400,10 +384,6 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNvidiaGpuPowerLimit.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuProcessMemoryUsage.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuProcessUtilization.aggDataPoints)
-				assert.Empty(t, mb.metricNvidiaGpuSamplesMemoryControllerUtilization.aggDataPoints)
-				assert.Empty(t, mb.metricNvidiaGpuSamplesPower.aggDataPoints)
-				assert.Empty(t, mb.metricNvidiaGpuSamplesSmClock.aggDataPoints)
-				assert.Empty(t, mb.metricNvidiaGpuSamplesUtilization.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuSmActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuSmOccupancy.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuTensorActivity.aggDataPoints)
@@ -1130,15 +1110,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuClockDomainAttrVal, ok := dp.Attributes().Get("nvidia.gpu.clock.domain")
 						assert.True(t, ok)
 						assert.Equal(t, "graphics", nvidiaGpuClockDomainAttrVal.Str())
@@ -1167,12 +1138,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.clock.domain")
 						assert.False(t, ok)
 					}
@@ -1195,15 +1160,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.dram.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.dram.activity")
 						validatedMetrics["nvidia.gpu.dram.activity"] = true
@@ -1229,12 +1185,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.fan.speed":
 					if tt.name != "reaggregate_set" {
@@ -1255,15 +1205,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.fan.speed"], "Found a duplicate in the metrics slice: nvidia.gpu.fan.speed")
 						validatedMetrics["nvidia.gpu.fan.speed"] = true
@@ -1289,12 +1230,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.info":
 					if tt.name != "reaggregate_set" {
@@ -1302,7 +1237,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.info"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Always 1; carries the GPU's NVML index and PCI bus id, to join hw.id with what nvidia-smi, CUDA_VISIBLE_DEVICES and the PCI topology call the GPU.", mi.Description())
+						assert.Equal(t, "Always 1; carries the GPU's identity (model, vendor, driver version, NVML index, PCI bus id), to join hw.id with what nvidia-smi, CUDA_VISIBLE_DEVICES and the PCI topology call the GPU. The other nvidia.gpu.* metrics carry only hw.id and hw.name (and their own attributes), to keep high-rate series small; the standard hw.* metrics carry the whole identity.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -1335,7 +1270,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.info"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Always 1; carries the GPU's NVML index and PCI bus id, to join hw.id with what nvidia-smi, CUDA_VISIBLE_DEVICES and the PCI topology call the GPU.", mi.Description())
+						assert.Equal(t, "Always 1; carries the GPU's identity (model, vendor, driver version, NVML index, PCI bus id), to join hw.id with what nvidia-smi, CUDA_VISIBLE_DEVICES and the PCI topology call the GPU. The other nvidia.gpu.* metrics carry only hw.id and hw.name (and their own attributes), to keep high-rate series small; the standard hw.* metrics carry the whole identity.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -1385,15 +1320,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.memory.remap.failed"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remap.failed")
 						validatedMetrics["nvidia.gpu.memory.remap.failed"] = true
@@ -1419,12 +1345,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.memory.remap.pending":
 					if tt.name != "reaggregate_set" {
@@ -1445,15 +1365,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.memory.remap.pending"], "Found a duplicate in the metrics slice: nvidia.gpu.memory.remap.pending")
 						validatedMetrics["nvidia.gpu.memory.remap.pending"] = true
@@ -1479,12 +1390,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.memory.remapped_rows":
 					if tt.name != "reaggregate_set" {
@@ -1507,15 +1412,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuMemoryRemapCauseAttrVal, ok := dp.Attributes().Get("nvidia.gpu.memory.remap.cause")
 						assert.True(t, ok)
 						assert.Equal(t, "correctable", nvidiaGpuMemoryRemapCauseAttrVal.Str())
@@ -1546,12 +1442,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.memory.remap.cause")
 						assert.False(t, ok)
 					}
@@ -1576,15 +1466,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuMemoryRetirementCauseAttrVal, ok := dp.Attributes().Get("nvidia.gpu.memory.retirement.cause")
 						assert.True(t, ok)
 						assert.Equal(t, "single_bit_ecc", nvidiaGpuMemoryRetirementCauseAttrVal.Str())
@@ -1615,12 +1496,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.memory.retirement.cause")
 						assert.False(t, ok)
 					}
@@ -1643,15 +1518,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.memory_controller.utilization")
 						validatedMetrics["nvidia.gpu.memory_controller.utilization"] = true
@@ -1677,12 +1543,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.nvlink.errors":
 					if tt.name != "reaggregate_set" {
@@ -1705,15 +1565,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuNvlinkErrorTypeAttrVal, ok := dp.Attributes().Get("nvidia.gpu.nvlink.error.type")
 						assert.True(t, ok)
 						assert.Equal(t, "crc_flit", nvidiaGpuNvlinkErrorTypeAttrVal.Str())
@@ -1744,12 +1595,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.nvlink.error.type")
 						assert.False(t, ok)
 					}
@@ -1774,15 +1619,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
 						assert.True(t, ok)
 						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
@@ -1813,12 +1649,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
 						assert.False(t, ok)
 					}
@@ -1841,15 +1671,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
 						assert.True(t, ok)
 						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
@@ -1878,12 +1699,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
 						assert.False(t, ok)
 					}
@@ -1906,15 +1721,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuPcieLinkKindAttrVal, ok := dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "current", nvidiaGpuPcieLinkKindAttrVal.Str())
@@ -1943,12 +1749,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
 						assert.False(t, ok)
 					}
@@ -1971,15 +1771,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuPcieLinkKindAttrVal, ok := dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
 						assert.True(t, ok)
 						assert.Equal(t, "current", nvidiaGpuPcieLinkKindAttrVal.Str())
@@ -2008,12 +1799,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.pcie.link.kind")
 						assert.False(t, ok)
 					}
@@ -2038,15 +1823,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.pcie.replays"], "Found a duplicate in the metrics slice: nvidia.gpu.pcie.replays")
 						validatedMetrics["nvidia.gpu.pcie.replays"] = true
@@ -2074,12 +1850,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.pcie.throughput":
 					if tt.name != "reaggregate_set" {
@@ -2100,15 +1870,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						networkIoDirectionAttrVal, ok := dp.Attributes().Get("network.io.direction")
 						assert.True(t, ok)
 						assert.Equal(t, "receive", networkIoDirectionAttrVal.Str())
@@ -2137,12 +1898,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
 						assert.False(t, ok)
 					}
@@ -2165,15 +1920,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.performance_state"], "Found a duplicate in the metrics slice: nvidia.gpu.performance_state")
 						validatedMetrics["nvidia.gpu.performance_state"] = true
@@ -2199,12 +1945,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.pipe.activity":
 					if tt.name != "reaggregate_set" {
@@ -2225,15 +1965,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuPipeAttrVal, ok := dp.Attributes().Get("nvidia.gpu.pipe")
 						assert.True(t, ok)
 						assert.Equal(t, "fp16", nvidiaGpuPipeAttrVal.Str())
@@ -2262,12 +1993,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.pipe")
 						assert.False(t, ok)
 					}
@@ -2290,15 +2015,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.power.limit"], "Found a duplicate in the metrics slice: nvidia.gpu.power.limit")
 						validatedMetrics["nvidia.gpu.power.limit"] = true
@@ -2324,12 +2040,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.process.memory.usage":
 					if tt.name != "reaggregate_set" {
@@ -2352,15 +2062,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
 						assert.True(t, ok)
 						assert.EqualValues(t, 11, processPidAttrVal.Int())
@@ -2397,12 +2098,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.pid")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.executable.name")
@@ -2431,15 +2126,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
 						assert.True(t, ok)
 						assert.EqualValues(t, 11, processPidAttrVal.Int())
@@ -2477,12 +2163,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.pid")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.executable.name")
@@ -2495,245 +2175,65 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.False(t, ok)
 					}
 				case "nvidia.gpu.samples.memory_controller.utilization":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.memory_controller.utilization")
-						validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest.", mi.Description())
-						assert.Equal(t, "1", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
-						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.memory_controller.utilization")
-						validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest.", mi.Description())
-						assert.Equal(t, "1", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						switch aggMap["nvidia.gpu.samples.memory_controller.utilization"] {
-						case "sum":
-							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
-						case "avg":
-							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
-						case "min":
-							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						case "max":
-							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
-						}
-						_, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						_, ok = dp.Attributes().Get("hw.name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.memory_controller.utilization")
+					validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest. With dozens of points per GPU per scrape, sample metrics carry hw.id alone.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+					assert.True(t, ok)
+					assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
 				case "nvidia.gpu.samples.power":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.power"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.power")
-						validatedMetrics["nvidia.gpu.samples.power"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
-						assert.Equal(t, "W", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
-						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.power"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.power")
-						validatedMetrics["nvidia.gpu.samples.power"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
-						assert.Equal(t, "W", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						switch aggMap["nvidia.gpu.samples.power"] {
-						case "sum":
-							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
-						case "avg":
-							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
-						case "min":
-							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						case "max":
-							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
-						}
-						_, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						_, ok = dp.Attributes().Get("hw.name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["nvidia.gpu.samples.power"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.power")
+					validatedMetrics["nvidia.gpu.samples.power"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+					assert.Equal(t, "W", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+					assert.True(t, ok)
+					assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
 				case "nvidia.gpu.samples.sm_clock":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.sm_clock"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.sm_clock")
-						validatedMetrics["nvidia.gpu.samples.sm_clock"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate SM clock samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
-						assert.Equal(t, "Hz", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						assert.Equal(t, int64(1), dp.IntValue())
-						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
-						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.sm_clock"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.sm_clock")
-						validatedMetrics["nvidia.gpu.samples.sm_clock"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate SM clock samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
-						assert.Equal(t, "Hz", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-						switch aggMap["nvidia.gpu.samples.sm_clock"] {
-						case "sum":
-							assert.Equal(t, int64(4), dp.IntValue())
-						case "avg":
-							assert.Equal(t, int64(2), dp.IntValue())
-						case "min":
-							assert.Equal(t, int64(1), dp.IntValue())
-						case "max":
-							assert.Equal(t, int64(3), dp.IntValue())
-						}
-						_, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						_, ok = dp.Attributes().Get("hw.name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["nvidia.gpu.samples.sm_clock"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.sm_clock")
+					validatedMetrics["nvidia.gpu.samples.sm_clock"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The driver's own high-rate SM clock samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+					assert.Equal(t, "Hz", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+					assert.Equal(t, int64(1), dp.IntValue())
+					hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+					assert.True(t, ok)
+					assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
 				case "nvidia.gpu.samples.utilization":
-					if tt.name != "reaggregate_set" {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.utilization")
-						validatedMetrics["nvidia.gpu.samples.utilization"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate samples of GPU busy time (a kernel running), each as a data point at its NVML timestamp (samples.enabled). About six per second on recent GPUs.", mi.Description())
-						assert.Equal(t, "1", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
-						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
-					} else {
-						assert.False(t, validatedMetrics["nvidia.gpu.samples.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.utilization")
-						validatedMetrics["nvidia.gpu.samples.utilization"] = true
-						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "The driver's own high-rate samples of GPU busy time (a kernel running), each as a data point at its NVML timestamp (samples.enabled). About six per second on recent GPUs.", mi.Description())
-						assert.Equal(t, "1", mi.Unit())
-						dp := mi.Gauge().DataPoints().At(0)
-						assert.Equal(t, start, dp.StartTimestamp())
-						assert.Equal(t, ts, dp.Timestamp())
-						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-						switch aggMap["nvidia.gpu.samples.utilization"] {
-						case "sum":
-							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
-						case "avg":
-							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
-						case "min":
-							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
-						case "max":
-							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
-						}
-						_, ok := dp.Attributes().Get("hw.id")
-						assert.True(t, ok)
-						_, ok = dp.Attributes().Get("hw.name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
-					}
+					assert.False(t, validatedMetrics["nvidia.gpu.samples.utilization"], "Found a duplicate in the metrics slice: nvidia.gpu.samples.utilization")
+					validatedMetrics["nvidia.gpu.samples.utilization"] = true
+					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+					assert.Equal(t, "The driver's own high-rate samples of GPU busy time (a kernel running), each as a data point at its NVML timestamp (samples.enabled). About six per second on recent GPUs.", mi.Description())
+					assert.Equal(t, "1", mi.Unit())
+					dp := mi.Gauge().DataPoints().At(0)
+					assert.Equal(t, start, dp.StartTimestamp())
+					assert.Equal(t, ts, dp.Timestamp())
+					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+					assert.True(t, ok)
+					assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
 				case "nvidia.gpu.sm.activity":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["nvidia.gpu.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.activity")
@@ -2753,15 +2253,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.activity")
 						validatedMetrics["nvidia.gpu.sm.activity"] = true
@@ -2787,12 +2278,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.sm.occupancy":
 					if tt.name != "reaggregate_set" {
@@ -2813,15 +2298,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.sm.occupancy"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.occupancy")
 						validatedMetrics["nvidia.gpu.sm.occupancy"] = true
@@ -2847,12 +2323,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.tensor.activity":
 					if tt.name != "reaggregate_set" {
@@ -2873,15 +2343,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.tensor.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.tensor.activity")
 						validatedMetrics["nvidia.gpu.tensor.activity"] = true
@@ -2907,12 +2368,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 					}
 				case "nvidia.gpu.throttle.active":
 					if tt.name != "reaggregate_set" {
@@ -2933,15 +2388,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuThrottleReasonAttrVal, ok := dp.Attributes().Get("nvidia.gpu.throttle.reason")
 						assert.True(t, ok)
 						assert.Equal(t, "gpu_idle", nvidiaGpuThrottleReasonAttrVal.Str())
@@ -2970,12 +2416,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.throttle.reason")
 						assert.False(t, ok)
 					}
@@ -3000,15 +2440,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuThrottleReasonAttrVal, ok := dp.Attributes().Get("nvidia.gpu.throttle.reason")
 						assert.True(t, ok)
 						assert.Equal(t, "gpu_idle", nvidiaGpuThrottleReasonAttrVal.Str())
@@ -3039,12 +2470,6 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
-						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.throttle.reason")
 						assert.False(t, ok)
 					}
@@ -3069,15 +2494,6 @@ func TestMetricsBuilder(t *testing.T) {
 						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
 						assert.True(t, ok)
 						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
-						hwVendorAttrVal, ok := dp.Attributes().Get("hw.vendor")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.vendor-val", hwVendorAttrVal.Str())
-						hwModelAttrVal, ok := dp.Attributes().Get("hw.model")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.model-val", hwModelAttrVal.Str())
-						hwDriverVersionAttrVal, ok := dp.Attributes().Get("hw.driver_version")
-						assert.True(t, ok)
-						assert.Equal(t, "hw.driver_version-val", hwDriverVersionAttrVal.Str())
 						nvidiaGpuXidAttrVal, ok := dp.Attributes().Get("nvidia.gpu.xid")
 						assert.True(t, ok)
 						assert.EqualValues(t, 14, nvidiaGpuXidAttrVal.Int())
@@ -3107,12 +2523,6 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("hw.id")
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.vendor")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.model")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.xid")
 						assert.False(t, ok)
