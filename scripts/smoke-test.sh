@@ -19,7 +19,8 @@ trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$
 pid=$!
 
 names=(hw.gpu.utilization hw.gpu.memory.usage hw.gpu.memory.limit hw.gpu.memory.utilization
-  hw.power hw.energy hw.temperature hw.status nvidia.gpu.info nvidia.gpu.clock.frequency)
+  hw.power hw.energy hw.temperature hw.status nvidia.gpu.info nvidia.gpu.clock.frequency
+  hw.gpu.io hw.errors nvidia.gpu.throttle.active nvidia.gpu.samples.utilization nvidia.gpu.process.memory.usage)
 deadline=$((SECONDS + 30))
 missing=("${names[@]}")
 while ((SECONDS < deadline)); do
@@ -46,6 +47,11 @@ if grep -q "falls back to the SIMULATED backend" "$log"; then
     echo "smoke test: simulated data is not marked gpuviz.backend=simulated" >&2
     exit 1
   }
+  # The simulated H200s have GPM, which needs two scrapes.
+  until grep -q -- "-> Name: nvidia.gpu.tensor.activity$" "$log"; do
+    ((SECONDS < deadline + 10)) || { echo "smoke test: no GPM activity from the simulated H200s" >&2; exit 1; }
+    sleep 1
+  done
   backend=simulated
 else
   backend=nvml

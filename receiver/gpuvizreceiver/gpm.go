@@ -52,6 +52,11 @@ func openGPM(lib nvml.Interface, dev nvml.Device) *gpmState {
 	if ret != nvml.SUCCESS || sup.IsSupportedDevice == 0 {
 		return nil
 	}
+	return newGPMState(lib)
+}
+
+// newGPMState allocates the two sample buffers; nil when NVML cannot.
+func newGPMState(lib nvml.Interface) *gpmState {
 	prev, ret := lib.GpmSampleAlloc()
 	if ret != nvml.SUCCESS {
 		return nil
@@ -69,22 +74,20 @@ func (st *gpmState) free(lib nvml.Interface) {
 	lib.GpmSampleFree(st.cur)
 }
 
-func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
-	st := g.gpm
-	if st == nil {
-		return nvml.ERROR_NOT_SUPPORTED
-	}
-	now := s.now()
+// measure takes a sample with take and, when the previous one is at least
+// gpmMinInterval old, computes the metrics between the two. It returns the
+// computed request, or nil when this call only opened an interval.
+func (st *gpmState) measure(lib nvml.Interface, now time.Time, take func(nvml.GpmSample) nvml.Return) (*nvml.GpmMetricsGetType, nvml.Return) {
 	if st.havePrev && now.Sub(st.prevAt) < gpmMinInterval {
-		return nvml.SUCCESS // too soon: the interval grows until next time
+		return nil, nvml.SUCCESS // too soon: the interval grows until next time
 	}
-	if ret := s.lib.GpmSampleGet(g.dev, st.cur); ret != nvml.SUCCESS {
+	if ret := take(st.cur); ret != nvml.SUCCESS {
 		st.havePrev = false
-		return ret
+		return nil, ret
 	}
 	if !st.havePrev { // the first sample only opens an interval
 		st.prev, st.cur, st.prevAt, st.havePrev = st.cur, st.prev, now, true
-		return nvml.SUCCESS
+		return nil, nvml.SUCCESS
 	}
 	req := &st.req
 	req.NumMetrics = uint32(len(gpmMetrics))
@@ -92,9 +95,20 @@ func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	for i, id := range gpmMetrics {
 		req.Metrics[i] = nvml.GpmMetric{MetricId: uint32(id)}
 	}
-	ret := s.lib.GpmMetricsGet(req)
+	ret := lib.GpmMetricsGet(req)
 	st.prev, st.cur, st.prevAt = st.cur, st.prev, now
 	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	return req, nvml.SUCCESS
+}
+
+func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
+	if g.gpm == nil {
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	req, ret := g.gpm.measure(s.lib, s.now(), func(smp nvml.GpmSample) nvml.Return { return s.lib.GpmSampleGet(g.dev, smp) })
+	if req == nil {
 		return ret
 	}
 	mb := s.mb

@@ -32,6 +32,7 @@ type gpu struct {
 	counters  counters     // cumulative byte counters built from wrapping ones
 	pcieMax   [2]int       // max PCIe generation and width, read once
 	gpm       *gpmState    // nil when the GPU has no GPM
+	mig       migState
 	samples   sampleState
 	processes processState
 	xids      xidCounts

@@ -35,6 +35,7 @@ const (
 	readGPM
 	readSamples
 	readProcesses
+	readMIG
 	readingCount
 )
 
@@ -187,6 +188,11 @@ var readings = [readingCount]readingSpec{
 		name:    "processes",
 		enabled: func(c *Config) bool { return c.Processes.Enabled && processesEnabled(&c.Metrics) },
 		read:    (*gpuScraper).readProcesses,
+	},
+	readMIG: {
+		name:    "MIG devices",
+		enabled: func(c *Config) bool { return migEnabled(&c.Metrics) },
+		read:    (*gpuScraper).readMIG,
 	},
 	readClockGraphics: clockReading("graphics clock", nvml.CLOCK_GRAPHICS, metadata.AttributeNvidiaGpuClockDomainGraphics),
 	readClockSM:       clockReading("SM clock", nvml.CLOCK_SM, metadata.AttributeNvidiaGpuClockDomainSm),

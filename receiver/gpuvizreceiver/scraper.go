@@ -148,6 +148,7 @@ func (s *gpuScraper) shutdown(context.Context) error {
 		if g.gpm != nil {
 			g.gpm.free(s.lib)
 		}
+		g.mig.release(s.lib, nil)
 	}
 	ret := s.lib.Shutdown()
 	s.lib = nil

@@ -1064,6 +1064,286 @@ func (ms *NvidiaGpuMemoryControllerUtilizationMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuMigDramActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.mig.dram.activity metric.
+type NvidiaGpuMigDramActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuMigDramActivityMetricAttributeKeyHwID                          NvidiaGpuMigDramActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuMigDramActivityMetricAttributeKeyHwName                        NvidiaGpuMigDramActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigID                NvidiaGpuMigDramActivityMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID     NvidiaGpuMigDramActivityMetricAttributeKey = "nvidia.gpu.mig.gpu_instance_id"
+	NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID NvidiaGpuMigDramActivityMetricAttributeKey = "nvidia.gpu.mig.compute_instance_id"
+	NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigProfile           NvidiaGpuMigDramActivityMetricAttributeKey = "nvidia.gpu.mig.profile"
+)
+
+// NvidiaGpuMigDramActivityMetricConfig provides config for the nvidia.gpu.mig.dram.activity metric.
+type NvidiaGpuMigDramActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMigDramActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMigDramActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMigDramActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMigDramActivityMetricAttributeKeyHwID, NvidiaGpuMigDramActivityMetricAttributeKeyHwName, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigProfile:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.mig.dram.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.mig.dram.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMigMemoryLimitMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.mig.memory.limit metric.
+type NvidiaGpuMigMemoryLimitMetricAttributeKey string
+
+const (
+	NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID                          NvidiaGpuMigMemoryLimitMetricAttributeKey = "hw.id"
+	NvidiaGpuMigMemoryLimitMetricAttributeKeyHwName                        NvidiaGpuMigMemoryLimitMetricAttributeKey = "hw.name"
+	NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigID                NvidiaGpuMigMemoryLimitMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigGpuInstanceID     NvidiaGpuMigMemoryLimitMetricAttributeKey = "nvidia.gpu.mig.gpu_instance_id"
+	NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigComputeInstanceID NvidiaGpuMigMemoryLimitMetricAttributeKey = "nvidia.gpu.mig.compute_instance_id"
+	NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigProfile           NvidiaGpuMigMemoryLimitMetricAttributeKey = "nvidia.gpu.mig.profile"
+)
+
+// NvidiaGpuMigMemoryLimitMetricConfig provides config for the nvidia.gpu.mig.memory.limit metric.
+type NvidiaGpuMigMemoryLimitMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMigMemoryLimitMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMigMemoryLimitMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMigMemoryLimitMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwName, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigProfile:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.mig.memory.limit doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.mig.memory.limit metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMigMemoryUsageMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.mig.memory.usage metric.
+type NvidiaGpuMigMemoryUsageMetricAttributeKey string
+
+const (
+	NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID                          NvidiaGpuMigMemoryUsageMetricAttributeKey = "hw.id"
+	NvidiaGpuMigMemoryUsageMetricAttributeKeyHwName                        NvidiaGpuMigMemoryUsageMetricAttributeKey = "hw.name"
+	NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigID                NvidiaGpuMigMemoryUsageMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigGpuInstanceID     NvidiaGpuMigMemoryUsageMetricAttributeKey = "nvidia.gpu.mig.gpu_instance_id"
+	NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigComputeInstanceID NvidiaGpuMigMemoryUsageMetricAttributeKey = "nvidia.gpu.mig.compute_instance_id"
+	NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigProfile           NvidiaGpuMigMemoryUsageMetricAttributeKey = "nvidia.gpu.mig.profile"
+)
+
+// NvidiaGpuMigMemoryUsageMetricConfig provides config for the nvidia.gpu.mig.memory.usage metric.
+type NvidiaGpuMigMemoryUsageMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMigMemoryUsageMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMigMemoryUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMigMemoryUsageMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwName, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigProfile:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.mig.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.mig.memory.usage metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMigSmActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.mig.sm.activity metric.
+type NvidiaGpuMigSmActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuMigSmActivityMetricAttributeKeyHwID                          NvidiaGpuMigSmActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuMigSmActivityMetricAttributeKeyHwName                        NvidiaGpuMigSmActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigID                NvidiaGpuMigSmActivityMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID     NvidiaGpuMigSmActivityMetricAttributeKey = "nvidia.gpu.mig.gpu_instance_id"
+	NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID NvidiaGpuMigSmActivityMetricAttributeKey = "nvidia.gpu.mig.compute_instance_id"
+	NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigProfile           NvidiaGpuMigSmActivityMetricAttributeKey = "nvidia.gpu.mig.profile"
+)
+
+// NvidiaGpuMigSmActivityMetricConfig provides config for the nvidia.gpu.mig.sm.activity metric.
+type NvidiaGpuMigSmActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMigSmActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMigSmActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMigSmActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMigSmActivityMetricAttributeKeyHwID, NvidiaGpuMigSmActivityMetricAttributeKeyHwName, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigProfile:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.mig.sm.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.mig.sm.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// NvidiaGpuMigTensorActivityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.mig.tensor.activity metric.
+type NvidiaGpuMigTensorActivityMetricAttributeKey string
+
+const (
+	NvidiaGpuMigTensorActivityMetricAttributeKeyHwID                          NvidiaGpuMigTensorActivityMetricAttributeKey = "hw.id"
+	NvidiaGpuMigTensorActivityMetricAttributeKeyHwName                        NvidiaGpuMigTensorActivityMetricAttributeKey = "hw.name"
+	NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID                NvidiaGpuMigTensorActivityMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID     NvidiaGpuMigTensorActivityMetricAttributeKey = "nvidia.gpu.mig.gpu_instance_id"
+	NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID NvidiaGpuMigTensorActivityMetricAttributeKey = "nvidia.gpu.mig.compute_instance_id"
+	NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile           NvidiaGpuMigTensorActivityMetricAttributeKey = "nvidia.gpu.mig.profile"
+)
+
+// NvidiaGpuMigTensorActivityMetricConfig provides config for the nvidia.gpu.mig.tensor.activity metric.
+type NvidiaGpuMigTensorActivityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                         `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuMigTensorActivityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuMigTensorActivityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuMigTensorActivityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.mig.tensor.activity doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.mig.tensor.activity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuNvlinkErrorsMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.nvlink.errors metric.
 type NvidiaGpuNvlinkErrorsMetricAttributeKey string
 
@@ -2120,6 +2400,11 @@ type MetricsConfig struct {
 	NvidiaGpuMemoryRemappedRows                 NvidiaGpuMemoryRemappedRowsMetricConfig                 `mapstructure:"nvidia.gpu.memory.remapped_rows"`
 	NvidiaGpuMemoryRetiredPages                 NvidiaGpuMemoryRetiredPagesMetricConfig                 `mapstructure:"nvidia.gpu.memory.retired_pages"`
 	NvidiaGpuMemoryControllerUtilization        NvidiaGpuMemoryControllerUtilizationMetricConfig        `mapstructure:"nvidia.gpu.memory_controller.utilization"`
+	NvidiaGpuMigDramActivity                    NvidiaGpuMigDramActivityMetricConfig                    `mapstructure:"nvidia.gpu.mig.dram.activity"`
+	NvidiaGpuMigMemoryLimit                     NvidiaGpuMigMemoryLimitMetricConfig                     `mapstructure:"nvidia.gpu.mig.memory.limit"`
+	NvidiaGpuMigMemoryUsage                     NvidiaGpuMigMemoryUsageMetricConfig                     `mapstructure:"nvidia.gpu.mig.memory.usage"`
+	NvidiaGpuMigSmActivity                      NvidiaGpuMigSmActivityMetricConfig                      `mapstructure:"nvidia.gpu.mig.sm.activity"`
+	NvidiaGpuMigTensorActivity                  NvidiaGpuMigTensorActivityMetricConfig                  `mapstructure:"nvidia.gpu.mig.tensor.activity"`
 	NvidiaGpuNvlinkErrors                       NvidiaGpuNvlinkErrorsMetricConfig                       `mapstructure:"nvidia.gpu.nvlink.errors"`
 	NvidiaGpuNvlinkIo                           NvidiaGpuNvlinkIoMetricConfig                           `mapstructure:"nvidia.gpu.nvlink.io"`
 	NvidiaGpuNvlinkThroughput                   NvidiaGpuNvlinkThroughputMetricConfig                   `mapstructure:"nvidia.gpu.nvlink.throughput"`
@@ -2240,6 +2525,31 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName},
+		},
+		NvidiaGpuMigDramActivity: NvidiaGpuMigDramActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuMigDramActivityMetricAttributeKey{NvidiaGpuMigDramActivityMetricAttributeKeyHwID, NvidiaGpuMigDramActivityMetricAttributeKeyHwName, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigProfile},
+		},
+		NvidiaGpuMigMemoryLimit: NvidiaGpuMigMemoryLimitMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuMigMemoryLimitMetricAttributeKey{NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwName, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigProfile},
+		},
+		NvidiaGpuMigMemoryUsage: NvidiaGpuMigMemoryUsageMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuMigMemoryUsageMetricAttributeKey{NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwName, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigProfile},
+		},
+		NvidiaGpuMigSmActivity: NvidiaGpuMigSmActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuMigSmActivityMetricAttributeKey{NvidiaGpuMigSmActivityMetricAttributeKeyHwID, NvidiaGpuMigSmActivityMetricAttributeKeyHwName, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigProfile},
+		},
+		NvidiaGpuMigTensorActivity: NvidiaGpuMigTensorActivityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuMigTensorActivityMetricAttributeKey{NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile},
 		},
 		NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 			Enabled:             true,

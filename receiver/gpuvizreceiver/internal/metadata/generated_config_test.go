@@ -121,6 +121,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName},
 					},
+					NvidiaGpuMigDramActivity: NvidiaGpuMigDramActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMigDramActivityMetricAttributeKey{NvidiaGpuMigDramActivityMetricAttributeKeyHwID, NvidiaGpuMigDramActivityMetricAttributeKeyHwName, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigMemoryLimit: NvidiaGpuMigMemoryLimitMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMigMemoryLimitMetricAttributeKey{NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwName, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigMemoryUsage: NvidiaGpuMigMemoryUsageMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMigMemoryUsageMetricAttributeKey{NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwName, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigSmActivity: NvidiaGpuMigSmActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMigSmActivityMetricAttributeKey{NvidiaGpuMigSmActivityMetricAttributeKeyHwID, NvidiaGpuMigSmActivityMetricAttributeKeyHwName, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigTensorActivity: NvidiaGpuMigTensorActivityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMigTensorActivityMetricAttributeKey{NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile},
+					},
 					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -329,6 +354,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuMemoryControllerUtilizationMetricAttributeKey{NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwID, NvidiaGpuMemoryControllerUtilizationMetricAttributeKeyHwName},
 					},
+					NvidiaGpuMigDramActivity: NvidiaGpuMigDramActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMigDramActivityMetricAttributeKey{NvidiaGpuMigDramActivityMetricAttributeKeyHwID, NvidiaGpuMigDramActivityMetricAttributeKeyHwName, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigMemoryLimit: NvidiaGpuMigMemoryLimitMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMigMemoryLimitMetricAttributeKey{NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwName, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigMemoryUsage: NvidiaGpuMigMemoryUsageMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []NvidiaGpuMigMemoryUsageMetricAttributeKey{NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwName, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigSmActivity: NvidiaGpuMigSmActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMigSmActivityMetricAttributeKey{NvidiaGpuMigSmActivityMetricAttributeKeyHwID, NvidiaGpuMigSmActivityMetricAttributeKeyHwName, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigProfile},
+					},
+					NvidiaGpuMigTensorActivity: NvidiaGpuMigTensorActivityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuMigTensorActivityMetricAttributeKey{NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile},
+					},
 					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -442,7 +492,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -671,6 +721,66 @@ func TestNvidiaGpuMemoryControllerUtilizationMetricsConfig_Validate(t *testing.T
 	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.memory_controller.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMemoryControllerUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMigDramActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMigDramActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMigDramActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.mig.dram.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMigDramActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMigMemoryLimitMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMigMemoryLimit
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMigMemoryLimitMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.mig.memory.limit doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMigMemoryLimit
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMigMemoryUsageMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMigMemoryUsage
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMigMemoryUsageMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.mig.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMigMemoryUsage
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMigSmActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMigSmActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMigSmActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.mig.sm.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMigSmActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuMigTensorActivityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuMigTensorActivity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuMigTensorActivityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.mig.tensor.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuMigTensorActivity
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -505,6 +505,26 @@ var MetricsInfo = metricsInfo{
 		Name:       "nvidia.gpu.memory_controller.utilization",
 		Attributes: []string{"hw.id", "hw.name"},
 	},
+	NvidiaGpuMigDramActivity: metricInfo{
+		Name:       "nvidia.gpu.mig.dram.activity",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "nvidia.gpu.mig.gpu_instance_id", "nvidia.gpu.mig.compute_instance_id", "nvidia.gpu.mig.profile"},
+	},
+	NvidiaGpuMigMemoryLimit: metricInfo{
+		Name:       "nvidia.gpu.mig.memory.limit",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "nvidia.gpu.mig.gpu_instance_id", "nvidia.gpu.mig.compute_instance_id", "nvidia.gpu.mig.profile"},
+	},
+	NvidiaGpuMigMemoryUsage: metricInfo{
+		Name:       "nvidia.gpu.mig.memory.usage",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "nvidia.gpu.mig.gpu_instance_id", "nvidia.gpu.mig.compute_instance_id", "nvidia.gpu.mig.profile"},
+	},
+	NvidiaGpuMigSmActivity: metricInfo{
+		Name:       "nvidia.gpu.mig.sm.activity",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "nvidia.gpu.mig.gpu_instance_id", "nvidia.gpu.mig.compute_instance_id", "nvidia.gpu.mig.profile"},
+	},
+	NvidiaGpuMigTensorActivity: metricInfo{
+		Name:       "nvidia.gpu.mig.tensor.activity",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "nvidia.gpu.mig.gpu_instance_id", "nvidia.gpu.mig.compute_instance_id", "nvidia.gpu.mig.profile"},
+	},
 	NvidiaGpuNvlinkErrors: metricInfo{
 		Name:       "nvidia.gpu.nvlink.errors",
 		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.nvlink.error.type"},
@@ -615,6 +635,11 @@ type metricsInfo struct {
 	NvidiaGpuMemoryRemappedRows                 metricInfo
 	NvidiaGpuMemoryRetiredPages                 metricInfo
 	NvidiaGpuMemoryControllerUtilization        metricInfo
+	NvidiaGpuMigDramActivity                    metricInfo
+	NvidiaGpuMigMemoryLimit                     metricInfo
+	NvidiaGpuMigMemoryUsage                     metricInfo
+	NvidiaGpuMigSmActivity                      metricInfo
+	NvidiaGpuMigTensorActivity                  metricInfo
 	NvidiaGpuNvlinkErrors                       metricInfo
 	NvidiaGpuNvlinkIo                           metricInfo
 	NvidiaGpuNvlinkThroughput                   metricInfo
@@ -2544,6 +2569,530 @@ func (m *metricNvidiaGpuMemoryControllerUtilization) emit(metrics pmetric.Metric
 
 func newMetricNvidiaGpuMemoryControllerUtilization(cfg NvidiaGpuMemoryControllerUtilizationMetricConfig) metricNvidiaGpuMemoryControllerUtilization {
 	m := metricNvidiaGpuMemoryControllerUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMigDramActivity struct {
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        NvidiaGpuMigDramActivityMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []float64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.mig.dram.activity metric with initial data.
+func (m *metricNvidiaGpuMigDramActivity) init() {
+	m.data.SetName("nvidia.gpu.mig.dram.activity")
+	m.data.SetDescription("Fraction of the GPU instance's peak DRAM bandwidth used between two GPM samples, 0..1 (GPM per MIG GPU instance; compute instances of one GPU instance share the value).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMigDramActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.gpu_instance_id", nvidiaGpuMigGpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.compute_instance_id", nvidiaGpuMigComputeInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigDramActivityMetricAttributeKeyNvidiaGpuMigProfile) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.profile", nvidiaGpuMigProfileAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMigDramActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMigDramActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMigDramActivity(cfg NvidiaGpuMigDramActivityMetricConfig) metricNvidiaGpuMigDramActivity {
+	m := metricNvidiaGpuMigDramActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMigMemoryLimit struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuMigMemoryLimitMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.mig.memory.limit metric with initial data.
+func (m *metricNvidiaGpuMigMemoryLimit) init() {
+	m.data.SetName("nvidia.gpu.mig.memory.limit")
+	m.data.SetDescription("Memory of a MIG device. hw.id is the physical GPU's, so MIG series never add into the GPU's own hw.gpu.* series.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMigMemoryLimit) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigGpuInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.gpu_instance_id", nvidiaGpuMigGpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigComputeInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.compute_instance_id", nvidiaGpuMigComputeInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryLimitMetricAttributeKeyNvidiaGpuMigProfile) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.profile", nvidiaGpuMigProfileAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMigMemoryLimit) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMigMemoryLimit) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMigMemoryLimit(cfg NvidiaGpuMigMemoryLimitMetricConfig) metricNvidiaGpuMigMemoryLimit {
+	m := metricNvidiaGpuMigMemoryLimit{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMigMemoryUsage struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuMigMemoryUsageMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.mig.memory.usage metric with initial data.
+func (m *metricNvidiaGpuMigMemoryUsage) init() {
+	m.data.SetName("nvidia.gpu.mig.memory.usage")
+	m.data.SetDescription("Memory used on a MIG device.")
+	m.data.SetUnit("By")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMigMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigGpuInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.gpu_instance_id", nvidiaGpuMigGpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigComputeInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.compute_instance_id", nvidiaGpuMigComputeInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigMemoryUsageMetricAttributeKeyNvidiaGpuMigProfile) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.profile", nvidiaGpuMigProfileAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMigMemoryUsage) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMigMemoryUsage) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMigMemoryUsage(cfg NvidiaGpuMigMemoryUsageMetricConfig) metricNvidiaGpuMigMemoryUsage {
+	m := metricNvidiaGpuMigMemoryUsage{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMigSmActivity struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        NvidiaGpuMigSmActivityMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []float64                          // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.mig.sm.activity metric with initial data.
+func (m *metricNvidiaGpuMigSmActivity) init() {
+	m.data.SetName("nvidia.gpu.mig.sm.activity")
+	m.data.SetDescription("Fraction of the GPU instance's SMs busy between two GPM samples, 0..1.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMigSmActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.gpu_instance_id", nvidiaGpuMigGpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.compute_instance_id", nvidiaGpuMigComputeInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigSmActivityMetricAttributeKeyNvidiaGpuMigProfile) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.profile", nvidiaGpuMigProfileAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMigSmActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMigSmActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMigSmActivity(cfg NvidiaGpuMigSmActivityMetricConfig) metricNvidiaGpuMigSmActivity {
+	m := metricNvidiaGpuMigSmActivity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuMigTensorActivity struct {
+	data          pmetric.Metric                         // data buffer for generated metric.
+	config        NvidiaGpuMigTensorActivityMetricConfig // metric config provided by user.
+	capacity      int                                    // max observed number of data points added to the metric.
+	aggDataPoints []float64                              // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.mig.tensor.activity metric with initial data.
+func (m *metricNvidiaGpuMigTensorActivity) init() {
+	m.data.SetName("nvidia.gpu.mig.tensor.activity")
+	m.data.SetDescription("Fraction of time the GPU instance's tensor pipes were busy between two GPM samples, 0..1.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuMigTensorActivity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.gpu_instance_id", nvidiaGpuMigGpuInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID) {
+		dp.Attributes().PutInt("nvidia.gpu.mig.compute_instance_id", nvidiaGpuMigComputeInstanceIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.profile", nvidiaGpuMigProfileAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuMigTensorActivity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuMigTensorActivity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuMigTensorActivity(cfg NvidiaGpuMigTensorActivityMetricConfig) metricNvidiaGpuMigTensorActivity {
+	m := metricNvidiaGpuMigTensorActivity{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -4514,6 +5063,11 @@ type MetricsBuilder struct {
 	metricNvidiaGpuMemoryRemappedRows                 metricNvidiaGpuMemoryRemappedRows
 	metricNvidiaGpuMemoryRetiredPages                 metricNvidiaGpuMemoryRetiredPages
 	metricNvidiaGpuMemoryControllerUtilization        metricNvidiaGpuMemoryControllerUtilization
+	metricNvidiaGpuMigDramActivity                    metricNvidiaGpuMigDramActivity
+	metricNvidiaGpuMigMemoryLimit                     metricNvidiaGpuMigMemoryLimit
+	metricNvidiaGpuMigMemoryUsage                     metricNvidiaGpuMigMemoryUsage
+	metricNvidiaGpuMigSmActivity                      metricNvidiaGpuMigSmActivity
+	metricNvidiaGpuMigTensorActivity                  metricNvidiaGpuMigTensorActivity
 	metricNvidiaGpuNvlinkErrors                       metricNvidiaGpuNvlinkErrors
 	metricNvidiaGpuNvlinkIo                           metricNvidiaGpuNvlinkIo
 	metricNvidiaGpuNvlinkThroughput                   metricNvidiaGpuNvlinkThroughput
@@ -4580,6 +5134,11 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNvidiaGpuMemoryRemappedRows:                 newMetricNvidiaGpuMemoryRemappedRows(mbc.Metrics.NvidiaGpuMemoryRemappedRows),
 		metricNvidiaGpuMemoryRetiredPages:                 newMetricNvidiaGpuMemoryRetiredPages(mbc.Metrics.NvidiaGpuMemoryRetiredPages),
 		metricNvidiaGpuMemoryControllerUtilization:        newMetricNvidiaGpuMemoryControllerUtilization(mbc.Metrics.NvidiaGpuMemoryControllerUtilization),
+		metricNvidiaGpuMigDramActivity:                    newMetricNvidiaGpuMigDramActivity(mbc.Metrics.NvidiaGpuMigDramActivity),
+		metricNvidiaGpuMigMemoryLimit:                     newMetricNvidiaGpuMigMemoryLimit(mbc.Metrics.NvidiaGpuMigMemoryLimit),
+		metricNvidiaGpuMigMemoryUsage:                     newMetricNvidiaGpuMigMemoryUsage(mbc.Metrics.NvidiaGpuMigMemoryUsage),
+		metricNvidiaGpuMigSmActivity:                      newMetricNvidiaGpuMigSmActivity(mbc.Metrics.NvidiaGpuMigSmActivity),
+		metricNvidiaGpuMigTensorActivity:                  newMetricNvidiaGpuMigTensorActivity(mbc.Metrics.NvidiaGpuMigTensorActivity),
 		metricNvidiaGpuNvlinkErrors:                       newMetricNvidiaGpuNvlinkErrors(mbc.Metrics.NvidiaGpuNvlinkErrors),
 		metricNvidiaGpuNvlinkIo:                           newMetricNvidiaGpuNvlinkIo(mbc.Metrics.NvidiaGpuNvlinkIo),
 		metricNvidiaGpuNvlinkThroughput:                   newMetricNvidiaGpuNvlinkThroughput(mbc.Metrics.NvidiaGpuNvlinkThroughput),
@@ -4706,6 +5265,11 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNvidiaGpuMemoryRemappedRows.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryRetiredPages.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryControllerUtilization.emit(ils.Metrics())
+	mb.metricNvidiaGpuMigDramActivity.emit(ils.Metrics())
+	mb.metricNvidiaGpuMigMemoryLimit.emit(ils.Metrics())
+	mb.metricNvidiaGpuMigMemoryUsage.emit(ils.Metrics())
+	mb.metricNvidiaGpuMigSmActivity.emit(ils.Metrics())
+	mb.metricNvidiaGpuMigTensorActivity.emit(ils.Metrics())
 	mb.metricNvidiaGpuNvlinkErrors.emit(ils.Metrics())
 	mb.metricNvidiaGpuNvlinkIo.emit(ils.Metrics())
 	mb.metricNvidiaGpuNvlinkThroughput.emit(ils.Metrics())
@@ -4852,6 +5416,31 @@ func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRetiredPagesDataPoint(ts pcommon.
 // RecordNvidiaGpuMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.memory_controller.utilization metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	mb.metricNvidiaGpuMemoryControllerUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
+}
+
+// RecordNvidiaGpuMigDramActivityDataPoint adds a data point to nvidia.gpu.mig.dram.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMigDramActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	mb.metricNvidiaGpuMigDramActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, nvidiaGpuMigGpuInstanceIDAttributeValue, nvidiaGpuMigComputeInstanceIDAttributeValue, nvidiaGpuMigProfileAttributeValue)
+}
+
+// RecordNvidiaGpuMigMemoryLimitDataPoint adds a data point to nvidia.gpu.mig.memory.limit metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMigMemoryLimitDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	mb.metricNvidiaGpuMigMemoryLimit.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, nvidiaGpuMigGpuInstanceIDAttributeValue, nvidiaGpuMigComputeInstanceIDAttributeValue, nvidiaGpuMigProfileAttributeValue)
+}
+
+// RecordNvidiaGpuMigMemoryUsageDataPoint adds a data point to nvidia.gpu.mig.memory.usage metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMigMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	mb.metricNvidiaGpuMigMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, nvidiaGpuMigGpuInstanceIDAttributeValue, nvidiaGpuMigComputeInstanceIDAttributeValue, nvidiaGpuMigProfileAttributeValue)
+}
+
+// RecordNvidiaGpuMigSmActivityDataPoint adds a data point to nvidia.gpu.mig.sm.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMigSmActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	mb.metricNvidiaGpuMigSmActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, nvidiaGpuMigGpuInstanceIDAttributeValue, nvidiaGpuMigComputeInstanceIDAttributeValue, nvidiaGpuMigProfileAttributeValue)
+}
+
+// RecordNvidiaGpuMigTensorActivityDataPoint adds a data point to nvidia.gpu.mig.tensor.activity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuMigTensorActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
+	mb.metricNvidiaGpuMigTensorActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, nvidiaGpuMigGpuInstanceIDAttributeValue, nvidiaGpuMigComputeInstanceIDAttributeValue, nvidiaGpuMigProfileAttributeValue)
 }
 
 // RecordNvidiaGpuNvlinkErrorsDataPoint adds a data point to nvidia.gpu.nvlink.errors metric.

@@ -86,6 +86,11 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["nvidia.gpu.memory.remapped_rows"] = mb.metricNvidiaGpuMemoryRemappedRows.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory.retired_pages"] = mb.metricNvidiaGpuMemoryRetiredPages.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory_controller.utilization"] = mb.metricNvidiaGpuMemoryControllerUtilization.config.AggregationStrategy
+			aggMap["nvidia.gpu.mig.dram.activity"] = mb.metricNvidiaGpuMigDramActivity.config.AggregationStrategy
+			aggMap["nvidia.gpu.mig.memory.limit"] = mb.metricNvidiaGpuMigMemoryLimit.config.AggregationStrategy
+			aggMap["nvidia.gpu.mig.memory.usage"] = mb.metricNvidiaGpuMigMemoryUsage.config.AggregationStrategy
+			aggMap["nvidia.gpu.mig.sm.activity"] = mb.metricNvidiaGpuMigSmActivity.config.AggregationStrategy
+			aggMap["nvidia.gpu.mig.tensor.activity"] = mb.metricNvidiaGpuMigTensorActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.nvlink.errors"] = mb.metricNvidiaGpuNvlinkErrors.config.AggregationStrategy
 			aggMap["nvidia.gpu.nvlink.io"] = mb.metricNvidiaGpuNvlinkIo.config.AggregationStrategy
 			aggMap["nvidia.gpu.nvlink.throughput"] = mb.metricNvidiaGpuNvlinkThroughput.config.AggregationStrategy
@@ -225,6 +230,36 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMigDramActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", 30, 34, "nvidia.gpu.mig.profile-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMigDramActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", 31, 35, "nvidia.gpu.mig.profile-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMigMemoryLimitDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", 30, 34, "nvidia.gpu.mig.profile-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMigMemoryLimitDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", 31, 35, "nvidia.gpu.mig.profile-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMigMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", 30, 34, "nvidia.gpu.mig.profile-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMigMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", 31, 35, "nvidia.gpu.mig.profile-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMigSmActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", 30, 34, "nvidia.gpu.mig.profile-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMigSmActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", 31, 35, "nvidia.gpu.mig.profile-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuMigTensorActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", 30, 34, "nvidia.gpu.mig.profile-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuMigTensorActivityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", 31, 35, "nvidia.gpu.mig.profile-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -372,6 +407,11 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRemappedRows.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRetiredPages.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryControllerUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMigDramActivity.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMigMemoryLimit.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMigMemoryUsage.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMigSmActivity.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuMigTensorActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuNvlinkErrors.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuNvlinkIo.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuNvlinkThroughput.aggDataPoints)
@@ -1542,6 +1582,339 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("hw.id")
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.mig.dram.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.dram.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.dram.activity")
+						validatedMetrics["nvidia.gpu.mig.dram.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the GPU instance's peak DRAM bandwidth used between two GPM samples, 0..1 (GPM per MIG GPU instance; compute instances of one GPU instance share the value).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						nvidiaGpuMigGpuInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 30, nvidiaGpuMigGpuInstanceIDAttrVal.Int())
+						nvidiaGpuMigComputeInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 34, nvidiaGpuMigComputeInstanceIDAttrVal.Int())
+						nvidiaGpuMigProfileAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.profile-val", nvidiaGpuMigProfileAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.dram.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.dram.activity")
+						validatedMetrics["nvidia.gpu.mig.dram.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the GPU instance's peak DRAM bandwidth used between two GPM samples, 0..1 (GPM per MIG GPU instance; compute instances of one GPU instance share the value).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.mig.dram.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.mig.memory.limit":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.memory.limit"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.memory.limit")
+						validatedMetrics["nvidia.gpu.mig.memory.limit"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory of a MIG device. hw.id is the physical GPU's, so MIG series never add into the GPU's own hw.gpu.* series.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						nvidiaGpuMigGpuInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 30, nvidiaGpuMigGpuInstanceIDAttrVal.Int())
+						nvidiaGpuMigComputeInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 34, nvidiaGpuMigComputeInstanceIDAttrVal.Int())
+						nvidiaGpuMigProfileAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.profile-val", nvidiaGpuMigProfileAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.memory.limit"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.memory.limit")
+						validatedMetrics["nvidia.gpu.mig.memory.limit"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory of a MIG device. hw.id is the physical GPU's, so MIG series never add into the GPU's own hw.gpu.* series.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.mig.memory.limit"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.mig.memory.usage":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.memory.usage"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.memory.usage")
+						validatedMetrics["nvidia.gpu.mig.memory.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory used on a MIG device.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						nvidiaGpuMigGpuInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 30, nvidiaGpuMigGpuInstanceIDAttrVal.Int())
+						nvidiaGpuMigComputeInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 34, nvidiaGpuMigComputeInstanceIDAttrVal.Int())
+						nvidiaGpuMigProfileAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.profile-val", nvidiaGpuMigProfileAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.memory.usage"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.memory.usage")
+						validatedMetrics["nvidia.gpu.mig.memory.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Memory used on a MIG device.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.mig.memory.usage"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.mig.sm.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.sm.activity")
+						validatedMetrics["nvidia.gpu.mig.sm.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the GPU instance's SMs busy between two GPM samples, 0..1.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						nvidiaGpuMigGpuInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 30, nvidiaGpuMigGpuInstanceIDAttrVal.Int())
+						nvidiaGpuMigComputeInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 34, nvidiaGpuMigComputeInstanceIDAttrVal.Int())
+						nvidiaGpuMigProfileAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.profile-val", nvidiaGpuMigProfileAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.sm.activity")
+						validatedMetrics["nvidia.gpu.mig.sm.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of the GPU instance's SMs busy between two GPM samples, 0..1.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.mig.sm.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.mig.tensor.activity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.tensor.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.tensor.activity")
+						validatedMetrics["nvidia.gpu.mig.tensor.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time the GPU instance's tensor pipes were busy between two GPM samples, 0..1.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						nvidiaGpuMigGpuInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 30, nvidiaGpuMigGpuInstanceIDAttrVal.Int())
+						nvidiaGpuMigComputeInstanceIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 34, nvidiaGpuMigComputeInstanceIDAttrVal.Int())
+						nvidiaGpuMigProfileAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.profile")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.profile-val", nvidiaGpuMigProfileAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.mig.tensor.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.mig.tensor.activity")
+						validatedMetrics["nvidia.gpu.mig.tensor.activity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Fraction of time the GPU instance's tensor pipes were busy between two GPM samples, 0..1.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["nvidia.gpu.mig.tensor.activity"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.gpu_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.compute_instance_id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.profile")
 						assert.False(t, ok)
 					}
 				case "nvidia.gpu.nvlink.errors":

@@ -1,0 +1,122 @@
+package gpuvizreceiver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// withMIG puts GPU 0 of a fixture in MIG mode with two 3g.40gb GPU
+// instances, the first holding two compute instances.
+func withMIG(lib *server.Server) (migs []*mock.Device) {
+	parent := device(lib, 0)
+	for i, ids := range [][2]int{{1, 0}, {1, 1}, {2, 0}} {
+		gi, ci := ids[0], ids[1]
+		migs = append(migs, &mock.Device{
+			GetUUIDFunc:              func() (string, nvml.Return) { return []string{"MIG-a", "MIG-b", "MIG-c"}[i], nvml.SUCCESS },
+			GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return gi, nvml.SUCCESS },
+			GetComputeInstanceIdFunc: func() (int, nvml.Return) { return ci, nvml.SUCCESS },
+			GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+				return nvml.Memory{Total: 40 << 30, Used: uint64(i+1) << 30}, nvml.SUCCESS
+			},
+		})
+	}
+	parent.GetMigModeFunc = func() (int, int, nvml.Return) { return nvml.DEVICE_MIG_ENABLE, nvml.DEVICE_MIG_ENABLE, nvml.SUCCESS }
+	parent.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 7, nvml.SUCCESS }
+	parent.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i < len(migs) {
+			return migs[i], nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	parent.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) {
+			return nvml.GpuInstanceInfo{Id: uint32(id), ProfileId: nvml.GPU_INSTANCE_PROFILE_3_SLICE}, nvml.SUCCESS
+		}}, nvml.SUCCESS
+	}
+	lib.GpmMigSampleGetFunc = func(nvml.Device, int, nvml.GpmSample) nvml.Return { return nvml.SUCCESS }
+	return migs
+}
+
+func TestMIGDevicesGetTheirOwnSeries(t *testing.T) {
+	lib := fixtureServer(2)
+	withMIG(lib)
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	time.Sleep(gpmMinInterval)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+
+	type key struct {
+		mig    string
+		gi, ci int64
+	}
+	usage := map[key]float64{}
+	tensor := map[key]float64{}
+	forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+		if name != "nvidia.gpu.mig.memory.usage" && name != "nvidia.gpu.mig.tensor.activity" {
+			return
+		}
+		assert.Equal(t, device(lib, 0).UUID, attrs["hw.id"], "parented to the physical GPU")
+		assert.Equal(t, "3g.40gb", attrs["nvidia.gpu.mig.profile"])
+		k := key{attrs["nvidia.gpu.mig.id"].(string), attrs["nvidia.gpu.mig.gpu_instance_id"].(int64), attrs["nvidia.gpu.mig.compute_instance_id"].(int64)}
+		if name == "nvidia.gpu.mig.memory.usage" {
+			usage[k] = v
+		} else {
+			tensor[k] = v
+		}
+	})
+	assert.Equal(t, map[key]float64{{"MIG-a", 1, 0}: 1 << 30, {"MIG-b", 1, 1}: 2 << 30, {"MIG-c", 2, 0}: 3 << 30}, usage)
+	assert.Len(t, tensor, 3)
+	// GPM samples GPU instances: two instances, two samples each per scrape.
+	assert.Len(t, lib.GpmMigSampleGetCalls(), 4)
+	assert.Len(t, s.gpus[0].mig.gpm, 2)
+	// GPU 1 has MIG off: no MIG series.
+	assert.Empty(t, pointsOf(m, "nvidia.gpu.mig.memory.usage", nil)[device(lib, 1).UUID])
+}
+
+func TestMIGInstancesThatGoAwayAreForgotten(t *testing.T) {
+	lib := fixtureServer(1)
+	migs := withMIG(lib)
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	require.Len(t, s.gpus[0].mig.gpm, 2)
+
+	// The operator re-partitions: GPU instance 2 is destroyed.
+	device(lib, 0).GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i < 2 {
+			return migs[i], nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_NOT_FOUND
+	}
+	freed := len(lib.GpmSampleFreeCalls())
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, s.gpus[0].mig.gpm, 1)
+	assert.Len(t, lib.GpmSampleFreeCalls(), freed+2, "its two GPM buffers are freed")
+
+	// MIG is switched off (after a GPU reset): everything goes.
+	device(lib, 0).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.SUCCESS }
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, s.gpus[0].mig.gpm)
+}
+
+func TestNoMIGOnGPUsWithoutIt(t *testing.T) {
+	lib := fixtureServer(1)
+	device(lib, 0).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	for range 3 {
+		_, err := s.scrape(context.Background())
+		require.NoError(t, err)
+	}
+	assert.Len(t, device(lib, 0).GetMigModeCalls(), 1, "asked once")
+}
