@@ -25,8 +25,9 @@ type Device struct {
 	busID string
 	now   func() time.Time
 
-	weights  uint64 // bytes of model weights and CUDA context
-	kvBudget uint64 // bytes the KV cache may grow to
+	weights  uint64       // bytes of model weights and CUDA context
+	kvBudget uint64       // bytes the KV cache may grow to
+	migs     []*MigDevice // in MIG mode
 
 	mu    sync.Mutex
 	sched *Schedule
@@ -91,8 +92,11 @@ func (d *Device) GetPciInfo() (nvml.PciInfo, nvml.Return) {
 	return info, nvml.SUCCESS
 }
 
-// GetUtilizationRates implements nvml.Device.
+// GetUtilizationRates implements nvml.Device; like NVML, not in MIG mode.
 func (d *Device) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	if len(d.migs) > 0 {
+		return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	tot, _ := d.window(sampleWindow)

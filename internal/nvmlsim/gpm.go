@@ -23,6 +23,20 @@ func (s *gpmSample) Get(dev nvml.Device) nvml.Return {
 	if !ok {
 		return nvml.ERROR_INVALID_ARGUMENT
 	}
+	if !d.model.HasGPM || len(d.migs) > 0 { // in MIG mode, GPM samples GPU instances
+		return nvml.ERROR_NOT_SUPPORTED
+	}
+	s.dev, s.at = d, d.now().UnixNano()
+	return nvml.SUCCESS
+}
+
+// MigGet samples GPU instance gi of a GPU in MIG mode. The instances run the
+// GPU's workload, so their activity is the GPU's.
+func (s *gpmSample) MigGet(dev nvml.Device, gi int) nvml.Return {
+	d, ok := dev.(*Device)
+	if !ok || !d.hasGPUInstance(gi) {
+		return nvml.ERROR_INVALID_ARGUMENT
+	}
 	if !d.model.HasGPM {
 		return nvml.ERROR_NOT_SUPPORTED
 	}
@@ -30,8 +44,10 @@ func (s *gpmSample) Get(dev nvml.Device) nvml.Return {
 	return nvml.SUCCESS
 }
 
-// MigGet: the simulation has no MIG instances.
-func (s *gpmSample) MigGet(nvml.Device, int) nvml.Return { return nvml.ERROR_NOT_SUPPORTED }
+// GpmMigSampleGet implements nvml.Interface.
+func (s *Server) GpmMigSampleGet(dev nvml.Device, gi int, sample nvml.GpmSample) nvml.Return {
+	return sample.MigGet(dev, gi)
+}
 
 // GpmQueryDeviceSupport implements nvml.Interface: Hopper and newer.
 func (s *Server) GpmQueryDeviceSupport(dev nvml.Device) (nvml.GpmSupport, nvml.Return) {

@@ -245,5 +245,5 @@ func TestDynamicReadingsAreNotRecordedByTheMock(t *testing.T) {
 func TestLookupSymbolIsTruthful(t *testing.T) {
 	s := mustServer(t, "h100", 1, 1, newClock())
 	assert.NoError(t, s.Extensions().LookupSymbol("nvmlDeviceGetTotalEnergyConsumption"))
-	assert.Error(t, s.Extensions().LookupSymbol("nvmlGpmMigSampleGet"), "not simulated, so reported missing")
+	assert.Error(t, s.Extensions().LookupSymbol("nvmlDeviceGetNvLinkState"), "not simulated, so reported missing")
 }

@@ -33,16 +33,29 @@ var symbols = []string{
 	"nvmlDeviceGetMemoryInfo_v2",
 	"nvmlDeviceGetTotalEnergyConsumption",
 	"nvmlGpmMetricsGet",
+	"nvmlGpmMigSampleGet",
 	"nvmlGpmQueryDeviceSupport",
 	"nvmlGpmSampleAlloc",
 	"nvmlGpmSampleFree",
 	"nvmlGpmSampleGet",
 }
 
+// Option configures a simulated server.
+type Option func(*options)
+
+type options struct{ mig bool }
+
+// WithMIG puts every GPU in MIG mode, split into two 3-slice GPU instances.
+func WithMIG() Option { return func(o *options) { o.mig = true } }
+
 // New returns a simulated server of gpus GPUs of the named model (see
 // Models) following the workload seeded by seed. now is the clock the
 // workload is read against; nil means time.Now.
-func New(model string, count int, seed uint64, now func() time.Time) (*Server, error) {
+func New(model string, count int, seed uint64, now func() time.Time, opts ...Option) (*Server, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	m, err := LookupModel(model)
 	if err != nil {
 		return nil, err
@@ -67,7 +80,11 @@ func New(model string, count int, seed uint64, now func() time.Time) (*Server, e
 		s.symbols[name] = true
 	}
 	for i, d := range mock.Devices {
-		s.devices = append(s.devices, newDevice(d.(*server.Device), m, seed, i, now))
+		dev := newDevice(d.(*server.Device), m, seed, i, now)
+		if o.mig {
+			dev.enableMIG(seed)
+		}
+		s.devices = append(s.devices, dev)
 	}
 	return s, nil
 }

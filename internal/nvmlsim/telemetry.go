@@ -101,7 +101,11 @@ const (
 // oldest first, at most the buffer's worth; NOT_FOUND when there are none.
 func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
 	switch kind {
-	case nvml.GPU_UTILIZATION_SAMPLES, nvml.MEMORY_UTILIZATION_SAMPLES, nvml.TOTAL_POWER_SAMPLES, nvml.PROCESSOR_CLK_SAMPLES:
+	case nvml.GPU_UTILIZATION_SAMPLES, nvml.MEMORY_UTILIZATION_SAMPLES:
+		if len(d.migs) > 0 { // as in NVML: no utilisation samples in MIG mode
+			return 0, nil, nvml.ERROR_NOT_SUPPORTED
+		}
+	case nvml.TOTAL_POWER_SAMPLES, nvml.PROCESSOR_CLK_SAMPLES:
 	default:
 		return 0, nil, nvml.ERROR_NOT_SUPPORTED
 	}
@@ -151,6 +155,9 @@ func (d *Device) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) 
 // controller share over the last second, if that sample is newer than
 // lastSeen (µs).
 func (d *Device) GetProcessUtilization(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+	if len(d.migs) > 0 {
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	tot, t := d.window(sampleWindow)

@@ -161,3 +161,45 @@ func TestProcessesOfTheSimulatedServer(t *testing.T) {
 	_, ret = d.GetProcessUtilization(util[0].TimeStamp)
 	assert.Equal(t, nvml.ERROR_NOT_FOUND, ret, "no sample newer than lastSeen")
 }
+
+func TestMIGMode(t *testing.T) {
+	c := newClock()
+	s, err := New("h200", 1, 1, c.now, WithMIG())
+	require.NoError(t, err)
+	d := s.Device(0)
+	mode, _, ret := d.GetMigMode()
+	require.Equal(t, nvml.SUCCESS, ret)
+	assert.Equal(t, nvml.DEVICE_MIG_ENABLE, mode)
+	_, ret = d.GetUtilizationRates()
+	assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, ret, "as NVML: no GPU utilisation in MIG mode")
+
+	n, _ := d.GetMaxMigDeviceCount()
+	var migs []nvml.Device
+	for i := range n {
+		if m, ret := d.GetMigDeviceHandleByIndex(i); ret == nvml.SUCCESS {
+			migs = append(migs, m)
+		}
+	}
+	require.Len(t, migs, 2)
+	parentMem, _ := d.GetMemoryInfo_v2()
+	var sum uint64
+	for i, m := range migs {
+		uuid, _ := m.GetUUID()
+		assert.Contains(t, uuid, "MIG-simulated-h200-")
+		gi, _ := m.GetGpuInstanceId()
+		assert.Equal(t, i+1, gi)
+		mem, _ := m.GetMemoryInfo()
+		assert.Equal(t, uint64(72704)*mib, mem.Total, "3g.71gb")
+		sum += mem.Used
+		inst, ret := d.GetGpuInstanceById(gi)
+		require.Equal(t, nvml.SUCCESS, ret)
+		info, _ := inst.GetInfo()
+		assert.Equal(t, uint32(nvml.GPU_INSTANCE_PROFILE_3_SLICE), info.ProfileId)
+	}
+	assert.InDelta(t, float64(parentMem.Used), float64(sum), 2)
+
+	s1, _ := s.GpmSampleAlloc()
+	assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, s.GpmSampleGet(d, s1), "GPM samples GPU instances in MIG mode")
+	require.Equal(t, nvml.SUCCESS, s.GpmMigSampleGet(d, 1, s1))
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, s.GpmMigSampleGet(d, 5, s1))
+}

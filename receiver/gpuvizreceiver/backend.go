@@ -35,7 +35,11 @@ func openBackend(cfg *Config, logger *zap.Logger) (nvml.Interface, Backend, erro
 }
 
 func openSimulated(cfg SimulatedConfig) (nvml.Interface, error) {
-	lib, err := nvmlsim.New(cfg.Model, cfg.GPUs, cfg.Seed, nil)
+	var opts []nvmlsim.Option
+	if cfg.MIG {
+		opts = append(opts, nvmlsim.WithMIG())
+	}
+	lib, err := nvmlsim.New(cfg.Model, cfg.GPUs, cfg.Seed, nil, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("simulated backend: %w", err)
 	}

@@ -105,6 +105,8 @@ type SimulatedConfig struct {
 	// Seed drives the simulated workload: the same seed gives the same
 	// workload at the same wall-clock time.
 	Seed uint64 `mapstructure:"seed"`
+	// MIG puts every simulated GPU in MIG mode, as two 3-slice instances.
+	MIG bool `mapstructure:"mig"`
 
 	_ struct{}
 }

@@ -34,7 +34,7 @@ func TestLoadConfig(t *testing.T) {
 	simulated := defaultConfig()
 	simulated.CollectionInterval = 2 * time.Second
 	simulated.Backend = BackendSimulated
-	simulated.Simulated = SimulatedConfig{Model: "B200", GPUs: 4, Seed: 42}
+	simulated.Simulated = SimulatedConfig{Model: "B200", GPUs: 4, Seed: 42, MIG: true}
 
 	devices := defaultConfig()
 	devices.NVML.LibraryPath = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"

@@ -120,3 +120,31 @@ func TestNoMIGOnGPUsWithoutIt(t *testing.T) {
 	}
 	assert.Len(t, device(lib, 0).GetMigModeCalls(), 1, "asked once")
 }
+
+func TestSimulatedMIG(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Backend = BackendSimulated
+	cfg.Simulated.GPUs = 2
+	cfg.Simulated.MIG = true
+	lib, err := openSimulated(cfg.Simulated)
+	require.NoError(t, err)
+	s := startScraper(t, cfg, lib, BackendSimulated)
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err, "MIG mode's unsupported readings are not errors")
+	time.Sleep(gpmMinInterval)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	profiles := map[string]string{}
+	forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+		if name == "nvidia.gpu.mig.sm.activity" {
+			profiles[attrs["nvidia.gpu.mig.id"].(string)] = attrs["nvidia.gpu.mig.profile"].(string)
+		}
+	})
+	assert.Len(t, profiles, 4, "two instances on each of two GPUs")
+	for _, p := range profiles {
+		assert.Equal(t, "3g.71gb", p)
+	}
+	assert.Empty(t, pointsOf(m, "hw.gpu.utilization", map[string]any{"hw.gpu.task": "general"}), "not in MIG mode")
+	assert.NotEmpty(t, pointsOf(m, "hw.power", nil))
+	assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil), 2, "process memory without process utilisation")
+}

@@ -26,6 +26,9 @@ type processState struct {
 	info map[uint32]procInfo
 	// util is the latest utilisation sample per running process.
 	util map[uint32]nvml.ProcessUtilizationSample
+	// noUtil is set when the GPU cannot sample process utilisation (in MIG
+	// mode, for one): memory per process is still reported.
+	noUtil bool
 }
 
 type procInfo struct {
@@ -59,7 +62,7 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	})
 	procs = procs[:min(len(procs), s.cfg.Processes.Top)]
 
-	if s.cfg.Metrics.NvidiaGpuProcessUtilization.Enabled {
+	if s.cfg.Metrics.NvidiaGpuProcessUtilization.Enabled && !st.noUtil {
 		samples, ret := g.dev.GetProcessUtilization(st.lastSeen)
 		switch ret {
 		case nvml.SUCCESS:
@@ -70,6 +73,8 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 				}
 			}
 		case nvml.ERROR_NOT_FOUND: // no sample newer than lastSeen
+		case nvml.ERROR_NOT_SUPPORTED:
+			st.noUtil = true
 		default:
 			return ret
 		}
