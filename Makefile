@@ -11,7 +11,7 @@ TOOLS := $(CURDIR)/.tools
 OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
 DIST := _build/otelcol-gpuviz
 
-.PHONY: all build run test lint generate check-generated unit smoke bench clean
+.PHONY: all build run test lint generate check-generated unit smoke bench gpu-check clean
 
 all: build
 
@@ -56,6 +56,11 @@ test: lint check-generated unit smoke
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+# On a machine with an NVIDIA GPU and PyTorch: checks the receiver's signals
+# against a known workload (see README, "Checking on real hardware").
+gpu-check:
+	scripts/gpu-check
 
 clean:
 	rm -rf _build
