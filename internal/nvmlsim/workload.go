@@ -2,6 +2,7 @@ package nvmlsim
 
 import (
 	"math/rand/v2"
+	"sort"
 	"time"
 )
 
@@ -178,12 +179,8 @@ func (s *Schedule) generate(w int64, out []Segment) []Segment {
 // At returns the segment that contains t.
 func (s *Schedule) At(t int64) Segment {
 	segs := s.Segments(windowOf(t))
-	for _, seg := range segs {
-		if t < seg.End {
-			return seg
-		}
-	}
-	return segs[len(segs)-1]
+	i := sort.Search(len(segs), func(i int) bool { return segs[i].End > t })
+	return segs[min(i, len(segs)-1)]
 }
 
 // Totals are integrals of the schedule over an interval.
@@ -211,11 +208,14 @@ func (s *Schedule) Integrate(from, to int64) Totals {
 	}
 	tot.Seconds = float64(to-from) / 1e9
 	for w := windowOf(from); w <= windowOf(to-1); w++ {
-		for _, seg := range s.Segments(w) {
-			lo, hi := max(seg.Start, from), min(seg.End, to)
-			if hi <= lo {
-				continue
+		segs := s.Segments(w)
+		// Segments are in time order: skip straight to the first that ends after from.
+		first := sort.Search(len(segs), func(i int) bool { return segs[i].End > from })
+		for _, seg := range segs[first:] {
+			if seg.Start >= to {
+				break
 			}
+			lo, hi := max(seg.Start, from), min(seg.End, to)
 			d := float64(hi-lo) / 1e9
 			tot.BusySeconds += seg.Busy * d
 			tot.MemSeconds += seg.MemBusy * d
