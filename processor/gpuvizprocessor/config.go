@@ -1,0 +1,255 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// Config is the gpuviz processor's configuration. Every knob is optional.
+type Config struct {
+	// MaxWait bounds how long an inference span is held for GPU samples
+	// covering its end. Default 20 s: two of the receiver's default 10 s
+	// collection intervals, so the scrape after the span ended has arrived.
+	MaxWait time.Duration `mapstructure:"max_wait"`
+	// MaxPendingSpans bounds the spans held at once. Past it, new batches
+	// pass through un-enriched (and are counted): memory stays bounded
+	// under any span rate. Default 50,000 (~a few seconds at 10,000 req/s).
+	MaxPendingSpans int `mapstructure:"max_pending_spans"`
+	// History bounds the GPU timeline.
+	History HistoryConfig `mapstructure:"history"`
+	// Match says how spans are matched to GPUs.
+	Match MatchConfig `mapstructure:"match"`
+	// PhaseSpans adds a child span per phase (gpu.queue, gpu.prefill,
+	// gpu.decode, gpu.inference) carrying that phase's GPU statistics.
+	PhaseSpans bool `mapstructure:"phase_spans"`
+	// Rules recognise home-grown inference servers' spans.
+	Rules []RuleConfig `mapstructure:"rules"`
+	// MaxRequestDuration: a request span longer than this is malformed.
+	MaxRequestDuration time.Duration `mapstructure:"max_request_duration"`
+	// Bottleneck holds the classifier's thresholds.
+	Bottleneck BottleneckConfig `mapstructure:"bottleneck"`
+	// Metrics configures the derived metrics emitted in the metrics pipeline.
+	Metrics MetricsConfig `mapstructure:"metrics"`
+	// Analysis configures the streaming anomaly and load-pattern analysis.
+	Analysis AnalysisConfig `mapstructure:"analysis"`
+
+	_ struct{}
+}
+
+// HistoryConfig bounds the per-GPU timeline.
+type HistoryConfig struct {
+	MaxGPUs            int           `mapstructure:"max_gpus"`
+	MaxPointsPerSignal int           `mapstructure:"max_points_per_signal"`
+	Retention          time.Duration `mapstructure:"retention"`
+	MaxSpan            time.Duration `mapstructure:"max_span"`
+
+	_ struct{}
+}
+
+// Matching methods, tried in the configured order.
+const (
+	MatchAttribute = "attribute" // a span or resource attribute names the GPUs
+	MatchProcess   = "process"   // resource process.pid seen on GPUs by the receiver
+	MatchHost      = "host"      // every GPU of the span's host.name
+)
+
+// MatchConfig says how spans are matched to GPUs.
+type MatchConfig struct {
+	Order                    []string `mapstructure:"order"`
+	GPUIDAttributes          []string `mapstructure:"gpu_id_attributes"`
+	GPUIndexAttributes       []string `mapstructure:"gpu_index_attributes"`
+	VisibleDevicesAttributes []string `mapstructure:"visible_devices_attributes"`
+
+	_ struct{}
+}
+
+// RuleConfig recognises a home-grown server's request spans.
+type RuleConfig struct {
+	Name                    string `mapstructure:"name"`
+	SpanName                string `mapstructure:"span_name"`
+	SpanNamePrefix          string `mapstructure:"span_name_prefix"`
+	QueueSecondsAttribute   string `mapstructure:"queue_seconds_attribute"`
+	PrefillSecondsAttribute string `mapstructure:"prefill_seconds_attribute"`
+	DecodeSecondsAttribute  string `mapstructure:"decode_seconds_attribute"`
+	InputTokensAttribute    string `mapstructure:"input_tokens_attribute"`
+	OutputTokensAttribute   string `mapstructure:"output_tokens_attribute"`
+	ModelAttribute          string `mapstructure:"model_attribute"`
+
+	_ struct{}
+}
+
+// BottleneckConfig holds the classifier thresholds; see the bottleneck
+// package for what each means and why its default is what it is.
+type BottleneckConfig struct {
+	IdleUtilization        float64 `mapstructure:"idle_utilization"`
+	BusySMActivity         float64 `mapstructure:"busy_sm_activity"`
+	ComputeTensor          float64 `mapstructure:"compute_tensor"`
+	ComputeSM              float64 `mapstructure:"compute_sm"`
+	MemoryDRAM             float64 `mapstructure:"memory_dram"`
+	MemoryControllerBusy   float64 `mapstructure:"memory_controller_busy"`
+	InterconnectFraction   float64 `mapstructure:"interconnect_fraction"`
+	MemoryCapacityFraction float64 `mapstructure:"memory_capacity_fraction"`
+	ThrottledShare         float64 `mapstructure:"throttled_share"`
+
+	_ struct{}
+}
+
+// MetricsConfig configures the derived metrics.
+type MetricsConfig struct {
+	// Enabled emits bottleneck time, request histograms and analysis
+	// metrics in the metrics pipeline.
+	Enabled bool `mapstructure:"enabled"`
+	// Interval is how often the derived metrics ride along with the metrics
+	// passing through.
+	Interval time.Duration `mapstructure:"interval"`
+	// MaxModels bounds the gen_ai.request.model values the request
+	// histograms keep apart; more are folded into "other".
+	MaxModels int `mapstructure:"max_models"`
+
+	_ struct{}
+}
+
+// AnalysisConfig configures the streaming analysis.
+type AnalysisConfig struct {
+	Enabled       bool          `mapstructure:"enabled"`
+	Window        time.Duration `mapstructure:"window"`
+	MinPoints     int           `mapstructure:"min_points"`
+	ZThreshold    float64       `mapstructure:"z_threshold"`
+	LowMean       float64       `mapstructure:"low_mean"`
+	HighMean      float64       `mapstructure:"high_mean"`
+	StableCV      float64       `mapstructure:"stable_cv"`
+	FluctuatingCV float64       `mapstructure:"fluctuating_cv"`
+
+	_ struct{}
+}
+
+func createDefaultConfig() *Config {
+	m := inference.DefaultConfig()
+	b := bottleneck.DefaultThresholds()
+	a := analysis.DefaultConfig()
+	return &Config{
+		MaxWait:         20 * time.Second,
+		MaxPendingSpans: 50_000,
+		// A node-local agent needs a few MiB; the worst case is
+		// max_gpus × 16 series × max_points_per_signal × 16 B = 512 MiB.
+		// 2048 points hold about 5.7 minutes of the driver's 6/s samples and
+		// far longer of once-a-scrape readings; a gateway for a large fleet
+		// raises max_gpus and, if memory is tight, lowers the points.
+		History: HistoryConfig{MaxGPUs: 1024, MaxPointsPerSignal: 2048, Retention: 10 * time.Minute, MaxSpan: 30 * time.Second},
+		Match: MatchConfig{
+			Order:                    []string{MatchAttribute, MatchProcess, MatchHost},
+			GPUIDAttributes:          m.GPUIDAttributes,
+			GPUIndexAttributes:       m.GPUIndexAttributes,
+			VisibleDevicesAttributes: m.VisibleDevicesAttributes,
+		},
+		PhaseSpans:         true,
+		MaxRequestDuration: m.MaxDuration,
+		Bottleneck: BottleneckConfig{
+			IdleUtilization: b.IdleUtilization, BusySMActivity: b.BusySMActivity, ComputeTensor: b.ComputeTensor,
+			ComputeSM: b.ComputeSM, MemoryDRAM: b.MemoryDRAM, MemoryControllerBusy: b.MemoryControllerBusy,
+			InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
+			ThrottledShare: b.ThrottledShare,
+		},
+		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64},
+		Analysis: AnalysisConfig{
+			Enabled: true, Window: a.Window, MinPoints: a.MinPoints, ZThreshold: a.ZThreshold,
+			LowMean: a.LowMean, HighMean: a.HighMean, StableCV: a.StableCV, FluctuatingCV: a.FluctuatingCV,
+		},
+	}
+}
+
+func (cfg *Config) timeline() timeline.Config {
+	return timeline.Config{
+		MaxGPUs: cfg.History.MaxGPUs, MaxPointsPerSignal: cfg.History.MaxPointsPerSignal,
+		Retention: cfg.History.Retention, MaxSpan: cfg.History.MaxSpan,
+	}
+}
+
+func (cfg *Config) recognizer() inference.Config {
+	c := inference.DefaultConfig()
+	c.GPUIDAttributes = cfg.Match.GPUIDAttributes
+	c.GPUIndexAttributes = cfg.Match.GPUIndexAttributes
+	c.VisibleDevicesAttributes = cfg.Match.VisibleDevicesAttributes
+	c.MaxDuration = cfg.MaxRequestDuration
+	for _, r := range cfg.Rules {
+		c.Rules = append(c.Rules, inference.Rule{
+			Name: r.Name, SpanName: r.SpanName, SpanNamePrefix: r.SpanNamePrefix,
+			QueueSecondsAttribute: r.QueueSecondsAttribute, PrefillSecondsAttribute: r.PrefillSecondsAttribute,
+			DecodeSecondsAttribute: r.DecodeSecondsAttribute, InputTokensAttribute: r.InputTokensAttribute,
+			OutputTokensAttribute: r.OutputTokensAttribute, ModelAttribute: r.ModelAttribute,
+		})
+	}
+	return c
+}
+
+func (cfg *Config) thresholds() bottleneck.Thresholds {
+	b := cfg.Bottleneck
+	return bottleneck.Thresholds{
+		IdleUtilization: b.IdleUtilization, BusySMActivity: b.BusySMActivity, ComputeTensor: b.ComputeTensor,
+		ComputeSM: b.ComputeSM, MemoryDRAM: b.MemoryDRAM, MemoryControllerBusy: b.MemoryControllerBusy,
+		InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
+		ThrottledShare: b.ThrottledShare,
+	}
+}
+
+func (cfg *Config) analysis() analysis.Config {
+	a := analysis.DefaultConfig()
+	a.Window, a.MinPoints, a.ZThreshold = cfg.Analysis.Window, cfg.Analysis.MinPoints, cfg.Analysis.ZThreshold
+	a.LowMean, a.HighMean, a.StableCV, a.FluctuatingCV = cfg.Analysis.LowMean, cfg.Analysis.HighMean, cfg.Analysis.StableCV, cfg.Analysis.FluctuatingCV
+	return a
+}
+
+// Validate checks the configuration before the processor starts.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.MaxWait <= 0 {
+		errs = append(errs, fmt.Errorf("max_wait: %v must be positive (it bounds how long spans are held)", cfg.MaxWait))
+	}
+	if cfg.MaxPendingSpans < 1 {
+		errs = append(errs, fmt.Errorf("max_pending_spans: %d must be at least 1", cfg.MaxPendingSpans))
+	}
+	if err := cfg.timeline().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("history: %w", err))
+	}
+	if len(cfg.Match.Order) == 0 {
+		errs = append(errs, errors.New("match.order: name at least one of attribute, process, host"))
+	}
+	seen := map[string]bool{}
+	for i, m := range cfg.Match.Order {
+		switch m {
+		case MatchAttribute, MatchProcess, MatchHost:
+		default:
+			errs = append(errs, fmt.Errorf("match.order[%d]: %q is not a matching method: use attribute, process or host", i, m))
+		}
+		if seen[m] {
+			errs = append(errs, fmt.Errorf("match.order[%d]: %q is listed twice", i, m))
+		}
+		seen[m] = true
+	}
+	if err := cfg.recognizer().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cfg.thresholds().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("bottleneck: %w", err))
+	}
+	if cfg.Metrics.Enabled {
+		if cfg.Metrics.Interval <= 0 {
+			errs = append(errs, fmt.Errorf("metrics.interval: %v must be positive", cfg.Metrics.Interval))
+		}
+		if cfg.Metrics.MaxModels < 1 {
+			errs = append(errs, fmt.Errorf("metrics.max_models: %d must be at least 1", cfg.Metrics.MaxModels))
+		}
+	}
+	if cfg.Analysis.Enabled {
+		if err := cfg.analysis().Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("analysis: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,99 @@
+// Package attribution splits the energy a GPU drew between the inference
+// requests it served at the same time.
+//
+// The rule: each sample interval's measured energy is divided between the
+// requests overlapping it in proportion to their overlap with it. A request
+// alone on the GPU for a whole interval gets all of that interval's energy;
+// two requests sharing it for its whole length get half each. Energy is
+// conserved: the shares of an interval sum to its energy exactly (up to
+// float rounding), so the requests' energies sum to what the counter
+// measured over the intervals they covered. Intervals no request overlaps
+// (idle time) are attributed to no one. A phase of a request gets the part
+// of the request's share that falls within the phase; phases do not compete
+// with requests for the denominator.
+package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+
+import "time"
+
+// Interval is a stretch of GPU time with the energy measured for it.
+type Interval struct {
+	Start, End time.Time
+	Joules     float64
+}
+
+// Window is a stretch of a request's time.
+type Window struct{ Start, End time.Time }
+
+// Request is a request's window on the GPU and its phases' windows.
+type Request struct {
+	Window
+	Phases []Window
+}
+
+// Share is a request's energy and its phases'.
+type Share struct {
+	Joules float64
+	Phases []float64
+}
+
+// Overlap returns the seconds two windows share.
+func Overlap(a, b Window) float64 {
+	lo, hi := a.Start, a.End
+	if b.Start.After(lo) {
+		lo = b.Start
+	}
+	if b.End.Before(hi) {
+		hi = b.End
+	}
+	if !hi.After(lo) {
+		return 0
+	}
+	return hi.Sub(lo).Seconds()
+}
+
+// Split returns each request's share of the intervals' energy. Intervals
+// must not overlap each other.
+func Split(intervals []Interval, reqs []Request) []Share {
+	shares := make([]Share, len(reqs))
+	for i := range reqs {
+		shares[i].Phases = make([]float64, len(reqs[i].Phases))
+	}
+	over := make([]float64, len(reqs))
+	for _, iv := range intervals {
+		w := Window{iv.Start, iv.End}
+		var total float64
+		for i := range reqs {
+			over[i] = Overlap(w, reqs[i].Window)
+			total += over[i]
+		}
+		if total == 0 {
+			continue
+		}
+		for i := range reqs {
+			if over[i] == 0 {
+				continue
+			}
+			perSecond := iv.Joules / total
+			shares[i].Joules += perSecond * over[i]
+			for p, ph := range reqs[i].Phases {
+				// The phase's part of this request's overlap with the interval.
+				shares[i].Phases[p] += perSecond * Overlap(w, Window{maxTime(ph.Start, reqs[i].Start), minTime(ph.End, reqs[i].End)})
+			}
+		}
+	}
+	return shares
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}

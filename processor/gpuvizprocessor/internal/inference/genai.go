@@ -1,0 +1,85 @@
+package inference // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// OpenTelemetry GenAI semantic conventions: an inference span is named
+// "{gen_ai.operation.name} {gen_ai.request.model}" and carries
+// gen_ai.operation.name; the span is the request.
+const (
+	attrOperationName = "gen_ai.operation.name"
+	attrTTFC          = "gen_ai.response.time_to_first_chunk"
+)
+
+// genAINotInference lists the GenAI operations that are not a model's
+// inference (agents and tools): their spans would claim GPU time that
+// belongs to the inference spans under them.
+func genAINotInference(op string) bool {
+	switch op {
+	case "", "execute_tool", "invoke_agent", "create_agent", "invoke_workflow":
+		return true
+	}
+	return false
+}
+
+// recognizeGenAI reads a span that follows the GenAI conventions: any span
+// whose gen_ai.operation.name is a string naming an inference operation
+// (chat, text_completion, generate_content, embeddings, or one of the
+// conventions' custom values; not execute_tool, invoke_agent, create_agent,
+// invoke_workflow). With gen_ai.response.time_to_first_chunk (seconds),
+// phases are prefill [start, start+ttfc] and decode [then, end]; without it,
+// one inference phase covers the span.
+func (r *Recognizer) recognizeGenAI(span ptrace.Span, req *Request, d *draft, now time.Time) (bool, string) {
+	attrs := span.Attributes()
+	op, ok := attrs.Get(attrOperationName)
+	if !ok || genAINotInference(str(op)) {
+		return false, ""
+	}
+	if why := r.window(span, d, now); why != "" {
+		return true, why
+	}
+	ttfc := int64(-1)
+	var input, output, prompt, completion int64 = -1, -1, -1, -1
+	var reqModel, respModel string
+	reason := ""
+	for k, v := range attrs.All() {
+		var why string
+		switch k {
+		case attrTTFC:
+			ttfc, why = secondsNS(v)
+		case attrInputTokens:
+			input, why = tokenCount(v)
+		case attrOutputTokens:
+			output, why = tokenCount(v)
+		case attrPromptTokens:
+			prompt, why = tokenCount(v)
+		case attrCompletionTokens:
+			completion, why = tokenCount(v)
+		case attrRequestModel:
+			reqModel = str(v)
+		case attrResponseModel:
+			respModel = str(v)
+		}
+		if why != "" && reason == "" {
+			reason = why
+		}
+	}
+	if reason != "" {
+		return true, reason
+	}
+	d.in, d.out = firstKnown(input, prompt), firstKnown(output, completion)
+	req.Model = reqModel
+	if req.Model == "" {
+		req.Model = respModel
+	}
+	if ttfc < 0 {
+		return true, d.add(PhaseInference, d.start, d.end)
+	}
+	if why := d.next(PhasePrefill, ttfc); why != "" {
+		return true, why
+	}
+	return true, d.add(PhaseDecode, min(d.cursor, d.end), d.end)
+}

@@ -1,0 +1,526 @@
+package inference
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+func newTestRecognizer(t testing.TB) *Recognizer {
+	t.Helper()
+	r, err := NewRecognizer(testConfig())
+	require.NoError(t, err)
+	return r
+}
+
+func ph(name string, start, end time.Duration) Phase {
+	return Phase{Name: name, Start: at(start), End: at(end)}
+}
+
+const ms = time.Millisecond
+
+func TestRecognizeGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		f    fixture
+		want Request
+	}{
+		{"vllm v1", vllmV1(), Request{
+			Family: "vllm", Start: at(0), End: at(2*time.Second + 300*time.Microsecond),
+			Phases: []Phase{
+				ph("queue", 0, 50*ms),
+				ph("prefill", 50*ms, 150*ms),
+				ph("decode", 150*ms, 1950*ms),
+			},
+			InputTokens: 512, OutputTokens: 128, PID: 4242, Host: "gpu-node-7",
+		}},
+		{"vllm v0", vllmV0(), Request{
+			Family: "vllm", Start: at(0), End: at(900 * ms),
+			Phases:      []Phase{ph("queue", 0, 4*ms)},
+			InputTokens: 37, OutputTokens: 64, Model: "meta-llama/Llama-3.1-8B-Instruct", PID: 4242, Host: "gpu-node-7",
+		}},
+		{"genai chat", genAIChat(), Request{
+			Family: "genai", Start: at(0), End: at(3 * time.Second),
+			Phases:      []Phase{ph("prefill", 0, 250*ms), ph("decode", 250*ms, 3*time.Second)},
+			InputTokens: 1200, OutputTokens: 300, Model: "llama-3.1-8b",
+			GPUIDs: []string{"GPU-3c1f1c5e-8a1b-4d2b-9a47-1e2f3a4b5c6d"}, PID: 4242, Host: "gpu-node-7",
+		}},
+		{"genai embeddings", genAIEmbeddings(), Request{
+			Family: "genai", Start: at(0), End: at(40 * ms),
+			Phases:      []Phase{ph("inference", 0, 40*ms)},
+			InputTokens: 64, OutputTokens: -1, Model: "bge-large",
+		}},
+		{"tgi generate", tgiGenerate(), Request{
+			Family: "tgi", Start: at(0), End: at(1500*ms + 40*time.Microsecond),
+			Phases: []Phase{
+				ph("queue", 1204567, 1210097),
+				ph("inference", 1210097, 1499987625),
+			},
+			InputTokens: -1, OutputTokens: -1,
+		}},
+		{"tgi chat_completions", tgiChat(), Request{
+			Family: "tgi", Start: at(0), End: at(250 * ms),
+			Phases:      []Phase{ph("queue", 500*time.Microsecond, 49500*time.Microsecond), ph("inference", 49500*time.Microsecond, 249500*time.Microsecond)},
+			InputTokens: -1, OutputTokens: -1,
+		}},
+		{"tgi prefill", tgiBackend("prefill", "text_generation_router_v3::backend", at(10*ms), at(60*ms)), Request{
+			Family: "tgi", Start: at(10 * ms), End: at(60 * ms),
+			Phases:      []Phase{ph("prefill", 10*ms, 60*ms)},
+			InputTokens: -1, OutputTokens: -1,
+		}},
+		{"tgi decode", tgiBackend("decode", "text_generation_router_v3::client::sharded_client", at(60*ms), at(80*ms)), Request{
+			Family: "tgi", Start: at(60 * ms), End: at(80 * ms),
+			Phases:      []Phase{ph("decode", 60*ms, 80*ms)},
+			InputTokens: -1, OutputTokens: -1,
+		}},
+		{"tgi infer", tgiBackend("infer", "text_generation_router_v3::backend", at(60*ms), at(81*ms)), Request{
+			Family: "tgi", Start: at(60 * ms), End: at(81 * ms),
+			Phases:      []Phase{ph("inference", 60*ms, 81*ms)},
+			InputTokens: -1, OutputTokens: -1,
+		}},
+		{"triton model span", tritonModel(), Request{
+			Family: "triton", Start: at(0), End: at(12 * ms),
+			InputTokens: -1, OutputTokens: -1, Model: "resnet50",
+		}},
+		{"triton compute span", tritonCompute(), Request{
+			Family: "triton", Start: at(2 * ms), End: at(11 * ms),
+			Phases:      []Phase{ph("inference", 2*ms, 11*ms)},
+			InputTokens: -1, OutputTokens: -1,
+		}},
+		{"triton all events", tritonAllEvents(), Request{
+			Family: "triton", Start: at(0), End: at(20 * ms),
+			Phases:      []Phase{ph("queue", 1*ms, 4*ms), ph("inference", 4*ms, 19*ms)},
+			InputTokens: -1, OutputTokens: -1, Model: "llama",
+		}},
+		{"rule", ruleSpan(), Request{
+			Family: "rule:homegrown", Start: at(0), End: at(time.Second),
+			Phases:      []Phase{ph("prefill", 0, 200*ms), ph("decode", 200*ms, 900500*time.Microsecond)},
+			InputTokens: 10, OutputTokens: 20, Model: "mistral-7b", GPUIndexes: []int{2, 3},
+		}},
+		{"rule by prefix", newFixture("batch/step", ptrace.SpanKindInternal, at(0), at(ms)), Request{
+			Family: "rule:prefixed", Start: at(0), End: at(ms), InputTokens: -1, OutputTokens: -1,
+		}},
+	}
+	r := newTestRecognizer(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, v, reason := r.Recognize(tt.f.span, tt.f.res, now)
+			require.Equal(t, Recognized, v, "reason %q", reason)
+			assert.Empty(t, reason)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestRecognizeNotInference(t *testing.T) {
+	decodeElsewhere := newFixture("decode", ptrace.SpanKindInternal, at(0), at(ms))
+	decodeElsewhere.res.Attributes().PutStr("service.name", "image-resizer")
+	tool := newFixture("execute_tool get_weather", ptrace.SpanKindInternal, at(0), at(ms))
+	tool.span.Attributes().PutStr("gen_ai.operation.name", "execute_tool")
+	agent := newFixture("invoke_agent helper", ptrace.SpanKindInternal, at(0), at(ms))
+	agent.span.Attributes().PutStr("gen_ai.operation.name", "invoke_agent")
+	opNotString := newFixture("chat", ptrace.SpanKindInternal, at(0), at(ms))
+	opNotString.span.Attributes().PutInt("gen_ai.operation.name", 1)
+	innerGenerate := newFixture("generate_stream", ptrace.SpanKindInternal, at(0), at(ms))
+	tgiCodeAttrs(innerGenerate.span.Attributes(), "text_generation_router::infer", "router/src/infer/mod.rs", 90)
+	tgiResource(innerGenerate.res)
+	queued := newFixture("queued", ptrace.SpanKindInternal, at(0), at(ms))
+	tgiCodeAttrs(queued.span.Attributes(), "text_generation_router_v3::queue", "backends/v3/src/queue.rs", 80)
+	tgiResource(queued.res)
+
+	tests := map[string]fixture{
+		"http":                    httpSpan(),
+		"decode of another app":   decodeElsewhere,
+		"genai execute_tool":      tool,
+		"genai invoke_agent":      agent,
+		"genai op not a string":   opNotString,
+		"tgi inner generate span": innerGenerate,
+		"tgi queued":              queued,
+		"triton InferRequest":     tritonRoot(),
+		"empty span":              {span: ptrace.NewSpan(), res: pcommon.NewResource()},
+	}
+	r := newTestRecognizer(t)
+	for name, f := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			assert.Equal(t, NotInference, v)
+			assert.Empty(t, reason)
+			assert.Equal(t, Request{}, got)
+		})
+	}
+}
+
+func TestRecognizeMalformed(t *testing.T) {
+	with := func(f fixture, edit func(f fixture)) fixture { edit(f); return f }
+	tests := []struct {
+		name   string
+		f      fixture
+		reason string
+	}{
+		{"zero start", with(vllmV1(), func(f fixture) { f.span.SetStartTimestamp(0) }), ReasonBadTimestamp},
+		{"zero end", with(genAIChat(), func(f fixture) { f.span.SetEndTimestamp(0) }), ReasonBadTimestamp},
+		{"end past int64", with(tritonCompute(), func(f fixture) { f.span.SetEndTimestamp(math.MaxUint64) }), ReasonBadTimestamp},
+		{"end before start", with(vllmV1(), func(f fixture) { f.span.SetEndTimestamp(ts(at(-ms))) }), ReasonEndBeforeStart},
+		{"future end", with(tgiGenerate(), func(f fixture) {
+			f.span.SetStartTimestamp(ts(now))
+			f.span.SetEndTimestamp(ts(now.Add(2 * time.Minute)))
+		}), ReasonFutureEnd},
+		{"end long before start", with(ruleSpan(), func(f fixture) { f.span.SetEndTimestamp(ts(at(-2 * time.Hour))) }), ReasonEndBeforeStart},
+		{"absurd duration", with(ruleSpan(), func(f fixture) { f.span.SetStartTimestamp(ts(at(-2 * time.Hour))) }), ReasonAbsurdDuration},
+		{"negative latency", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", -0.001)
+		}), ReasonNegativeLatency},
+		{"negative int seconds in rule", with(ruleSpan(), func(f fixture) { f.span.Attributes().PutInt("srv.queue_s", -1) }), ReasonNegativeLatency},
+		{"negative ttfc", with(genAIChat(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.response.time_to_first_chunk", -0.5)
+		}), ReasonNegativeLatency},
+		{"vllm latency as a string", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutStr("gen_ai.latency.time_in_queue", "0.05")
+		}), ReasonBadLatency},
+		{"vllm NaN latency", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.e2e", math.NaN())
+		}), ReasonBadLatency},
+		{"vllm bool latency", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutBool("gen_ai.latency.time_in_model_prefill", true)
+		}), ReasonBadLatency},
+		{"genai ttfc infinite", with(genAIChat(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.response.time_to_first_chunk", math.Inf(1))
+		}), ReasonBadLatency},
+		{"tgi bad duration string", with(tgiGenerate(), func(f fixture) { f.span.Attributes().PutStr("queue_time", "5.5 ms") }), ReasonBadDurationString},
+		{"tgi duration not a string", with(tgiGenerate(), func(f fixture) { f.span.Attributes().PutDouble("inference_time", 1.5) }), ReasonBadDurationString},
+		{"tgi unused field still checked", with(tgiGenerate(), func(f fixture) { f.span.Attributes().PutStr("total_time", "1.5") }), ReasonBadDurationString},
+		{"rule bad duration string", with(ruleSpan(), func(f fixture) { f.span.Attributes().PutStr("srv.decode", "3m") }), ReasonBadDurationString},
+		{"vllm tokens as a string", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutStr("gen_ai.usage.prompt_tokens", "512")
+		}), ReasonBadTokenCount},
+		{"genai negative tokens", with(genAIChat(), func(f fixture) {
+			f.span.Attributes().PutInt("gen_ai.usage.output_tokens", -3)
+		}), ReasonBadTokenCount},
+		{"rule tokens as a double", with(ruleSpan(), func(f fixture) { f.span.Attributes().PutDouble("srv.in", 10) }), ReasonBadTokenCount},
+		{"vllm phases exceed span", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", 1.9)
+		}), ReasonPhasesExceedSpan},
+		{"vllm huge latency", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 1e300)
+		}), ReasonPhasesExceedSpan},
+		{"genai ttfc after end", with(genAIChat(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.response.time_to_first_chunk", 3.5)
+		}), ReasonPhasesExceedSpan},
+		{"tgi validation longer than span", with(tgiChat(), func(f fixture) { f.span.Attributes().PutStr("validation_time", "1s") }), ReasonPhasesExceedSpan},
+		{"tgi inference longer than span", with(tgiChat(), func(f fixture) { f.span.Attributes().PutStr("inference_time", "202ms") }), ReasonPhasesExceedSpan},
+		{"rule huge int seconds", with(ruleSpan(), func(f fixture) { f.span.Attributes().PutInt("srv.prefill", math.MaxInt64) }), ReasonPhasesExceedSpan},
+		{"triton event before span", with(tritonCompute(), func(f fixture) { f.span.SetStartTimestamp(ts(at(3 * ms))) }), ReasonPhasesExceedSpan},
+		{"triton event after span", with(tritonCompute(), func(f fixture) { f.span.SetEndTimestamp(ts(at(9 * ms))) }), ReasonPhasesExceedSpan},
+		{"triton compute end before start", with(tritonCompute(), func(f fixture) {
+			f.span.Events().At(3).SetTimestamp(ts(at(ms)))
+		}), ReasonEventsOutOfOrder},
+		{"triton input end after output start", with(tritonAllEvents(), func(f fixture) {
+			f.span.Events().At(3).SetTimestamp(ts(at(18500 * time.Microsecond)))
+		}), ReasonEventsOutOfOrder},
+		{"triton queue after compute", with(tritonAllEvents(), func(f fixture) {
+			f.span.Events().At(1).SetTimestamp(ts(at(5 * ms)))
+		}), ReasonEventsOutOfOrder},
+		{"triton compute start without end", with(tritonCompute(), func(f fixture) {
+			f.span.Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == "COMPUTE_END" })
+		}), ReasonEventsOutOfOrder},
+		{"triton repeated event", tritonCompute().event("COMPUTE_START", at(3*ms)), ReasonEventsOutOfOrder},
+		{"triton model span events out of order", with(tritonModel(), func(f fixture) {
+			f.span.Events().At(1).SetTimestamp(ts(at(13 * ms)))
+		}), ReasonEventsOutOfOrder},
+	}
+	r := newTestRecognizer(t)
+	seen := map[string]bool{}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, v, reason := r.Recognize(tt.f.span, tt.f.res, now)
+			require.Equal(t, Malformed, v)
+			assert.Equal(t, tt.reason, reason)
+			assert.Equal(t, Request{}, got)
+		})
+		seen[tt.reason] = true
+	}
+	for _, reason := range Reasons() {
+		assert.True(t, seen[reason], "no test for reason %q", reason)
+	}
+}
+
+func TestRecognizeTolerance(t *testing.T) {
+	r := newTestRecognizer(t)
+	// vLLM's latencies come from another clock than the span's ends: phases
+	// may run past the end by up to 1 ms, and are clamped to it.
+	f := vllmV1()
+	f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", 1.8509)
+	got, v, reason := r.Recognize(f.span, f.res, now)
+	require.Equal(t, Recognized, v, reason)
+	require.Len(t, got.Phases, 3)
+	assert.Equal(t, got.End, got.Phases[2].End)
+
+	// A phase entirely inside the tolerance is dropped, not kept empty.
+	f = ruleSpan()
+	f.span.Attributes().PutInt("srv.queue_s", 1)
+	f.span.Attributes().PutDouble("srv.prefill", 0.0005)
+	f.span.Attributes().PutStr("srv.decode", "0ns")
+	got, v, reason = r.Recognize(f.span, f.res, now)
+	require.Equal(t, Recognized, v, reason)
+	assert.Equal(t, []Phase{ph("queue", 0, time.Second)}, got.Phases)
+
+	// Without a clock, the future is not checked.
+	f = vllmV1()
+	_, v, _ = r.Recognize(f.span, f.res, time.Time{})
+	assert.Equal(t, Recognized, v)
+	_, v, reason = r.Recognize(f.span, f.res, t0)
+	assert.Equal(t, Recognized, v, "ends 2 s after now, within max_future")
+	_, v, reason = r.Recognize(f.span, f.res, t0.Add(-time.Minute))
+	assert.Equal(t, Malformed, v)
+	assert.Equal(t, ReasonFutureEnd, reason)
+}
+
+func TestRecognizeVLLMVariants(t *testing.T) {
+	r := newTestRecognizer(t)
+	tests := []struct {
+		name   string
+		edit   func(a pcommon.Map)
+		phases []Phase
+		in     int64
+		out    int64
+		model  string
+	}{
+		{"no prefill: inference", func(a pcommon.Map) { a.Remove("gen_ai.latency.time_in_model_prefill") },
+			[]Phase{ph("queue", 0, 50*ms), ph("inference", 50*ms, 1950*ms)}, 512, 128, ""},
+		{"no decode: inference", func(a pcommon.Map) { a.Remove("gen_ai.latency.time_in_model_decode") },
+			[]Phase{ph("queue", 0, 50*ms), ph("inference", 50*ms, 1950*ms)}, 512, 128, ""},
+		{"nothing but prefill", func(a pcommon.Map) {
+			a.Remove("gen_ai.latency.time_in_model_decode")
+			a.Remove("gen_ai.latency.time_in_model_inference")
+		}, []Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms)}, 512, 128, ""},
+		{"no latencies", func(a pcommon.Map) {
+			a.RemoveIf(func(k string, _ pcommon.Value) bool { return strings.HasPrefix(k, "gen_ai.latency.") })
+		}, nil, 512, 128, ""},
+		{"int seconds", func(a pcommon.Map) {
+			a.PutInt("gen_ai.latency.time_in_queue", 1)
+			a.PutInt("gen_ai.latency.time_in_model_prefill", 0)
+			a.PutDouble("gen_ai.latency.time_in_model_decode", 0.5)
+		}, []Phase{ph("queue", 0, time.Second), ph("decode", time.Second, 1500*ms)}, 512, 128, ""},
+		{"newer token names", func(a pcommon.Map) {
+			a.Remove("gen_ai.usage.prompt_tokens")
+			a.Remove("gen_ai.usage.completion_tokens")
+			a.PutInt("gen_ai.usage.input_tokens", 5)
+			a.PutInt("gen_ai.usage.output_tokens", 6)
+		}, []Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}, 5, 6, ""},
+		{"request model wins", func(a pcommon.Map) {
+			a.PutStr("gen_ai.response.model", "b")
+			a.PutStr("gen_ai.request.model", "a")
+		}, []Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}, 512, 128, "a"},
+		{"model not a string is unknown", func(a pcommon.Map) { a.PutInt("gen_ai.request.model", 3) },
+			[]Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}, 512, 128, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := vllmV1()
+			tt.edit(f.span.Attributes())
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			require.Equal(t, Recognized, v, reason)
+			assert.Equal(t, tt.phases, got.Phases)
+			assert.Equal(t, tt.in, got.InputTokens)
+			assert.Equal(t, tt.out, got.OutputTokens)
+			assert.Equal(t, tt.model, got.Model)
+		})
+	}
+}
+
+func TestRecognizeDispatchOrder(t *testing.T) {
+	// A rule overrides the built-in families.
+	cfg := DefaultConfig()
+	cfg.Rules = []Rule{{Name: "mine", SpanName: "llm_request", QueueSecondsAttribute: "gen_ai.latency.time_in_queue"}}
+	r, err := NewRecognizer(cfg)
+	require.NoError(t, err)
+	f := vllmV1()
+	got, v, _ := r.Recognize(f.span, f.res, now)
+	require.Equal(t, Recognized, v)
+	assert.Equal(t, "rule:mine", got.Family)
+	assert.Equal(t, []Phase{ph("queue", 0, 50*ms)}, got.Phases)
+
+	// vLLM's span is vLLM's even with gen_ai.operation.name.
+	r = newTestRecognizer(t)
+	f = vllmV1()
+	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "vllm", got.Family)
+
+	// Triton's events win over GenAI attributes.
+	f = tritonAllEvents()
+	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "triton", got.Family)
+}
+
+func TestGPUHints(t *testing.T) {
+	r := newTestRecognizer(t)
+	tests := []struct {
+		name    string
+		span    map[string]any
+		res     map[string]any
+		ids     []string
+		indexes []int
+	}{
+		{"none", nil, nil, nil, nil},
+		{"visible devices list on the resource", nil,
+			map[string]any{"process.env.CUDA_VISIBLE_DEVICES": "0, 3,GPU-aaaa,foo,-1,,MIG-bbbb"},
+			[]string{"GPU-aaaa", "MIG-bbbb"}, []int{0, 3}},
+		{"span wins over resource", map[string]any{"gpu.index": int64(1)},
+			map[string]any{"CUDA_VISIBLE_DEVICES": "0,1,2,3"}, nil, []int{1}},
+		{"span and resource keys merge within a level", map[string]any{"hw.id": "GPU-x", "nvidia.gpu.index": "4"},
+			nil, []string{"GPU-x"}, []int{4}},
+		{"id attribute with a number is an index", map[string]any{"gpu.id": "2"}, nil, nil, []int{2}},
+		{"id attribute keeps other strings", map[string]any{"gpu.id": "nvidia0"}, nil, []string{"nvidia0"}, nil},
+		{"index attribute ignores other strings", map[string]any{"gpu.index": "nvidia0"}, nil, nil, nil},
+		{"slices", map[string]any{"gpu.uuid": []any{"GPU-a", "GPU-b", "GPU-a"}, "gpu.index": []any{int64(0), "1", int64(-5), 2.5, true}},
+			nil, []string{"GPU-a", "GPU-b"}, []int{0, 1}},
+		{"other types ignored", map[string]any{"gpu.index": 1.0, "hw.id": true, "gpu.uuid": map[string]any{"a": "GPU-z"}},
+			map[string]any{"cuda_visible_devices": int64(6)}, nil, []int{6}},
+		{"index bounds", map[string]any{"gpu.index": []any{int64(65535), int64(65536), "99999999999999999999"}},
+			nil, nil, []int{65535}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := genAIEmbeddings()
+			for k, v := range tt.span {
+				require.NoError(t, f.span.Attributes().PutEmpty(k).FromRaw(v))
+			}
+			for k, v := range tt.res {
+				require.NoError(t, f.res.Attributes().PutEmpty(k).FromRaw(v))
+			}
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			require.Equal(t, Recognized, v, reason)
+			assert.Equal(t, tt.ids, got.GPUIDs)
+			assert.Equal(t, tt.indexes, got.GPUIndexes)
+		})
+	}
+
+	t.Run("pid and host", func(t *testing.T) {
+		f := genAIEmbeddings()
+		f.res.Attributes().PutStr("process.pid", "12")
+		f.res.Attributes().PutInt("host.name", 3)
+		got, _, _ := r.Recognize(f.span, f.res, now)
+		assert.Zero(t, got.PID)
+		assert.Empty(t, got.Host)
+	})
+
+	t.Run("configured keys only", func(t *testing.T) {
+		cfg := DefaultConfig()
+		cfg.GPUIDAttributes = []string{"my.gpu"}
+		cfg.GPUIndexAttributes = nil
+		cfg.VisibleDevicesAttributes = nil
+		r, err := NewRecognizer(cfg)
+		require.NoError(t, err)
+		f := genAIEmbeddings()
+		f.span.Attributes().PutStr("gpu.uuid", "GPU-ignored")
+		f.span.Attributes().PutStr("my.gpu", "GPU-used")
+		got, _, _ := r.Recognize(f.span, f.res, now)
+		assert.Equal(t, []string{"GPU-used"}, got.GPUIDs)
+	})
+}
+
+// allFixtures are every span the tests use, valid or not.
+func allFixtures() map[string]fixture {
+	return map[string]fixture{
+		"vllm v1": vllmV1(), "vllm v0": vllmV0(), "genai chat": genAIChat(), "genai embeddings": genAIEmbeddings(),
+		"tgi generate": tgiGenerate(), "tgi chat": tgiChat(),
+		"tgi prefill": tgiBackend("prefill", "text_generation_router_v3::backend", at(0), at(ms)),
+		"triton model": tritonModel(), "triton compute": tritonCompute(), "triton all": tritonAllEvents(),
+		"triton root": tritonRoot(), "http": httpSpan(), "rule": ruleSpan(),
+		"triton bad order": tritonCompute().event("COMPUTE_START", at(3*ms)),
+	}
+}
+
+func spanBytes(t testing.TB, s ptrace.Span, res pcommon.Resource) []byte {
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	res.CopyTo(rs.Resource())
+	s.CopyTo(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	b, err := (&ptrace.ProtoMarshaler{}).MarshalTraces(td)
+	require.NoError(t, err)
+	return b
+}
+
+func TestRecognizeDoesNotMutate(t *testing.T) {
+	r := newTestRecognizer(t)
+	for name, f := range allFixtures() {
+		t.Run(name, func(t *testing.T) {
+			spanCopy, resCopy := ptrace.NewSpan(), pcommon.NewResource()
+			f.span.CopyTo(spanCopy)
+			f.res.CopyTo(resCopy)
+			before := spanBytes(t, spanCopy, resCopy)
+			for range 2 {
+				r.Recognize(f.span, f.res, now)
+			}
+			assert.Equal(t, before, spanBytes(t, f.span, f.res))
+			assert.True(t, resCopy.Attributes().Equal(f.res.Attributes()))
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	require.NoError(t, DefaultConfig().Validate())
+	require.NoError(t, testConfig().Validate())
+
+	tests := []struct {
+		name string
+		edit func(c *Config)
+		want []string
+	}{
+		{"empty key", func(c *Config) { c.GPUIndexAttributes = []string{"gpu.index", ""} }, []string{"gpu_index_attributes[1]: must not be empty"}},
+		{"negative max_future", func(c *Config) { c.MaxFuture = -time.Second }, []string{"max_future:"}},
+		{"zero max_duration", func(c *Config) { c.MaxDuration = 0 }, []string{"max_duration:"}},
+		{"rule without name", func(c *Config) { c.Rules = []Rule{{SpanName: "x"}} }, []string{"rules[0].name: must not be empty"}},
+		{"rule with spaces in name", func(c *Config) { c.Rules = []Rule{{Name: "my rule", SpanName: "x"}} }, []string{"rules[0].name:"}},
+		{"rule without span name", func(c *Config) { c.Rules = []Rule{{Name: "a"}} }, []string{"rules[0].span_name:"}},
+		{"rule with both names", func(c *Config) { c.Rules = []Rule{{Name: "a", SpanName: "x", SpanNamePrefix: "x"}} }, []string{"rules[0].span_name: set span_name or span_name_prefix, not both"}},
+		{"duplicate rule names", func(c *Config) { c.Rules = []Rule{{Name: "a", SpanName: "x"}, {Name: "a", SpanName: "y"}} }, []string{"rules[1].name:", "rules[0]"}},
+		{"same key twice", func(c *Config) {
+			c.Rules = []Rule{{Name: "a", SpanName: "x", QueueSecondsAttribute: "k", DecodeSecondsAttribute: "k"}}
+		}, []string{"rules[0].decode_seconds_attribute:", "queue_seconds_attribute"}},
+		{"key with spaces", func(c *Config) { c.Rules = []Rule{{Name: "a", SpanName: "x", ModelAttribute: " m"}} }, []string{"rules[0].model_attribute:"}},
+		{"several at once", func(c *Config) { c.MaxDuration = -1; c.Rules = []Rule{{}} }, []string{"max_duration:", "rules[0].name:", "rules[0].span_name:"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := DefaultConfig()
+			tt.edit(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			_, err = NewRecognizer(c)
+			assert.Error(t, err)
+		})
+	}
+
+	err := Rule{SpanName: "x"}.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "rules[].name")
+	assert.NoError(t, testRule.Validate())
+}
+
+func TestVerdictString(t *testing.T) {
+	assert.Equal(t, "not_inference", NotInference.String())
+	assert.Equal(t, "recognized", Recognized.String())
+	assert.Equal(t, "malformed", Malformed.String())
+	assert.Equal(t, "verdict(9)", Verdict(9).String())
+}
+
+func TestReasonsAreSnakeCase(t *testing.T) {
+	for _, r := range Reasons() {
+		assert.Regexp(t, `^[a-z]+(_[a-z]+)*$`, r)
+	}
+	rs := Reasons()
+	rs[0] = "changed"
+	assert.NotEqual(t, "changed", Reasons()[0])
+}

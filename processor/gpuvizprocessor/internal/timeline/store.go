@@ -1,0 +1,381 @@
+package timeline // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// maxProcesses is how many processes the directory remembers per GPU: more
+// than the compute processes one GPU runs in practice (the receiver reports
+// at most 64), few enough that a lookup is a short scan.
+const maxProcesses = 64
+
+// Unix seconds whose nanoseconds fit an int64 (years 1678 to 2262).
+const (
+	minUnixSec = math.MinInt64/int64(time.Second) + 1
+	maxUnixSec = math.MaxInt64/int64(time.Second) - 1
+)
+
+// nanos converts t to Unix nanoseconds; false when an int64 cannot hold it
+// (including the zero time.Time, which no real sample carries).
+func nanos(t time.Time) (int64, bool) {
+	if s := t.Unix(); s < minUnixSec || s > maxUnixSec {
+		return 0, false
+	}
+	return t.UnixNano(), true
+}
+
+// clampNanos converts t to Unix nanoseconds, saturating at the representable
+// range, for window edges, which need not be sample times.
+func clampNanos(t time.Time) int64 {
+	switch s := t.Unix(); {
+	case s < minUnixSec:
+		return minUnixSec * int64(time.Second)
+	case s > maxUnixSec:
+		return maxUnixSec * int64(time.Second)
+	}
+	return t.UnixNano()
+}
+
+// fromNanos is the inverse of nanos, in UTC so results compare equal to
+// times built with time.UTC.
+func fromNanos(ns int64) time.Time { return time.Unix(0, ns).UTC() }
+
+// sub is a − b saturating at math.MinInt64, so huge configured durations do
+// not wrap around.
+func sub(a, b int64) int64 {
+	if d := a - b; d <= a {
+		return d
+	}
+	return math.MinInt64
+}
+
+type proc struct {
+	pid int64
+	ts  int64 // newest sighting, Unix ns
+}
+
+type hostIndex struct {
+	host  string
+	index int
+}
+
+// gpu is everything the store knows about one GPU.
+type gpu struct {
+	key    Key
+	sig    [NumSignals]ring
+	energy ring // hw.energy, cumulative J
+	// newest is the newest timestamp of any point, valid when hasPoints;
+	// retention is measured from it.
+	newest    int64
+	hasPoints bool
+	index     int // NVML index, -1 when unknown
+	procs     []proc
+	// idleSince is when Expire first saw this GPU without any point (known
+	// only from SetIndex or SetProcess), so such an entry gets Retention to
+	// receive points rather than living forever or dying at once.
+	idleSince int64
+	idleSeen  bool
+}
+
+// cutoff is the oldest timestamp a point of g may have and still count.
+func (g *gpu) cutoff(retention int64) int64 {
+	if !g.hasPoints {
+		return math.MinInt64
+	}
+	return sub(g.newest, retention)
+}
+
+// Store is the per-GPU timeline. All methods are safe for concurrent use.
+type Store struct {
+	maxGPUs   int
+	maxPoints int
+	retention int64 // ns
+	maxSpan   int64 // ns
+
+	mu      sync.RWMutex
+	gpus    map[Key]*gpu
+	hosts   map[string][]*gpu // per host, sorted by GPU id
+	byIndex map[hostIndex]*gpu
+	// last is the GPU the previous write went to: metrics batches carry runs
+	// of points of one GPU, and comparing a key is cheaper than hashing it.
+	last *gpu
+}
+
+// New returns an empty store. cfg must pass Validate (the processor validates
+// its configuration first); New panics otherwise.
+func New(cfg Config) *Store {
+	if err := cfg.Validate(); err != nil {
+		panic("timeline: " + err.Error())
+	}
+	return &Store{
+		maxGPUs:   cfg.MaxGPUs,
+		maxPoints: cfg.MaxPointsPerSignal,
+		retention: int64(cfg.Retention),
+		maxSpan:   int64(cfg.MaxSpan),
+		gpus:      make(map[Key]*gpu),
+		hosts:     make(map[string][]*gpu),
+		byIndex:   make(map[hostIndex]*gpu),
+	}
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// Add records sample v of signal sig of GPU k at ts. It reports false when
+// the point is refused: a new GPU beyond MaxGPUs, an unknown signal, a NaN or
+// infinite value, an unrepresentable timestamp, or a point too old to keep
+// (see the package documentation).
+func (s *Store) Add(k Key, sig Signal, ts time.Time, v float64) bool {
+	if sig >= NumSignals || !finite(v) {
+		return false
+	}
+	t, ok := nanos(ts)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupOrCreate(k)
+	if g == nil {
+		return false
+	}
+	return s.addPoint(g, &g.sig[sig], t, v)
+}
+
+// AddEnergy records the GPU's cumulative energy counter (hw.energy), in
+// joules, at ts. It refuses what Add refuses.
+func (s *Store) AddEnergy(k Key, ts time.Time, joules float64) bool {
+	if !finite(joules) {
+		return false
+	}
+	t, ok := nanos(ts)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupOrCreate(k)
+	if g == nil {
+		return false
+	}
+	return s.addPoint(g, &g.energy, t, joules)
+}
+
+func (s *Store) addPoint(g *gpu, r *ring, t int64, v float64) bool {
+	newest := t
+	if g.hasPoints {
+		if t < sub(g.newest, s.retention) {
+			return false
+		}
+		newest = max(g.newest, t)
+	}
+	if !r.insert(t, v, sub(newest, s.retention), s.maxPoints) {
+		return false
+	}
+	g.newest, g.hasPoints = newest, true
+	return true
+}
+
+// lookupOrCreate returns k's GPU, creating it when there is room; nil when
+// the store is full. The caller holds the write lock.
+func (s *Store) lookupOrCreate(k Key) *gpu {
+	if g := s.last; g != nil && g.key == k {
+		return g
+	}
+	g := s.gpus[k]
+	if g == nil {
+		if len(s.gpus) >= s.maxGPUs {
+			return nil
+		}
+		g = &gpu{key: k, index: -1}
+		s.gpus[k] = g
+		list := s.hosts[k.Host]
+		i, _ := slices.BinarySearchFunc(list, k.GPU, func(g *gpu, id string) int { return strings.Compare(g.key.GPU, id) })
+		s.hosts[k.Host] = slices.Insert(list, i, g)
+	}
+	s.last = g
+	return g
+}
+
+// forget removes g and its directory entries. The caller holds the write
+// lock.
+func (s *Store) forget(g *gpu) {
+	k := g.key
+	delete(s.gpus, k)
+	list := s.hosts[k.Host]
+	if i := slices.Index(list, g); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(s.hosts, k.Host)
+	} else {
+		s.hosts[k.Host] = list
+	}
+	if g.index >= 0 && s.byIndex[hostIndex{k.Host, g.index}] == g {
+		delete(s.byIndex, hostIndex{k.Host, g.index})
+	}
+	if s.last == g {
+		s.last = nil
+	}
+}
+
+// Newest returns the newest timestamp of any point of GPU k; false when the
+// GPU is unknown or has no point.
+func (s *Store) Newest(k Key) (time.Time, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.gpus[k]
+	if g == nil || !g.hasPoints {
+		return time.Time{}, false
+	}
+	return fromNanos(g.newest), true
+}
+
+// GPUs returns the GPUs known for host, sorted by GPU id; host "" returns
+// every GPU, sorted by host then GPU id.
+func (s *Store) GPUs(host string) []Key {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if host != "" {
+		list := s.hosts[host]
+		keys := make([]Key, len(list))
+		for i, g := range list {
+			keys[i] = g.key
+		}
+		return keys
+	}
+	keys := make([]Key, 0, len(s.gpus))
+	for k := range s.gpus {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b Key) int {
+		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.GPU, b.GPU))
+	})
+	return keys
+}
+
+// Expire forgets the GPUs with no point newer than now − Retention, with
+// their directory entries, and returns how many it forgot. A GPU known only
+// from SetIndex or SetProcess is forgotten Retention after the first Expire
+// that finds it without points.
+func (s *Store) Expire(now time.Time) int {
+	n := clampNanos(now)
+	cutoff := sub(n, s.retention)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	forgotten := 0
+	for _, g := range s.gpus {
+		switch {
+		case g.hasPoints:
+			if g.newest > cutoff {
+				continue
+			}
+		case !g.idleSeen:
+			g.idleSince, g.idleSeen = n, true
+			continue
+		case g.idleSince > cutoff:
+			continue
+		}
+		s.forget(g)
+		forgotten++
+	}
+	return forgotten
+}
+
+// Len returns how many GPUs are tracked.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.gpus)
+}
+
+// SetIndex records GPU k's NVML index (nvidia.gpu.index on nvidia.gpu.info).
+// The GPU is created if new (within MaxGPUs). An index is unique per host:
+// another GPU holding it loses it. A negative index clears k's.
+func (s *Store) SetIndex(k Key, index int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupOrCreate(k)
+	if g == nil || g.index == index || (index < 0 && g.index < 0) {
+		return
+	}
+	if g.index >= 0 {
+		delete(s.byIndex, hostIndex{k.Host, g.index})
+		g.index = -1
+	}
+	if index < 0 {
+		return
+	}
+	hi := hostIndex{k.Host, index}
+	if other := s.byIndex[hi]; other != nil {
+		other.index = -1
+	}
+	s.byIndex[hi] = g
+	g.index = index
+}
+
+// ByIndex returns the GPU of host with NVML index index. Hosts are matched
+// exactly ("" is a host name like any other here).
+func (s *Store) ByIndex(host string, index int) (Key, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := s.byIndex[hostIndex{host, index}]; g != nil {
+		return g.key, true
+	}
+	return Key{}, false
+}
+
+// SetProcess records that process pid ran on GPU k at ts. The GPU is created
+// if new (within MaxGPUs); at most 64 processes are remembered per GPU, the
+// one seen longest ago making room. An unrepresentable ts is ignored.
+func (s *Store) SetProcess(k Key, pid int64, ts time.Time) {
+	t, ok := nanos(ts)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupOrCreate(k)
+	if g == nil {
+		return
+	}
+	oldest := -1
+	for i := range g.procs {
+		p := &g.procs[i]
+		if p.pid == pid {
+			p.ts = max(p.ts, t)
+			return
+		}
+		if oldest < 0 || p.ts < g.procs[oldest].ts {
+			oldest = i
+		}
+	}
+	if len(g.procs) < maxProcesses {
+		g.procs = append(g.procs, proc{pid, t})
+		return
+	}
+	g.procs[oldest] = proc{pid, t}
+}
+
+// ProcessGPUs returns the GPUs of host, sorted by GPU id, where pid was seen
+// within Retention of the GPU's newest point. Hosts are matched exactly: a
+// PID means nothing on another host.
+func (s *Store) ProcessGPUs(host string, pid int64) []Key {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []Key
+	for _, g := range s.hosts[host] {
+		cutoff := g.cutoff(s.retention)
+		for _, p := range g.procs {
+			if p.pid == pid && p.ts >= cutoff {
+				keys = append(keys, g.key)
+				break
+			}
+		}
+	}
+	return keys
+}

@@ -1,0 +1,366 @@
+package gpuvizprocessor
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+)
+
+// sample is one scrape's worth of readings of a fixture GPU.
+type sample struct {
+	util, tensor, dram, powerW, memUsed float64
+}
+
+// gpuMetrics builds the metrics a gpuviz receiver would send for one GPU:
+// a sample every step from..to, with an energy counter that integrates the
+// power exactly (so counter-based energies can be checked by hand).
+func gpuMetrics(host, id string, index int64, from time.Time, step time.Duration, samples []sample) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	if host != "" {
+		rm.Resource().Attributes().PutStr("host.name", host)
+	}
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	gauge := func(name string) pmetric.NumberDataPointSlice {
+		m := ms.AppendEmpty()
+		m.SetName(name)
+		return m.SetEmptyGauge().DataPoints()
+	}
+	util, tensor, dram, power := gauge("hw.gpu.utilization"), gauge("nvidia.gpu.tensor.activity"), gauge("nvidia.gpu.dram.activity"), gauge("hw.power")
+	mem, limit, info := gauge("hw.gpu.memory.usage"), gauge("hw.gpu.memory.limit"), gauge("nvidia.gpu.info")
+	em := ms.AppendEmpty()
+	em.SetName("hw.energy")
+	energy := em.SetEmptySum().DataPoints()
+	var joules float64 = 1e6
+	for i, s := range samples {
+		ts := pcommon.NewTimestampFromTime(from.Add(time.Duration(i) * step))
+		add := func(dps pmetric.NumberDataPointSlice, v float64) pmetric.NumberDataPoint {
+			dp := dps.AppendEmpty()
+			dp.SetTimestamp(ts)
+			dp.SetDoubleValue(v)
+			dp.Attributes().PutStr("hw.id", id)
+			return dp
+		}
+		add(util, s.util).Attributes().PutStr("hw.gpu.task", "general")
+		add(tensor, s.tensor)
+		add(dram, s.dram)
+		add(power, s.powerW)
+		add(mem, s.memUsed)
+		add(limit, 80e9)
+		add(info, 1).Attributes().PutInt("nvidia.gpu.index", index)
+		if i > 0 {
+			joules += s.powerW * step.Seconds() // the power of sample i covers the step before it
+		}
+		add(energy, joules)
+	}
+	return md
+}
+
+// vllmSpan is an llm_request span as vLLM's V1 engine emits it.
+func vllmSpan(td ptrace.Traces, trace byte, start time.Time, queue, prefill, decode float64, outTokens int64) ptrace.Span {
+	var rs ptrace.ResourceSpans
+	if td.ResourceSpans().Len() == 0 {
+		rs = td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("service.name", "vllm")
+		rs.ScopeSpans().AppendEmpty().Scope().SetName("vllm.llm_engine")
+	}
+	rs = td.ResourceSpans().At(0)
+	span := rs.ScopeSpans().At(0).Spans().AppendEmpty()
+	span.SetName("llm_request")
+	span.SetKind(ptrace.SpanKindServer)
+	span.SetTraceID(pcommon.TraceID{trace, 1})
+	span.SetSpanID(pcommon.SpanID{trace, 2})
+	total := queue + prefill + decode
+	span.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	span.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(time.Duration(total * float64(time.Second)))))
+	a := span.Attributes()
+	a.PutDouble("gen_ai.latency.time_in_queue", queue)
+	a.PutDouble("gen_ai.latency.time_in_model_prefill", prefill)
+	a.PutDouble("gen_ai.latency.time_in_model_decode", decode)
+	a.PutDouble("gen_ai.latency.e2e", total)
+	a.PutInt("gen_ai.usage.prompt_tokens", 512)
+	a.PutInt("gen_ai.usage.completion_tokens", outTokens)
+	a.PutStr("gen_ai.request.model", "meta-llama/Llama-3.1-8B-Instruct")
+	a.PutStr("gen_ai.response.finish_reasons", `["stop"]`)
+	return span
+}
+
+type pipelines struct {
+	cfg     *Config
+	traces  processor.Traces
+	metrics processor.Metrics
+	spans   *consumertest.TracesSink
+	points  *consumertest.MetricsSink
+}
+
+func newPipelines(t *testing.T, tune func(*Config)) *pipelines {
+	t.Helper()
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	if tune != nil {
+		tune(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	p := &pipelines{cfg: cfg, spans: new(consumertest.TracesSink), points: new(consumertest.MetricsSink)}
+	var err error
+	set := processortest.NewNopSettings(metadata.Type)
+	p.traces, err = f.CreateTraces(context.Background(), set, cfg, p.spans)
+	require.NoError(t, err)
+	p.metrics, err = f.CreateMetrics(context.Background(), set, cfg, p.points)
+	require.NoError(t, err)
+	require.NoError(t, p.traces.Start(context.Background(), nil))
+	require.NoError(t, p.metrics.Start(context.Background(), nil))
+	t.Cleanup(func() {
+		require.NoError(t, p.traces.Shutdown(context.Background()))
+		require.NoError(t, p.metrics.Shutdown(context.Background()))
+	})
+	return p
+}
+
+// busy is a GPU decoding: memory-bound, 450 W.
+var busy = sample{util: 0.95, tensor: 0.2, dram: 0.8, powerW: 450, memUsed: 60e9}
+
+func repeat(s sample, n int) []sample {
+	out := make([]sample, n)
+	for i := range out {
+		out[i] = s
+	}
+	return out
+}
+
+func spanAttrs(t *testing.T, sink *consumertest.TracesSink, name string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for _, td := range sink.AllTraces() {
+		for i := range td.ResourceSpans().Len() {
+			sss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := range sss.Len() {
+				spans := sss.At(j).Spans()
+				for k := range spans.Len() {
+					if spans.At(k).Name() == name {
+						out = append(out, spans.At(k).Attributes().AsRaw())
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestSpansAreEnrichedFromTheGPUTimeline(t *testing.T) {
+	p := newPipelines(t, nil)
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-30 * time.Second)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, repeat(busy, 31))))
+
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, now.Add(-20*time.Second), 1, 1, 8, 200)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	got := spanAttrs(t, p.spans, "llm_request")
+	require.Len(t, got, 1)
+	a := got[0]
+	assert.Equal(t, []any{"GPU-a"}, a["gpuviz.gpu.ids"])
+	assert.Equal(t, "host", a["gpuviz.gpu.match"], "the span has no GPU attribute, pid or host.name: the single host's GPUs")
+	assert.Equal(t, "vllm", a["gpuviz.request.family"])
+	assert.InDelta(t, 1.0, a["gpuviz.coverage"], 1e-9)
+	assert.InDelta(t, 0.95, a["gpuviz.gpu.utilization.mean"], 1e-9)
+	assert.InDelta(t, 0.8, a["gpuviz.gpu.dram_activity.mean"], 1e-9)
+	assert.InDelta(t, 450.0, a["gpuviz.gpu.power.mean"], 1e-9)
+	assert.InDelta(t, 4500.0, a["gpuviz.energy"], 1e-6, "10 s at 450 W, alone on the GPU")
+	assert.Equal(t, "counter", a["gpuviz.energy.source"])
+	assert.InDelta(t, 4500.0/200, a["gpuviz.energy_per_output_token"], 1e-6)
+	assert.Equal(t, "memory_bound", a["gpuviz.bottleneck"])
+	assert.Equal(t, "memory_bound", a["gpuviz.phase.decode.bottleneck"])
+	assert.InDelta(t, 3600.0, a["gpuviz.phase.decode.energy"], 1e-6)
+	assert.Equal(t, int64(60e9), a["gpuviz.gpu.memory.peak"])
+
+	for _, phase := range []string{"gpu.queue", "gpu.prefill", "gpu.decode"} {
+		children := spanAttrs(t, p.spans, phase)
+		require.Len(t, children, 1, phase)
+		assert.Contains(t, children[0], "gpuviz.bottleneck")
+	}
+}
+
+// Requests that share a GPU share its energy: their energies sum to what
+// the counter measured over the time they covered.
+func TestConcurrentRequestsConserveEnergy(t *testing.T) {
+	p := newPipelines(t, nil)
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-40 * time.Second)
+	samples := repeat(busy, 41)
+	for i := range samples {
+		samples[i].powerW = 300 + float64(i*7%200) // varying power
+	}
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, from, time.Second, samples)))
+
+	td := ptrace.NewTraces()
+	reqStart := now.Add(-30 * time.Second)
+	vllmSpan(td, 1, reqStart, 0, 2, 10, 100)                     // [−30 s, −18 s]
+	vllmSpan(td, 2, reqStart.Add(4*time.Second), 0.5, 1, 10, 50) // [−26 s, −14.5 s]
+	vllmSpan(td, 3, reqStart.Add(5*time.Second), 0, 1, 3, 10)    // [−25 s, −21 s]
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	var sum float64
+	for _, a := range spanAttrs(t, p.spans, "llm_request") {
+		sum += a["gpuviz.energy"].(float64)
+	}
+	// The counter over the union [−30 s, −14.5 s]: whole seconds −30..−15,
+	// then half of the second ending at −14.
+	var want float64
+	for i := 11; i <= 25; i++ {
+		want += samples[i].powerW
+	}
+	want += samples[26].powerW / 2
+	assert.InDelta(t, want, sum, 1e-6)
+}
+
+func TestWithoutGPUMetricsSpansPassStraightThrough(t *testing.T) {
+	p := newPipelines(t, nil)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, time.Now().Add(-10*time.Second), 0, 1, 1, 10)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	assert.Equal(t, 1, p.spans.SpanCount(), "synchronously, untouched")
+	assert.NotContains(t, spanAttrs(t, p.spans, "llm_request")[0], "gpuviz.energy")
+}
+
+func TestOrdinaryAndMalformedSpansPassThroughUntouched(t *testing.T) {
+	p := newPipelines(t, nil)
+	now := time.Now()
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-10*time.Second), time.Second, repeat(busy, 10))))
+	td := ptrace.NewTraces()
+	bad := vllmSpan(td, 1, now.Add(-5*time.Second), 0, 1, 1, 10)
+	bad.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", -3)
+	http := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty()
+	http.SetName("GET /health")
+	want := ptrace.NewTraces()
+	td.CopyTo(want)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Equal(t, 2, p.spans.SpanCount(), "nothing to hold: passed on at once")
+	assert.Equal(t, want, p.spans.AllTraces()[0])
+}
+
+func TestOverflowPassesThroughUnenriched(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxPendingSpans = 1; c.MaxWait = time.Hour })
+	now := time.Now()
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 10))))
+	// Samples end 50 s ago: these spans wait (max_wait is an hour).
+	first := ptrace.NewTraces()
+	vllmSpan(first, 1, now.Add(-5*time.Second), 0, 1, 1, 10)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), first))
+	assert.Zero(t, p.spans.SpanCount(), "held")
+	second := ptrace.NewTraces()
+	vllmSpan(second, 2, now.Add(-5*time.Second), 0, 1, 1, 10)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), second))
+	assert.Equal(t, 1, p.spans.SpanCount(), "over max_pending_spans: passed through at once")
+}
+
+func TestShutdownFlushesHeldSpans(t *testing.T) {
+	f := NewFactory()
+	cfg := f.CreateDefaultConfig().(*Config)
+	cfg.MaxWait = time.Hour
+	sink := new(consumertest.TracesSink)
+	set := processortest.NewNopSettings(metadata.Type)
+	tp, err := f.CreateTraces(context.Background(), set, cfg, sink)
+	require.NoError(t, err)
+	mp, err := f.CreateMetrics(context.Background(), set, cfg, consumertest.NewNop())
+	require.NoError(t, err)
+	require.NoError(t, tp.Start(context.Background(), nil))
+	require.NoError(t, mp.Start(context.Background(), nil))
+	now := time.Now()
+	require.NoError(t, mp.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 58))))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, now.Add(-5*time.Second), 0.5, 1, 1, 10)
+	require.NoError(t, tp.ConsumeTraces(context.Background(), td))
+	require.Zero(t, sink.SpanCount())
+	require.NoError(t, tp.Shutdown(context.Background()))
+	require.NoError(t, mp.Shutdown(context.Background()))
+	assert.Equal(t, 1+3, sink.SpanCount(), "the held span, enriched with what there was, and its phases")
+}
+
+func TestOneCorePerConfig(t *testing.T) {
+	fac := &factory{cores: map[*Config]*core{}}
+	set := processortest.NewNopSettings(metadata.Type)
+	a, b := createDefaultConfig(), createDefaultConfig()
+	ca, err := fac.coreFor(set, a)
+	require.NoError(t, err)
+	ca2, err := fac.coreFor(set, a)
+	require.NoError(t, err)
+	cb, err := fac.coreFor(set, b)
+	require.NoError(t, err)
+	assert.Same(t, ca, ca2, "one ID in two pipelines: one core")
+	assert.NotSame(t, ca, cb, "equal settings under two IDs stay apart")
+
+	// Shutdown without Start is safe, and the last user removes the core.
+	h1, h2 := &handle{core: ca}, &handle{core: ca2}
+	require.NoError(t, h1.start(context.Background(), nil))
+	require.NoError(t, h2.shutdown(context.Background()))
+	_, ok := fac.cores[a]
+	assert.True(t, ok, "one user left")
+	require.NoError(t, h1.shutdown(context.Background()))
+	_, ok = fac.cores[a]
+	assert.False(t, ok, "the last user removed it")
+	_, ok = fac.cores[b]
+	assert.True(t, ok)
+}
+
+func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxWait = time.Second; c.Metrics.Interval = time.Millisecond })
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-40 * time.Second)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, repeat(busy, 41))))
+	td := ptrace.NewTraces()
+	span := vllmSpan(td, 7, now.Add(-30*time.Second), 0, 2, 20, 100)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(time.Second), time.Second, repeat(busy, 1))))
+	md := p.points.AllMetrics()[len(p.points.AllMetrics())-1]
+	found := map[string]bool{}
+	var exemplarTraces []pcommon.TraceID
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			found[m.Name()] = true
+			switch m.Type() {
+			case pmetric.MetricTypeSum:
+				for k := range m.Sum().DataPoints().Len() {
+					exs := m.Sum().DataPoints().At(k).Exemplars()
+					for l := range exs.Len() {
+						exemplarTraces = append(exemplarTraces, exs.At(l).TraceID())
+					}
+				}
+			case pmetric.MetricTypeHistogram:
+				for k := range m.Histogram().DataPoints().Len() {
+					exs := m.Histogram().DataPoints().At(k).Exemplars()
+					for l := range exs.Len() {
+						exemplarTraces = append(exemplarTraces, exs.At(l).TraceID())
+					}
+				}
+			}
+		}
+	}
+	for _, name := range []string{metricBottleneckTime, metricBottleneckState, metricRequestEnergy, metricRequestPerToken, metricRequestBusy, metricAnomaly, metricLoadPattern} {
+		assert.True(t, found[name], name)
+	}
+	require.NotEmpty(t, exemplarTraces)
+	for _, id := range exemplarTraces {
+		assert.Equal(t, span.TraceID(), id)
+	}
+}
