@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 bin=${BIN:-_build/otelcol-gpuviz}
 config=examples/quickstart/config.yaml
 log=$(mktemp)
-trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
+trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; [ -n "${KEEP_LOG:-}" ] && cp "$log" "$KEEP_LOG"; rm -f "$log"' EXIT
 
 "$bin" --config "$config" \
   --set=receivers::gpuviz::collection_interval=1s \
@@ -57,8 +57,44 @@ else
   backend=nvml
 fi
 
+# An inference span as vLLM sends it, over OTLP/HTTP: the gpuviz processor
+# must hold it until the GPU samples covering its end arrive, then enrich it
+# and add its phase spans.
+now=$(date +%s%N)
+start=$((now - 4000000000))
+end=$((now - 1000000000))
+curl -fsS -o /dev/null -H 'Content-Type: application/json' http://127.0.0.1:4318/v1/traces -d '{
+  "resourceSpans": [{
+    "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "vllm"}}]},
+    "scopeSpans": [{
+      "scope": {"name": "vllm.llm_engine"},
+      "spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174",
+        "name": "llm_request", "kind": 2,
+        "startTimeUnixNano": "'"$start"'", "endTimeUnixNano": "'"$end"'",
+        "attributes": [
+          {"key": "gen_ai.latency.time_in_queue", "value": {"doubleValue": 0.5}},
+          {"key": "gen_ai.latency.time_in_model_prefill", "value": {"doubleValue": 0.5}},
+          {"key": "gen_ai.latency.time_in_model_decode", "value": {"doubleValue": 2.0}},
+          {"key": "gen_ai.usage.prompt_tokens", "value": {"intValue": "512"}},
+          {"key": "gen_ai.usage.completion_tokens", "value": {"intValue": "128"}},
+          {"key": "gen_ai.request.model", "value": {"stringValue": "meta-llama/Llama-3.1-8B-Instruct"}}
+        ]
+      }]
+    }]
+  }]
+}'
+until grep -q -- "-> gpuviz.energy: Double(" "$log" && grep -q "Name           : gpu.decode" "$log"; do
+  ((SECONDS < deadline + 20)) || {
+    echo "smoke test: the vLLM span was not enriched by the gpuviz processor" >&2
+    grep -n "llm_request\|gpuviz" "$log" | tail -20 >&2
+    exit 1
+  }
+  sleep 1
+done
+
 prom=$(curl -fsS http://127.0.0.1:8889/metrics)
-for series in hw_power_watts hw_energy_joules_total hw_gpu_utilization_ratio; do
+for series in hw_power_watts hw_energy_joules_total hw_gpu_utilization_ratio gpuviz_gpu_bottleneck_time_seconds_total; do
   grep -q "^$series{" <<<"$prom" || {
     echo "smoke test: $series is not on the Prometheus endpoint" >&2
     grep '^hw_' <<<"$prom" | cut -d'{' -f1 | sort -u >&2
@@ -66,4 +102,4 @@ for series in hw_power_watts hw_energy_joules_total hw_gpu_utilization_ratio; do
   }
 done
 gpus=$(grep -c '^nvidia_gpu_info_ratio{' <<<"$prom" || true)
-echo "smoke test passed: backend=$backend, $gpus GPUs, ${#names[@]} metric names in the debug output and on the Prometheus endpoint"
+echo "smoke test passed: backend=$backend, $gpus GPUs, ${#names[@]} metric names in the debug output and on the Prometheus endpoint, a vLLM span enriched with GPU energy and phase spans"
