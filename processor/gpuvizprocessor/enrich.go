@@ -41,8 +41,8 @@ type enriched struct {
 	keys   []timeline.Key
 	method string
 	// Per request and per phase: label time and attributed energy.
-	labels      map[bottleneck.Label]float64
-	phaseLabels []map[bottleneck.Label]float64
+	labels      bottleneck.Times
+	phaseLabels []bottleneck.Times
 	energy      float64
 	phaseEnergy []float64
 	energyKnown bool
@@ -57,16 +57,13 @@ func (c *core) enrich(ctx context.Context, ready []*heldBatch) {
 	for _, b := range ready {
 		for i := range b.spans {
 			hs := &b.spans[i]
-			keys, method := c.match(hs.req)
+			keys, method := c.gpus(hs)
 			if len(keys) == 0 {
 				c.countUnenriched(ctx, "no_gpu", 1)
 				continue
 			}
-			e := &enriched{hs: hs, keys: keys, method: method, labels: map[bottleneck.Label]float64{},
-				phaseLabels: make([]map[bottleneck.Label]float64, len(hs.req.Phases)), phaseEnergy: make([]float64, len(hs.req.Phases))}
-			for p := range e.phaseLabels {
-				e.phaseLabels[p] = map[bottleneck.Label]float64{}
-			}
+			e := &enriched{hs: hs, keys: keys, method: method,
+				phaseLabels: make([]bottleneck.Times, len(hs.req.Phases)), phaseEnergy: make([]float64, len(hs.req.Phases))}
 			items = append(items, e)
 			for _, k := range keys {
 				byGPU[k] = append(byGPU[k], e)
@@ -113,11 +110,9 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		label := bottleneck.Classify(classifierInputs(iv, inFlight), c.thresholds)
 		for i, e := range es {
 			if d := attribution.Overlap(w, reqs[i].Window); d > 0 {
-				e.labels[label] += d
+				e.labels.Add(label, d)
 				for p, ph := range reqs[i].Phases {
-					if d := attribution.Overlap(w, ph); d > 0 {
-						e.phaseLabels[p][label] += d
-					}
+					e.phaseLabels[p].Add(label, attribution.Overlap(w, ph))
 				}
 			}
 		}
@@ -226,12 +221,18 @@ func (c *core) windowStats(keys []timeline.Key, from, to time.Time) gpuStats {
 	return s
 }
 
-func (s gpuStats) put(attrs pcommon.Map) {
-	attrs.PutDouble(attrCoverage, s.coverage)
+// put writes the statistics; brief is for phase spans, which carry the
+// essentials (the request span has the rest).
+func (s gpuStats) put(attrs pcommon.Map, brief bool) {
+	if !brief {
+		attrs.PutDouble(attrCoverage, s.coverage)
+	}
 	if s.hasUtil {
 		attrs.PutDouble(attrUtilMean, s.utilMean)
-		attrs.PutDouble(attrUtilMax, s.utilMax)
-		attrs.PutDouble(attrBusyTime, s.busySeconds)
+		if !brief {
+			attrs.PutDouble(attrUtilMax, s.utilMax)
+			attrs.PutDouble(attrBusyTime, s.busySeconds)
+		}
 	}
 	if s.hasSM {
 		attrs.PutDouble(attrSMMean, s.sm)
@@ -242,7 +243,7 @@ func (s gpuStats) put(attrs pcommon.Map) {
 	if s.hasDRAM {
 		attrs.PutDouble(attrDRAMMean, s.dram)
 	}
-	if s.memoryPeak > 0 {
+	if s.memoryPeak > 0 && !brief {
 		attrs.PutInt(attrMemoryPeak, int64(s.memoryPeak))
 	}
 	if s.hasPower {
@@ -261,14 +262,15 @@ func (c *core) annotate(ctx context.Context, e *enriched) {
 		return
 	}
 	attrs := span.Attributes()
+	attrs.EnsureCapacity(attrs.Len() + 16 + 2*len(req.Phases))
 	attrs.PutStr(attrFamily, req.Family)
 	ids := attrs.PutEmptySlice(attrGPUIDs)
 	for _, k := range e.keys {
 		ids.AppendEmpty().SetStr(k.GPU)
 	}
 	attrs.PutStr(attrMatch, e.method)
-	stats.put(attrs)
-	label := bottleneck.Dominant(e.labels)
+	stats.put(attrs, false)
+	label := e.labels.Dominant()
 	attrs.PutStr(attrBottleneck, string(label))
 	var perToken float64
 	if e.energyKnown {
@@ -280,7 +282,7 @@ func (c *core) annotate(ctx context.Context, e *enriched) {
 		}
 	}
 	for p, ph := range req.Phases {
-		phLabel := bottleneck.Dominant(e.phaseLabels[p])
+		phLabel := e.phaseLabels[p].Dominant()
 		attrs.PutStr(phaseAttrPrefix+ph.Name+".bottleneck", string(phLabel))
 		if e.energyKnown {
 			attrs.PutDouble(phaseAttrPrefix+ph.Name+".energy", e.phaseEnergy[p])
@@ -307,7 +309,8 @@ func (c *core) addPhaseSpan(e *enriched, p int, label bottleneck.Label) {
 	child.SetStartTimestamp(pcommon.NewTimestampFromTime(ph.Start))
 	child.SetEndTimestamp(pcommon.NewTimestampFromTime(ph.End))
 	attrs := child.Attributes()
-	c.windowStats(e.keys, ph.Start, ph.End).put(attrs)
+	attrs.EnsureCapacity(7)
+	c.windowStats(e.keys, ph.Start, ph.End).put(attrs, true)
 	attrs.PutStr(attrBottleneck, string(label))
 	if e.energyKnown {
 		attrs.PutDouble(attrEnergy, e.phaseEnergy[p])

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // tracesProcessor is the traces side: it recognises inference spans and
@@ -57,6 +58,18 @@ type heldSpan struct {
 	span     ptrace.Span
 	siblings ptrace.SpanSlice // where its phase spans go
 	req      inference.Request
+	// The GPUs it matched, once it matched some: kept, so that waiting
+	// and enriching do not match it again.
+	keys   []timeline.Key
+	method string
+}
+
+// gpus returns the span's GPUs, matching it if it has not matched yet.
+func (c *core) gpus(hs *heldSpan) ([]timeline.Key, string) {
+	if len(hs.keys) == 0 {
+		hs.keys, hs.method = c.match(hs.req)
+	}
+	return hs.keys, hs.method
 }
 
 func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consumer.Traces) error {
@@ -139,7 +152,7 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 // waits: the GPU metrics may be on their way.
 func (c *core) covered(b *heldBatch) bool {
 	for i := range b.spans {
-		keys, _ := c.match(b.spans[i].req)
+		keys, _ := c.gpus(&b.spans[i])
 		if len(keys) == 0 {
 			return false
 		}

@@ -262,11 +262,41 @@ func Classify(in Inputs, th Thresholds) Label {
 // reasoning. Keys that are not in Labels, and times that are zero,
 // negative or NaN, are ignored. An empty or all-zero map gives Unknown.
 func Dominant(time map[Label]float64) Label {
+	var t Times
+	for l, d := range time {
+		t.Add(l, d)
+	}
+	return t.Dominant()
+}
+
+// Times accumulates time per label without allocating: the hot path's
+// alternative to a map for Dominant.
+type Times [len(order)]float64
+
+// Add adds d seconds to label l; unknown labels and negative or NaN times
+// are ignored.
+func (t *Times) Add(l Label, d float64) {
+	if i := indexOf(l); i >= 0 && d > 0 {
+		t[i] += d
+	}
+}
+
+// Dominant returns the label with the most time, ties broken as Dominant.
+func (t *Times) Dominant() Label {
 	best, most := Unknown, 0.0
-	for _, l := range order {
-		if t := time[l]; t > most { // strict: an earlier label keeps a tie; NaN never wins
-			best, most = l, t
+	for i, d := range t {
+		if d > most { // strict: an earlier label keeps a tie; NaN never wins
+			best, most = order[i], d
 		}
 	}
 	return best
+}
+
+func indexOf(l Label) int {
+	for i, o := range order {
+		if o == l {
+			return i
+		}
+	}
+	return -1
 }

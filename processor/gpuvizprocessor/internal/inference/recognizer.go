@@ -272,6 +272,7 @@ type phaseNS struct {
 // family and checked and converted by finish.
 type draft struct {
 	start, end int64
+	endTol     int64 // end + tolerance, saturated
 	cursor     int64 // where the next sequential phase starts
 	n          int
 	phases     [maxPhases]phaseNS
@@ -287,6 +288,10 @@ func (r *Recognizer) window(span ptrace.Span, d *draft, now time.Time) string {
 		return ReasonBadTimestamp
 	}
 	d.start, d.end, d.cursor = int64(st), int64(et), int64(st)
+	d.endTol = d.end + tolerance
+	if d.end > math.MaxInt64-tolerance {
+		d.endTol = math.MaxInt64
+	}
 	d.in, d.out = -1, -1
 	if d.end < d.start {
 		return ReasonEndBeforeStart
@@ -302,7 +307,7 @@ func (r *Recognizer) window(span ptrace.Span, d *draft, now time.Time) string {
 
 // next appends a phase of length dur starting where the previous one ended.
 func (d *draft) next(name string, dur int64) string {
-	if dur > d.end+tolerance-d.cursor {
+	if dur > d.endTol-d.cursor {
 		return ReasonPhasesExceedSpan
 	}
 	return d.add(name, d.cursor, d.cursor+dur)
@@ -327,7 +332,7 @@ func (d *draft) finish(req *Request) string {
 	kept := 0
 	for i := 0; i < d.n; i++ {
 		p := d.phases[i]
-		if p.start < d.start || p.end < d.start || p.start > d.end+tolerance || p.end > d.end+tolerance {
+		if p.start < d.start || p.end < d.start || p.start > d.endTol || p.end > d.endTol {
 			return ReasonPhasesExceedSpan
 		}
 		if p.end < p.start {

@@ -432,7 +432,7 @@ func allFixtures() map[string]fixture {
 	return map[string]fixture{
 		"vllm v1": vllmV1(), "vllm v0": vllmV0(), "genai chat": genAIChat(), "genai embeddings": genAIEmbeddings(),
 		"tgi generate": tgiGenerate(), "tgi chat": tgiChat(),
-		"tgi prefill": tgiBackend("prefill", "text_generation_router_v3::backend", at(0), at(ms)),
+		"tgi prefill":  tgiBackend("prefill", "text_generation_router_v3::backend", at(0), at(ms)),
 		"triton model": tritonModel(), "triton compute": tritonCompute(), "triton all": tritonAllEvents(),
 		"triton root": tritonRoot(), "http": httpSpan(), "rule": ruleSpan(),
 		"triton bad order": tritonCompute().event("COMPUTE_START", at(3*ms)),

@@ -119,7 +119,7 @@ func (r *Recognizer) tgiHandler(span ptrace.Span, d *draft, now time.Time) (bool
 		return true, reason
 	}
 	if validation >= 0 {
-		if validation > d.end+tolerance-d.start {
+		if validation > d.endTol-d.start {
 			return true, ReasonPhasesExceedSpan
 		}
 		d.cursor = d.start + validation
