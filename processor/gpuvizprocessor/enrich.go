@@ -79,11 +79,16 @@ func (c *core) enrich(ctx context.Context, ready []*heldBatch) {
 	}
 }
 
-// attribute classifies and splits the energy of GPU k's sample intervals
-// between the requests released together that ran on it.
+// attribute classifies GPU k's sample intervals for the spans released
+// together that ran on it, and splits the intervals' energy between the
+// requests among them. Aggregate spans (batch steps, Triton's compute span)
+// are classified but neither take a share nor count as in flight: their
+// request is accounted for by another span.
 func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval) []timeline.Interval {
 	from, to := es[0].hs.req.Start, es[0].hs.req.End
-	reqs := make([]attribution.Request, len(es))
+	windows := make([]attribution.Request, len(es))
+	var reqs []attribution.Request
+	var owners []*enriched
 	for i, e := range es {
 		r := e.hs.req
 		if r.Start.Before(from) {
@@ -92,9 +97,13 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		if r.End.After(to) {
 			to = r.End
 		}
-		reqs[i].Window = attribution.Window{Start: r.Start, End: r.End}
+		windows[i].Window = attribution.Window{Start: r.Start, End: r.End}
 		for _, ph := range r.Phases {
-			reqs[i].Phases = append(reqs[i].Phases, attribution.Window{Start: ph.Start, End: ph.End})
+			windows[i].Phases = append(windows[i].Phases, attribution.Window{Start: ph.Start, End: ph.End})
+		}
+		if !r.Aggregate {
+			reqs = append(reqs, windows[i])
+			owners = append(owners, e)
 		}
 	}
 	ivs = c.store.Intervals(k, from, to, ivs)
@@ -109,9 +118,9 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		}
 		label := bottleneck.Classify(classifierInputs(iv, inFlight), c.thresholds)
 		for i, e := range es {
-			if d := attribution.Overlap(w, reqs[i].Window); d > 0 {
+			if d := attribution.Overlap(w, windows[i].Window); d > 0 {
 				e.labels.Add(label, d)
-				for p, ph := range reqs[i].Phases {
+				for p, ph := range windows[i].Phases {
 					e.phaseLabels[p].Add(label, attribution.Overlap(w, ph))
 				}
 			}
@@ -121,7 +130,7 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		}
 	}
 	for i, sh := range attribution.Split(energy, reqs) {
-		e := es[i]
+		e := owners[i]
 		if len(energy) > 0 {
 			e.energyKnown = true
 		}
@@ -261,6 +270,9 @@ func (c *core) annotate(ctx context.Context, e *enriched) {
 		c.countUnenriched(ctx, "no_samples", 1)
 		return
 	}
+	if req.Aggregate {
+		c.drawnEnergy(e)
+	}
 	attrs := span.Attributes()
 	attrs.EnsureCapacity(attrs.Len() + 16 + 2*len(req.Phases))
 	attrs.PutStr(attrFamily, req.Family)
@@ -292,7 +304,25 @@ func (c *core) annotate(ctx context.Context, e *enriched) {
 		}
 	}
 	c.tel.ProcessorGpuvizSpansEnriched.Add(ctx, 1)
-	c.derived.recordRequest(ctx, e, label, stats.busySeconds, perToken)
+	if !req.Aggregate {
+		c.derived.recordRequest(ctx, e, label, stats.busySeconds, perToken)
+	}
+}
+
+// drawnEnergy gives an aggregate span (a batch step, Triton's compute
+// span) the energy its GPUs drew during it and its phases, unshared: the
+// work of everything it aggregates.
+func (c *core) drawnEnergy(e *enriched) {
+	req := e.hs.req
+	for _, k := range e.keys {
+		if w := c.store.Window(k, req.Start, req.End); w.EnergySource != timeline.EnergyNone {
+			e.energy += w.EnergyJ
+			e.energyKnown = true
+		}
+		for p, ph := range req.Phases {
+			e.phaseEnergy[p] += c.store.Window(k, ph.Start, ph.End).EnergyJ
+		}
+	}
 }
 
 // addPhaseSpan adds a child span gpu.<phase> under the request span, on the

@@ -60,6 +60,12 @@ type Request struct {
 	GPUIndexes   []int     // GPU indexes named by attributes (Config.GPUIndexAttributes, Config.VisibleDevicesAttributes)
 	PID          int64     // resource process.pid, 0 unknown
 	Host         string    // resource host.name, "" unknown
+	// Aggregate marks a span whose GPU work another recognised span already
+	// accounts for as a request: TGI's batch-level prefill/decode steps and
+	// per-step infer spans, Triton's compute span under its model span. It
+	// is worth enriching, but counting it as a request would count the
+	// request twice (in energy shares and per-request metrics).
+	Aggregate bool
 }
 
 // Verdict is Recognize's classification of a span.
@@ -241,8 +247,10 @@ func (r *Recognizer) Recognize(span ptrace.Span, resource pcommon.Resource, now 
 		}
 	} else if mine, why := r.recognizeTriton(span, &req, &d, now); mine {
 		req.Family, reason = FamilyTriton, why
+		req.Aggregate = name == tritonComputeSpanName
 	} else if mine, why := r.recognizeTGI(span, resource, &d, now); mine {
 		req.Family, reason = FamilyTGI, why
+		req.Aggregate = name == "prefill" || name == "decode" || name == "infer"
 	} else if mine, why := r.recognizeGenAI(span, &req, &d, now); mine {
 		req.Family, reason = FamilyGenAI, why
 	} else {

@@ -72,17 +72,17 @@ func TestRecognizeGolden(t *testing.T) {
 		{"tgi prefill", tgiBackend("prefill", "text_generation_router_v3::backend", at(10*ms), at(60*ms)), Request{
 			Family: "tgi", Start: at(10 * ms), End: at(60 * ms),
 			Phases:      []Phase{ph("prefill", 10*ms, 60*ms)},
-			InputTokens: -1, OutputTokens: -1,
+			InputTokens: -1, OutputTokens: -1, Aggregate: true,
 		}},
 		{"tgi decode", tgiBackend("decode", "text_generation_router_v3::client::sharded_client", at(60*ms), at(80*ms)), Request{
 			Family: "tgi", Start: at(60 * ms), End: at(80 * ms),
 			Phases:      []Phase{ph("decode", 60*ms, 80*ms)},
-			InputTokens: -1, OutputTokens: -1,
+			InputTokens: -1, OutputTokens: -1, Aggregate: true,
 		}},
 		{"tgi infer", tgiBackend("infer", "text_generation_router_v3::backend", at(60*ms), at(81*ms)), Request{
 			Family: "tgi", Start: at(60 * ms), End: at(81 * ms),
 			Phases:      []Phase{ph("inference", 60*ms, 81*ms)},
-			InputTokens: -1, OutputTokens: -1,
+			InputTokens: -1, OutputTokens: -1, Aggregate: true,
 		}},
 		{"triton model span", tritonModel(), Request{
 			Family: "triton", Start: at(0), End: at(12 * ms),
@@ -91,7 +91,7 @@ func TestRecognizeGolden(t *testing.T) {
 		{"triton compute span", tritonCompute(), Request{
 			Family: "triton", Start: at(2 * ms), End: at(11 * ms),
 			Phases:      []Phase{ph("inference", 2*ms, 11*ms)},
-			InputTokens: -1, OutputTokens: -1,
+			InputTokens: -1, OutputTokens: -1, Aggregate: true,
 		}},
 		{"triton all events", tritonAllEvents(), Request{
 			Family: "triton", Start: at(0), End: at(20 * ms),

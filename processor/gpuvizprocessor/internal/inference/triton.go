@@ -48,6 +48,10 @@ const (
 	tritonEvents
 )
 
+// tritonComputeSpanName is the span Triton opens around a model's
+// execution, under the model-named span that accounts for the request.
+const tritonComputeSpanName = "compute"
+
 func tritonEvent(name string) int {
 	switch name {
 	case "REQUEST_START":

@@ -1,0 +1,64 @@
+package gpuvizprocessor
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+)
+
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub(component.MustNewIDWithName(metadata.Type.String(), name).String())
+	require.NoError(t, err)
+	cfg := createDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	return cfg
+}
+
+func TestLoadConfig(t *testing.T) {
+	require.NoError(t, confmap.Validate(loadConfig(t, "")))
+	assert.Equal(t, createDefaultConfig(), loadConfig(t, ""))
+
+	want := createDefaultConfig()
+	want.MaxWait = 5 * time.Second
+	want.MaxPendingSpans = 100
+	want.History.MaxGPUs = 16
+	want.Match.Order = []string{MatchProcess, MatchHost}
+	want.PhaseSpans = false
+	want.Rules = []RuleConfig{{Name: "myserver", SpanName: "generate", DecodeSecondsAttribute: "myserver.decode_s"}}
+	want.Bottleneck.MemoryDRAM = 0.6
+	want.Metrics.Interval = 30 * time.Second
+	want.Analysis.Enabled = false
+	got := loadConfig(t, "custom")
+	require.NoError(t, confmap.Validate(got))
+	assert.Equal(t, want, got)
+}
+
+func TestInvalidConfig(t *testing.T) {
+	for name, msg := range map[string]string{
+		"bad_wait":      "max_wait: 0s must be positive",
+		"bad_pending":   "max_pending_spans: 0 must be at least 1",
+		"bad_history":   "history: max_gpus",
+		"bad_order":     `match.order[1]: "gpu" is not a matching method`,
+		"empty_order":   "match.order: name at least one of attribute, process, host",
+		"bad_threshold": "bottleneck: memory_dram",
+		"bad_rule":      "name",
+		"bad_interval":  "metrics.interval: -1s must be positive",
+		"bad_analysis":  "analysis: ",
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), msg)
+		})
+	}
+	assert.ErrorContains(t, confmap.Validate(loadConfig(t, "bad_order")), `match.order[2]: "attribute" is listed twice`)
+}
