@@ -70,8 +70,15 @@ func forEachNumberPoint(md pmetric.Metrics, f func(pmetric.NumberDataPoint)) {
 // attribution, three phase spans) per second on one core. Each batch holds
 // 100 concurrent 10 s requests on one GPU with 1 s samples.
 func BenchmarkEnrich(b *testing.B) {
+	b.Run("phase_spans", func(b *testing.B) { benchmarkEnrich(b, true) })
+	b.Run("no_phase_spans", func(b *testing.B) { benchmarkEnrich(b, false) })
+}
+
+func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 	fac := &factory{cores: map[*Config]*core{}}
-	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), createDefaultConfig())
+	cfg := createDefaultConfig()
+	cfg.PhaseSpans = phaseSpans
+	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
