@@ -11,7 +11,7 @@ TOOLS := $(CURDIR)/.tools
 OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
 DIST := _build/otelcol-gpuviz
 
-.PHONY: all build run test lint generate check-generated unit smoke bench gpu-check clean
+.PHONY: all build run test lint generate check-generated unit smoke bench gpu-check loadgen prometheus demo e2e clean
 
 all: build
 
@@ -56,6 +56,24 @@ test: lint check-generated unit smoke
 
 bench:
 	go test -run '^$$' -bench . -benchmem ./...
+
+loadgen:
+	go build -o _build/loadgen ./examples/loadgen
+
+# Prometheus from Debian's package (2.42: exemplar storage, promtool).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+prometheus:
+	@command -v prometheus >/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+# Jaeger, Prometheus, the collector on simulated GPUs and the load generator
+# on loopback; Ctrl-C stops them all. Jaeger is built once into ~/.cache/gpuviz.
+demo: build loadgen prometheus
+	go run ./cmd/gpuviz-demo --jaeger "$$(scripts/jaeger.sh)"
+
+# The demo stack for a minute, asserted through Jaeger's and Prometheus' APIs.
+e2e: build loadgen prometheus
+	GPUVIZ_JAEGER="$$(scripts/jaeger.sh)" go test -tags e2e -count=1 -v -timeout 20m ./e2e/
 
 # On a machine with an NVIDIA GPU and PyTorch: checks the receiver's signals
 # against a known workload (see README, "Checking on real hardware").

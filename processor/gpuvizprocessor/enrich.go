@@ -25,6 +25,7 @@ const (
 	attrSMMean         = "gpuviz.gpu.sm_activity.mean"
 	attrTensorMean     = "gpuviz.gpu.tensor_activity.mean"
 	attrDRAMMean       = "gpuviz.gpu.dram_activity.mean"
+	attrMemCtlMean     = "gpuviz.gpu.memory_controller.mean"
 	attrMemoryPeak     = "gpuviz.gpu.memory.peak"
 	attrPowerMean      = "gpuviz.gpu.power.mean"
 	attrBusyTime       = "gpuviz.gpu.busy_time"
@@ -170,8 +171,9 @@ type gpuStats struct {
 	utilMean, utilMax float64
 	hasUtil           bool
 	sm, tensor, dram  float64
+	memCtl            float64
 	hasSM, hasTensor  bool
-	hasDRAM           bool
+	hasDRAM, hasMem   bool
 	memoryPeak        float64
 	powerMean         float64
 	hasPower          bool
@@ -185,7 +187,7 @@ type gpuStats struct {
 // of mean power (the request's GPUs draw together), the peak memory.
 func (c *core) windowStats(keys []timeline.Key, from, to time.Time) gpuStats {
 	var s gpuStats
-	var nUtil, nSM, nTensor, nDRAM int
+	var nUtil, nSM, nTensor, nDRAM, nMem int
 	s.energySource = timeline.EnergyCounter.String()
 	for _, k := range keys {
 		w := c.store.Window(k, from, to)
@@ -211,6 +213,10 @@ func (c *core) windowStats(keys []timeline.Key, from, to time.Time) gpuStats {
 			s.dram += st.Mean
 			nDRAM++
 		}
+		if st := w.Stats[timeline.MemoryController]; st.Seconds > 0 {
+			s.memCtl += st.Mean
+			nMem++
+		}
 		if st := w.Stats[timeline.MemoryUsed]; st.Seconds > 0 {
 			s.memoryPeak = max(s.memoryPeak, st.Max)
 		}
@@ -219,7 +225,7 @@ func (c *core) windowStats(keys []timeline.Key, from, to time.Time) gpuStats {
 			s.hasPower = true
 		}
 	}
-	s.hasUtil, s.hasSM, s.hasTensor, s.hasDRAM = nUtil > 0, nSM > 0, nTensor > 0, nDRAM > 0
+	s.hasUtil, s.hasSM, s.hasTensor, s.hasDRAM, s.hasMem = nUtil > 0, nSM > 0, nTensor > 0, nDRAM > 0, nMem > 0
 	mean := func(sum float64, n int) float64 {
 		if n == 0 {
 			return 0
@@ -227,6 +233,7 @@ func (c *core) windowStats(keys []timeline.Key, from, to time.Time) gpuStats {
 		return sum / float64(n)
 	}
 	s.utilMean, s.sm, s.tensor, s.dram = mean(s.utilMean, nUtil), mean(s.sm, nSM), mean(s.tensor, nTensor), mean(s.dram, nDRAM)
+	s.memCtl = mean(s.memCtl, nMem)
 	return s
 }
 
@@ -251,6 +258,12 @@ func (s gpuStats) put(attrs pcommon.Map, brief bool) {
 	}
 	if s.hasDRAM {
 		attrs.PutDouble(attrDRAMMean, s.dram)
+	}
+	// The memory controller's busy share comes with the driver's ~6/s
+	// samples: finer than GPM's once-a-scrape activities, it tells a short
+	// prefill from the decode after it.
+	if s.hasMem {
+		attrs.PutDouble(attrMemCtlMean, s.memCtl)
 	}
 	if s.memoryPeak > 0 && !brief {
 		attrs.PutInt(attrMemoryPeak, int64(s.memoryPeak))
@@ -339,7 +352,7 @@ func (c *core) addPhaseSpan(e *enriched, p int, label bottleneck.Label) {
 	child.SetStartTimestamp(pcommon.NewTimestampFromTime(ph.Start))
 	child.SetEndTimestamp(pcommon.NewTimestampFromTime(ph.End))
 	attrs := child.Attributes()
-	attrs.EnsureCapacity(7)
+	attrs.EnsureCapacity(8)
 	c.windowStats(e.keys, ph.Start, ph.End).put(attrs, true)
 	attrs.PutStr(attrBottleneck, string(label))
 	if e.energyKnown {

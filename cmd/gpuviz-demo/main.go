@@ -1,0 +1,71 @@
+// Command gpuviz-demo runs the demo stack on loopback — Jaeger, Prometheus,
+// otelcol-gpuviz on simulated GPUs (real ones where present) and the load
+// generator — prints where to look, and stops everything on Ctrl-C.
+// `make demo` builds what it needs and runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/gpuviz/gpuviz/internal/stack"
+)
+
+func main() {
+	var cfg stack.Config
+	flag.StringVar(&cfg.Root, "root", ".", "the repository root")
+	flag.StringVar(&cfg.Collector, "collector", "_build/otelcol-gpuviz", "otelcol-gpuviz binary")
+	flag.StringVar(&cfg.Loadgen, "loadgen", "_build/loadgen", "load generator binary")
+	flag.StringVar(&cfg.Jaeger, "jaeger", "", "jaeger binary (scripts/jaeger.sh prints it)")
+	flag.StringVar(&cfg.Prometheus, "prometheus", "prometheus", "prometheus binary")
+	flag.StringVar(&cfg.WorkDir, "workdir", "_build/demo", "logs and Prometheus data")
+	flag.Parse()
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg.Root = root
+	for _, p := range []*string{&cfg.Collector, &cfg.Loadgen, &cfg.WorkDir} {
+		if !filepath.IsAbs(*p) {
+			*p = filepath.Join(root, *p)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := stack.Start(ctx, cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf(`gpuviz demo running (logs in %s). Ctrl-C stops everything.
+
+  GPU metrics with exemplars, in Prometheus' own UI:
+    %s/graph?g0.expr=rate(gpuviz_gpu_bottleneck_time_seconds_total[1m])&g0.show_exemplars=1&g0.tab=0
+    %s/graph?g0.expr=histogram_quantile(0.9,sum+by(le)(rate(gpuviz_request_energy_joules_bucket[1m])))&g0.show_exemplars=1&g0.tab=0
+  Enriched inference traces, through Jaeger's API (a Jaeger built from its Go module serves no full UI):
+    curl -s '%s/api/traces?service=vllm&limit=5' | python3 -m json.tool | grep -E '"(operationName|key)"|gpuviz'
+  A trace from an exemplar: curl -s %s/api/traces/<trace_id>
+  For the Grafana and Jaeger UIs, use examples/docker-compose.
+`, cfg.WorkDir, stack.PrometheusURL, stack.PrometheusURL, stack.JaegerQuery, stack.JaegerQuery)
+	select {
+	case <-ctx.Done():
+	case <-exited(s):
+		log.Printf("stopping: %v", s.Exited())
+	}
+	s.Stop()
+}
+
+// exited closes when a process of the stack stops by itself.
+func exited(s *stack.Stack) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		_ = s.Wait(context.Background(), "collector")
+	}()
+	return ch
+}
