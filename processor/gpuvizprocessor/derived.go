@@ -83,7 +83,10 @@ type ioPoint struct {
 	ok    bool
 }
 
-type histKey struct{ model, label string }
+// histKey keeps requests apart by the host of their GPUs (a gateway joins
+// many hosts, and the Prometheus exporter tells series apart by their
+// attributes alone), model and bottleneck.
+type histKey struct{ host, model, label string }
 
 type histogram struct {
 	bounds    []float64
@@ -217,7 +220,7 @@ func (d *derived) recordRequest(ctx context.Context, e *enriched, label bottlene
 			d.models[model] = true
 		}
 	}
-	hk := histKey{model: model, label: string(label)}
+	hk := histKey{host: e.keys[0].Host, model: model, label: string(label)}
 	ex := exemplar{traceID: rr.traceID, spanID: rr.spanID, ts: req.End}
 	if e.energyKnown {
 		d.observeHist(0, hk, energyBounds, e.energy, ex)
@@ -309,6 +312,13 @@ func (d *derived) appendTo(ctx context.Context, md pmetric.Metrics, now time.Tim
 	for k := range d.gpus {
 		byHost[k.Host] = append(byHost[k.Host], k)
 	}
+	for _, hists := range d.hists {
+		for k := range hists {
+			if _, ok := byHost[k.host]; !ok {
+				byHost[k.host] = nil
+			}
+		}
+	}
 	hosts := slices.Sorted(maps.Keys(byHost))
 	for _, host := range hosts {
 		keys := byHost[host]
@@ -356,15 +366,9 @@ func (d *derived) appendTo(ctx context.Context, md pmetric.Metrics, now time.Tim
 		if d.c.cfg.Analysis.Enabled {
 			d.appendAnalysis(ms, keys, ts)
 		}
-	}
-	if len(d.hists[0])+len(d.hists[1])+len(d.hists[2]) > 0 {
-		rm := md.ResourceMetrics().AppendEmpty()
-		sm := rm.ScopeMetrics().AppendEmpty()
-		sm.Scope().SetName(scopeName)
-		ms := sm.Metrics()
-		exemplars += appendHistograms(ms, metricRequestEnergy, "GPU energy attributed to each inference request.", "J", d.hists[0], start, ts)
-		exemplars += appendHistograms(ms, metricRequestPerToken, "GPU energy per output token of each inference request.", "J/{token}", d.hists[1], start, ts)
-		exemplars += appendHistograms(ms, metricRequestBusy, "GPU-busy seconds of each inference request (utilisation × time, summed over its GPUs).", "s", d.hists[2], start, ts)
+		exemplars += appendHistograms(ms, host, metricRequestEnergy, "GPU energy attributed to each inference request.", "J", d.hists[0], start, ts)
+		exemplars += appendHistograms(ms, host, metricRequestPerToken, "GPU energy per output token of each inference request.", "J/{token}", d.hists[1], start, ts)
+		exemplars += appendHistograms(ms, host, metricRequestBusy, "GPU-busy seconds of each inference request (utilisation × time, summed over its GPUs).", "s", d.hists[2], start, ts)
 	}
 	if exemplars > 0 {
 		d.c.tel.ProcessorGpuvizExemplarsAttached.Add(ctx, exemplars)
@@ -405,8 +409,15 @@ func (d *derived) appendAnalysis(ms pmetric.MetricSlice, keys []timeline.Key, ts
 	}
 }
 
-func appendHistograms(ms pmetric.MetricSlice, name, desc, unit string, hists map[histKey]*histogram, start, ts pcommon.Timestamp) int64 {
-	if len(hists) == 0 {
+// appendHistograms adds a request histogram's series of one host.
+func appendHistograms(ms pmetric.MetricSlice, host, name, desc, unit string, hists map[histKey]*histogram, start, ts pcommon.Timestamp) int64 {
+	var keys []histKey
+	for k := range hists {
+		if k.host == host {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
 		return 0
 	}
 	m := ms.AppendEmpty()
@@ -415,7 +426,7 @@ func appendHistograms(ms pmetric.MetricSlice, name, desc, unit string, hists map
 	m.SetUnit(unit)
 	h := m.SetEmptyHistogram()
 	h.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-	keys := slices.SortedFunc(maps.Keys(hists), func(a, b histKey) int {
+	slices.SortFunc(keys, func(a, b histKey) int {
 		if c := strings.Compare(a.model, b.model); c != 0 {
 			return c
 		}

@@ -2,6 +2,9 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"maps"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/gpuviz/gpuviz/internal/promnames"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 )
 
@@ -331,13 +335,28 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(time.Second), time.Second, repeat(busy, 1))))
 	md := p.points.AllMetrics()[len(p.points.AllMetrics())-1]
 	found := map[string]bool{}
+	emitted := map[string]promnames.Metric{}
 	var exemplarTraces []pcommon.TraceID
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		host, _ := rms.At(i).Resource().Attributes().Get("host.name")
 		for j := range ms.Len() {
 			m := ms.At(j)
 			found[m.Name()] = true
+			kind := promnames.Gauge
+			switch m.Type() {
+			case pmetric.MetricTypeSum:
+				kind = promnames.Counter
+			case pmetric.MetricTypeHistogram:
+				kind = promnames.Histogram
+			}
+			if strings.HasPrefix(m.Name(), "gpuviz.") { // not the GPU metrics passing through
+				emitted[m.Name()] = promnames.Metric{Name: m.Name(), Unit: m.Unit(), Kind: kind}
+			}
+			// Every derived series is under its GPUs' host: a gateway
+			// joining many hosts must keep them apart.
+			assert.Equal(t, "node-1", host.AsString(), m.Name())
 			switch m.Type() {
 			case pmetric.MetricTypeSum:
 				for k := range m.Sum().DataPoints().Len() {
@@ -359,6 +378,9 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 	for _, name := range []string{metricBottleneckTime, metricBottleneckState, metricRequestEnergy, metricRequestPerToken, metricRequestBusy, metricAnomaly, metricLoadPattern} {
 		assert.True(t, found[name], name)
 	}
+	// The dashboards and alert rules are checked against promnames.Derived:
+	// it must list exactly what the processor emits.
+	assert.ElementsMatch(t, promnames.Derived(), slices.Collect(maps.Values(emitted)))
 	require.NotEmpty(t, exemplarTraces)
 	for _, id := range exemplarTraces {
 		assert.Equal(t, span.TraceID(), id)

@@ -1,0 +1,1185 @@
+// Package examples_test checks the example deployments: that the Grafana
+// dashboards and Prometheus rules name only metrics the distribution emits
+// (as the collector's prometheus exporter names them, internal/promnames),
+// that the alert rules pass their promtool unit tests, and that the
+// Kubernetes, docker-compose and SigNoz files hang together: every
+// collector config uses only components builder-config.yaml builds, and
+// every pipeline only components it defines.
+package examples_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/gpuviz/gpuviz/internal/promnames"
+)
+
+// The tests run in examples/.
+const (
+	repoRoot     = ".."
+	metadataPath = "../receiver/gpuvizreceiver/metadata.yaml"
+	builderPath  = "../builder-config.yaml"
+)
+
+// prometheusOwn are series Prometheus writes itself, which rules and
+// dashboards may use next to the distribution's.
+var prometheusOwn = map[string]bool{
+	"up": true, "scrape_duration_seconds": true, "scrape_samples_scraped": true,
+	"ALERTS": true, "ALERTS_FOR_STATE": true,
+}
+
+// emitted is every series name the distribution's metrics become in
+// Prometheus: the receiver's (metadata.yaml) and the processor's derived ones.
+func emitted(t *testing.T) map[string]promnames.Metric {
+	t.Helper()
+	ms, err := promnames.FromMetadata(metadataPath)
+	require.NoError(t, err)
+	return promnames.Set(ms, promnames.Derived())
+}
+
+// unknownMetrics returns the metric names in a PromQL expression (or a
+// Grafana variable query) that are neither emitted, nor Prometheus' own,
+// nor in extra (recording rules).
+func unknownMetrics(expr string, known map[string]promnames.Metric, extra map[string]bool) []string {
+	var unknown []string
+	for _, n := range queryMetricNames(expr) {
+		if _, ok := known[n]; !ok && !prometheusOwn[n] && !extra[n] {
+			unknown = append(unknown, n)
+		}
+	}
+	return unknown
+}
+
+// queryMetricNames is promnames.InExpression that also understands the
+// Prometheus data source's variable queries: label_values(selector, label),
+// label_values(label), query_result(expr), label_names(), metrics(regex).
+func queryMetricNames(q string) []string {
+	q = strings.TrimSpace(q)
+	inner := func(prefix string) (string, bool) {
+		if !strings.HasPrefix(q, prefix+"(") || !strings.HasSuffix(q, ")") {
+			return "", false
+		}
+		return q[len(prefix)+1 : len(q)-1], true
+	}
+	if body, ok := inner("label_values"); ok {
+		if i := lastTopLevelComma(body); i >= 0 {
+			return promnames.InExpression(body[:i])
+		}
+		return nil // label_values(label)
+	}
+	if body, ok := inner("query_result"); ok {
+		return promnames.InExpression(body)
+	}
+	if _, ok := inner("label_names"); ok {
+		return nil
+	}
+	if _, ok := inner("metrics"); ok {
+		return nil
+	}
+	return promnames.InExpression(q)
+}
+
+func lastTopLevelComma(s string) int {
+	depth, last := 0, -1
+	inString := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case inString != 0:
+			if c == '\\' {
+				i++
+			} else if c == inString {
+				inString = 0
+			}
+		case c == '"' || c == '\'' || c == '`':
+			inString = c
+		case c == '(' || c == '{' || c == '[':
+			depth++
+		case c == ')' || c == '}' || c == ']':
+			depth--
+		case c == ',' && depth == 0:
+			last = i
+		}
+	}
+	return last
+}
+
+// TestUnknownMetricsCheck shows that the check the dashboard and rule tests
+// rely on fails for names the distribution does not emit.
+func TestUnknownMetricsCheck(t *testing.T) {
+	known := emitted(t)
+	for expr, want := range map[string][]string{
+		`hw_power_watts`: nil,
+		`sum by (hw_id) (rate(hw_energy_joules_total[5m]))`:                                    nil,
+		`histogram_quantile(0.9, sum by (le) (rate(gpuviz_request_energy_joules_bucket[5m])))`: nil,
+		`hw_status{hw_state="failed"} == 1`:                                                    nil,
+		`up{job="otelcol-gpuviz"} == 0`:                                                        nil,
+		`label_values(nvidia_gpu_info_ratio{host_name=~"$host"}, hw_name)`:                     nil,
+		`label_values(host_name)`:                                                              nil,
+		`query_result(nvidia_gpu_info_ratio)`:                                                  nil,
+		`hw_power_watt`:                                                                        {"hw_power_watt"},
+		`rate(hw_energy_joules[5m])`:                                                           {"hw_energy_joules"}, // a counter needs _total
+		`hw_status_ratio{hw_state="failed"}`:                                                   {"hw_status_ratio"},  // up-down counters get no _ratio
+		`hw_gpu_memory_usage_bytes / hw_gpu_memory_total_bytes`:                                {"hw_gpu_memory_total_bytes"},
+		`histogram_quantile(0.9, rate(gpuviz_request_energy_per_output_token_joules_per_token_bucket[5m]))`: {"gpuviz_request_energy_per_output_token_joules_per_token_bucket"},
+		`label_values(DCGM_FI_DEV_GPU_UTIL, gpu)`:                                                           {"DCGM_FI_DEV_GPU_UTIL"},
+		`rate(gpuviz_gpu_bottleneck_time_total[5m]) * on(hw_id) group_left(hw_name) nvidia_gpu_info`:        {"gpuviz_gpu_bottleneck_time_total", "nvidia_gpu_info"},
+	} {
+		assert.Equal(t, want, unknownMetrics(expr, known, nil), expr)
+	}
+	assert.Empty(t, unknownMetrics(`job:gpu_power:sum`, known, map[string]bool{"job:gpu_power:sum": true}))
+}
+
+func readYAML(t *testing.T, p string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(b, v), p)
+}
+
+// readYAMLDocs returns every document of a multi-document YAML file.
+func readYAMLDocs(t *testing.T, p string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(p)
+	require.NoError(t, err)
+	defer f.Close()
+	dec := yaml.NewDecoder(f)
+	var docs []map[string]any
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		require.NoError(t, err, p)
+		if d != nil {
+			docs = append(docs, d)
+		}
+	}
+}
+
+// --- Grafana ---------------------------------------------------------------
+
+type gridPos struct{ X, Y, W, H int }
+
+type dashPanel struct {
+	ID         int             `json:"id"`
+	Type       string          `json:"type"`
+	Title      string          `json:"title"`
+	GridPos    *gridPos        `json:"gridPos"`
+	Datasource *dsRef          `json:"datasource"`
+	Targets    []dashTarget    `json:"targets"`
+	Panels     []dashPanel     `json:"panels"`
+	Repeat     string          `json:"repeat"`
+	Options    json.RawMessage `json:"options"`
+}
+
+type dsRef struct {
+	Type string `json:"type"`
+	UID  string `json:"uid"`
+}
+
+type dashTarget struct {
+	Datasource *dsRef `json:"datasource"`
+	Expr       string `json:"expr"`
+	RefID      string `json:"refId"`
+	Exemplar   bool   `json:"exemplar"`
+	QueryType  string `json:"queryType"`
+}
+
+type dashboard struct {
+	Title         string      `json:"title"`
+	UID           string      `json:"uid"`
+	SchemaVersion int         `json:"schemaVersion"`
+	Panels        []dashPanel `json:"panels"`
+	Templating    struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Datasource *dsRef `json:"datasource"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
+	Links []struct {
+		URL string `json:"url"`
+	} `json:"links"`
+}
+
+var dataSourceUIDs = []string{"prometheus", "jaeger"}
+
+// allPanels flattens rows' collapsed panels into the list.
+func allPanels(ps []dashPanel) []dashPanel {
+	var out []dashPanel
+	for _, p := range ps {
+		out = append(out, p)
+		out = append(out, allPanels(p.Panels)...)
+	}
+	return out
+}
+
+func loadDashboards(t *testing.T) map[string]dashboard {
+	t.Helper()
+	files, err := filepath.Glob("grafana/dashboards/*.json")
+	require.NoError(t, err)
+	require.NotEmpty(t, files, "no dashboards in grafana/dashboards")
+	out := map[string]dashboard{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var d dashboard
+		dec := json.NewDecoder(bytes.NewReader(b))
+		require.NoError(t, dec.Decode(&d), f)
+		out[f] = d
+	}
+	return out
+}
+
+// dashboardExprs returns every PromQL expression of a dashboard: panel
+// targets and variable queries, keyed by where they are.
+func dashboardExprs(d dashboard) map[string]string {
+	out := map[string]string{}
+	for _, p := range allPanels(d.Panels) {
+		for _, tg := range p.Targets {
+			if tg.Expr != "" {
+				out[fmt.Sprintf("panel %q target %s", p.Title, tg.RefID)] = tg.Expr
+			}
+		}
+	}
+	for _, v := range d.Templating.List {
+		if v.Type == "query" {
+			out[fmt.Sprintf("variable %s", v.Name)] = v.Definition
+		}
+	}
+	return out
+}
+
+func TestDashboards(t *testing.T) {
+	known := emitted(t)
+	dashboards := loadDashboards(t)
+	uids := map[string]string{}
+	for f, d := range dashboards {
+		uids[d.UID] = f
+	}
+	assert.Len(t, uids, len(dashboards), "dashboard uids must differ")
+
+	for f, d := range dashboards {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			assert.NotEmpty(t, d.Title, "title")
+			assert.NotEmpty(t, d.UID, "uid")
+			assert.GreaterOrEqual(t, d.SchemaVersion, 36, "schemaVersion: a modern dashboard")
+			require.NotEmpty(t, d.Panels, "panels")
+
+			ids := map[int]bool{}
+			var boxes []struct {
+				title string
+				pos   gridPos
+			}
+			for _, p := range allPanels(d.Panels) {
+				assert.NotEmpty(t, p.Type, "panel %q has no type", p.Title)
+				assert.False(t, ids[p.ID], "panel id %d used twice", p.ID)
+				ids[p.ID] = true
+				if assert.NotNil(t, p.GridPos, "panel %q has no gridPos", p.Title) {
+					g := *p.GridPos
+					assert.True(t, g.W > 0 && g.H > 0 && g.X >= 0 && g.Y >= 0 && g.X+g.W <= 24,
+						"panel %q: gridPos %+v outside the 24-column grid", p.Title, g)
+					for _, b := range boxes {
+						overlap := g.X < b.pos.X+b.pos.W && b.pos.X < g.X+g.W && g.Y < b.pos.Y+b.pos.H && b.pos.Y < g.Y+g.H
+						assert.False(t, overlap, "panels %q and %q overlap", p.Title, b.title)
+					}
+					boxes = append(boxes, struct {
+						title string
+						pos   gridPos
+					}{p.Title, g})
+				}
+				if p.Type == "row" || p.Type == "text" {
+					continue
+				}
+				if assert.NotNil(t, p.Datasource, "panel %q has no datasource", p.Title) {
+					assert.Contains(t, dataSourceUIDs, p.Datasource.UID, "panel %q", p.Title)
+				}
+				assert.NotEmpty(t, p.Targets, "panel %q has no targets", p.Title)
+				for _, tg := range p.Targets {
+					assert.NotEmpty(t, tg.RefID, "panel %q: target without refId", p.Title)
+					ds := p.Datasource
+					if tg.Datasource != nil {
+						ds = tg.Datasource
+						assert.Contains(t, dataSourceUIDs, ds.UID, "panel %q target %s", p.Title, tg.RefID)
+					}
+					if ds != nil && ds.UID == "prometheus" {
+						assert.NotEmpty(t, tg.Expr, "panel %q target %s: no expr", p.Title, tg.RefID)
+					}
+					if tg.Exemplar {
+						// Prometheus keeps exemplars on counters and histograms only.
+						var carries bool
+						for _, n := range promnames.InExpression(tg.Expr) {
+							if m, ok := known[n]; ok && (m.Kind == promnames.Counter || m.Kind == promnames.Histogram) {
+								carries = true
+							}
+						}
+						assert.True(t, carries, "panel %q target %s asks for exemplars but reads no counter or histogram", p.Title, tg.RefID)
+					}
+				}
+			}
+			for where, expr := range dashboardExprs(d) {
+				assert.Empty(t, unknownMetrics(expr, known, nil), "%s: %s names metrics the distribution does not emit", where, expr)
+			}
+			for _, v := range d.Templating.List {
+				if v.Type == "query" && assert.NotNil(t, v.Datasource, "variable %s", v.Name) {
+					assert.Contains(t, dataSourceUIDs, v.Datasource.UID, "variable %s", v.Name)
+				}
+			}
+			for _, l := range d.Links {
+				if rest, ok := strings.CutPrefix(l.URL, "/d/"); ok {
+					uid, _, _ := strings.Cut(rest, "/")
+					assert.Contains(t, uids, uid, "link %s to a dashboard that is not here", l.URL)
+				}
+			}
+		})
+	}
+}
+
+func TestGrafanaProvisioning(t *testing.T) {
+	known := emitted(t)
+	var ds struct {
+		APIVersion  int `yaml:"apiVersion"`
+		Datasources []struct {
+			Name     string         `yaml:"name"`
+			UID      string         `yaml:"uid"`
+			Type     string         `yaml:"type"`
+			URL      string         `yaml:"url"`
+			JSONData map[string]any `yaml:"jsonData"`
+		} `yaml:"datasources"`
+	}
+	readYAML(t, "grafana/provisioning/datasources/datasources.yaml", &ds)
+	assert.Equal(t, 1, ds.APIVersion)
+	byUID := map[string]int{}
+	for i, d := range ds.Datasources {
+		byUID[d.UID] = i
+	}
+	require.Contains(t, byUID, "prometheus")
+	require.Contains(t, byUID, "jaeger")
+	prom := ds.Datasources[byUID["prometheus"]]
+	jaeger := ds.Datasources[byUID["jaeger"]]
+	assert.Equal(t, "prometheus", prom.Type)
+	assert.Equal(t, "http://prometheus:9090", prom.URL)
+	assert.Equal(t, "jaeger", jaeger.Type)
+	assert.Equal(t, "http://jaeger:16686", jaeger.URL)
+
+	dests, _ := prom.JSONData["exemplarTraceIdDestinations"].([]any)
+	require.Len(t, dests, 1, "exemplarTraceIdDestinations")
+	dest, _ := dests[0].(map[string]any)
+	assert.Equal(t, "trace_id", dest["name"], "the label OTel exemplars carry in Prometheus")
+	assert.Equal(t, "jaeger", dest["datasourceUid"])
+
+	if t2m, ok := jaeger.JSONData["tracesToMetrics"].(map[string]any); ok {
+		assert.Equal(t, "prometheus", t2m["datasourceUid"])
+		queries, _ := t2m["queries"].([]any)
+		for _, q := range queries {
+			expr, _ := q.(map[string]any)["query"].(string)
+			assert.Empty(t, unknownMetrics(expr, known, nil), "tracesToMetrics query %s", expr)
+		}
+	}
+
+	var prov struct {
+		Providers []struct {
+			Type    string `yaml:"type"`
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	readYAML(t, "grafana/provisioning/dashboards/dashboards.yaml", &prov)
+	require.Len(t, prov.Providers, 1)
+	assert.Equal(t, "file", prov.Providers[0].Type)
+	assert.Equal(t, "/var/lib/grafana/dashboards", prov.Providers[0].Options.Path)
+}
+
+// --- Prometheus --------------------------------------------------------------
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Record      string            `yaml:"record"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+type ruleTests struct {
+	RuleFiles []string `yaml:"rule_files"`
+	Tests     []struct {
+		Name          string                            `yaml:"name"`
+		InputSeries   []struct{ Series, Values string } `yaml:"input_series"`
+		AlertRuleTest []struct {
+			Alertname string `yaml:"alertname"`
+			ExpAlerts []struct {
+				ExpLabels map[string]string `yaml:"exp_labels"`
+			} `yaml:"exp_alerts"`
+		} `yaml:"alert_rule_test"`
+	} `yaml:"tests"`
+}
+
+func TestAlertRules(t *testing.T) {
+	known := emitted(t)
+	var rf ruleFile
+	readYAML(t, "prometheus/rules.yaml", &rf)
+	require.NotEmpty(t, rf.Groups)
+	records := map[string]bool{}
+	for _, g := range rf.Groups {
+		for _, r := range g.Rules {
+			if r.Record != "" {
+				records[r.Record] = true
+			}
+		}
+	}
+	alerts := map[string]bool{}
+	for _, g := range rf.Groups {
+		assert.Equal(t, "gpuviz", g.Name)
+		for _, r := range g.Rules {
+			assert.Empty(t, unknownMetrics(r.Expr, known, records), "rule %s%s: %s", r.Alert, r.Record, r.Expr)
+			if r.Alert == "" {
+				continue
+			}
+			alerts[r.Alert] = true
+			assert.Contains(t, []string{"info", "warning", "critical"}, r.Labels["severity"], "alert %s: severity", r.Alert)
+			assert.NotEmpty(t, r.Annotations["summary"], "alert %s: summary", r.Alert)
+			assert.NotEmpty(t, r.Annotations["description"], "alert %s: description", r.Alert)
+			if strings.HasPrefix(r.Alert, "GPU") {
+				assert.Contains(t, r.Annotations["summary"], "$labels.hw_id", "alert %s names the GPU", r.Alert)
+			}
+		}
+	}
+
+	// Every alert has a promtool test in which it fires.
+	var rt ruleTests
+	readYAML(t, "prometheus/rules_test.yaml", &rt)
+	assert.Equal(t, []string{"rules.yaml"}, rt.RuleFiles)
+	fires := map[string]bool{}
+	for _, tc := range rt.Tests {
+		for _, a := range tc.AlertRuleTest {
+			assert.Contains(t, alerts, a.Alertname, "test %q: no such alert", tc.Name)
+			if len(a.ExpAlerts) > 0 {
+				fires[a.Alertname] = true
+			}
+		}
+	}
+	for a := range alerts {
+		assert.True(t, fires[a], "alert %s has no promtool test in which it fires", a)
+	}
+}
+
+// TestRuleTestSeries checks that the input series of rules_test.yaml look
+// like what Prometheus stores from the collector: names it emits, and only
+// labels that series can have (the metric's attributes with dots turned
+// into underscores, the exported resource attributes, the scope and the
+// scrape's job and instance).
+func TestRuleTestSeries(t *testing.T) {
+	known := emitted(t)
+	allowed := seriesLabels(t)
+	var rt ruleTests
+	readYAML(t, "prometheus/rules_test.yaml", &rt)
+	seriesRE := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\}$`)
+	labelRE := regexp.MustCompile(`\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?`)
+	for _, tc := range rt.Tests {
+		for _, s := range tc.InputSeries {
+			m := seriesRE.FindStringSubmatch(strings.TrimSpace(s.Series))
+			if !assert.NotNil(t, m, "test %q: cannot read series %s", tc.Name, s.Series) {
+				continue
+			}
+			name, body := m[1], m[2]
+			labels := map[string]string{}
+			for _, lm := range labelRE.FindAllStringSubmatch(body, -1) {
+				labels[lm[1]] = lm[2]
+			}
+			assert.Equal(t, strings.Count(body, "="), len(labels), "series %s: unread labels", s.Series)
+			metric, ok := known[name]
+			if !ok {
+				assert.True(t, prometheusOwn[name], "test %q: series %s is not emitted", tc.Name, name)
+				continue
+			}
+			for l := range labels {
+				assert.True(t, allowed[metric.Name][l], "test %q: %s cannot have the label %s", tc.Name, name, l)
+			}
+			if _, ok := labels["hw_id"]; !ok {
+				t.Errorf("test %q: %s without hw_id", tc.Name, name)
+			}
+		}
+	}
+}
+
+// seriesLabels returns, per OpenTelemetry metric name, the Prometheus labels
+// its series can carry.
+func seriesLabels(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	var md struct {
+		Metrics map[string]struct {
+			Attributes []string `yaml:"attributes"`
+		} `yaml:"metrics"`
+	}
+	readYAML(t, metadataPath, &md)
+	common := []string{"job", "instance", "host_name", "gpuviz_backend", "otel_scope_name", "otel_scope_version"}
+	under := func(s string) string { return strings.ReplaceAll(s, ".", "_") }
+	out := map[string]map[string]bool{}
+	for name, m := range md.Metrics {
+		set := map[string]bool{}
+		for _, a := range append(slices.Clone(common), m.Attributes...) {
+			set[under(a)] = true
+		}
+		out[name] = set
+	}
+	derived := map[string][]string{
+		"gpuviz.gpu.bottleneck.time":             {"hw.id", "gpuviz.bottleneck"},
+		"gpuviz.gpu.bottleneck.state":            {"hw.id", "gpuviz.bottleneck"},
+		"gpuviz.gpu.anomaly":                     {"hw.id", "gpuviz.signal"},
+		"gpuviz.gpu.load_pattern":                {"hw.id", "gpuviz.load_pattern"},
+		"gpuviz.request.energy":                  {"gen_ai.request.model", "gpuviz.bottleneck", "le"},
+		"gpuviz.request.energy_per_output_token": {"gen_ai.request.model", "gpuviz.bottleneck", "le"},
+		"gpuviz.request.gpu_busy_time":           {"gen_ai.request.model", "gpuviz.bottleneck", "le"},
+	}
+	for _, m := range promnames.Derived() {
+		attrs, ok := derived[m.Name]
+		require.True(t, ok, "seriesLabels: add the labels of %s", m.Name)
+		set := map[string]bool{"job": true, "instance": true, "host_name": true, "otel_scope_name": true}
+		for _, a := range attrs {
+			set[under(a)] = true
+		}
+		out[m.Name] = set
+	}
+	return out
+}
+
+// TestPromtool runs promtool on the rules, their unit tests, the Prometheus
+// configs and every dashboard query. CI installs promtool (Debian's
+// prometheus package); elsewhere the test is skipped.
+func TestPromtool(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not on PATH: install Prometheus (Debian/Ubuntu: apt-get install prometheus) to check the rules, run their unit tests and check every dashboard query")
+	}
+	run := func(t *testing.T, dir string, args ...string) {
+		t.Helper()
+		cmd := exec.Command(promtool, args...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		assert.NoError(t, err, "promtool %s:\n%s", strings.Join(args, " "), out)
+	}
+	t.Run("check rules", func(t *testing.T) { run(t, "prometheus", "check", "rules", "rules.yaml") })
+	t.Run("test rules", func(t *testing.T) { run(t, "prometheus", "test", "rules", "rules_test.yaml") })
+	t.Run("check config", func(t *testing.T) { run(t, "prometheus", "check", "config", "prometheus.yml") })
+	t.Run("check compose config", func(t *testing.T) { run(t, "docker-compose", "check", "config", "prometheus.yml") })
+
+	// Every dashboard query as a recording rule, Grafana's variables
+	// replaced: promtool parses them all.
+	t.Run("dashboard queries", func(t *testing.T) {
+		var rules []map[string]string
+		for _, d := range loadDashboards(t) {
+			exprs := dashboardExprs(d)
+			for _, where := range slices.Sorted(maps.Keys(exprs)) {
+				expr := exprs[where]
+				if strings.HasPrefix(where, "variable") {
+					continue // Grafana's own functions
+				}
+				rules = append(rules, map[string]string{
+					"record": fmt.Sprintf("dashboard:%s:q%d", strings.ReplaceAll(d.UID, "-", "_"), len(rules)),
+					"expr":   grafanaToPromQL(expr),
+				})
+			}
+		}
+		require.NotEmpty(t, rules)
+		b, err := yaml.Marshal(map[string]any{"groups": []any{map[string]any{"name": "dashboards", "rules": rules}}})
+		require.NoError(t, err)
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "dashboards.yaml"), b, 0o644))
+		run(t, dir, "check", "rules", "dashboards.yaml")
+	})
+}
+
+var grafanaVar = regexp.MustCompile(`\$\{[^}]*\}|\$[A-Za-z_][A-Za-z0-9_]*`)
+
+// grafanaToPromQL replaces Grafana's variables: intervals by durations,
+// everything else (template variables, used in label matchers) by ".*".
+func grafanaToPromQL(expr string) string {
+	return grafanaVar.ReplaceAllStringFunc(expr, func(v string) string {
+		switch strings.Trim(v, "${}") {
+		case "__rate_interval", "__interval", "__range", "__range_s":
+			return "5m"
+		}
+		return ".*"
+	})
+}
+
+// --- collector configs ---------------------------------------------------------
+
+// builderComponents reads builder-config.yaml: the component types the
+// distribution has, per kind.
+func builderComponents(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	// Only the component lists: dist and replaces have other shapes.
+	var raw map[string]yaml.Node
+	readYAML(t, builderPath, &raw)
+	out := map[string]map[string]bool{}
+	for _, kind := range []string{"receivers", "processors", "exporters", "extensions", "connectors"} {
+		node, ok := raw[kind]
+		if !ok {
+			continue
+		}
+		var list []struct {
+			GoMod  string `yaml:"gomod"`
+			Import string `yaml:"import"`
+		}
+		require.NoError(t, node.Decode(&list), kind)
+		out[kind] = map[string]bool{}
+		suffix := strings.TrimSuffix(kind, "s") // receiver, processor, ...
+		for _, c := range list {
+			pkg := c.Import
+			if pkg == "" {
+				pkg, _, _ = strings.Cut(c.GoMod, " ")
+			}
+			base := path.Base(pkg)
+			typ, ok := componentTypes[base]
+			if !ok {
+				typ = strings.TrimSuffix(base, suffix)
+			}
+			require.NotEqual(t, base, typ, "cannot tell the component type of %s: add it to componentTypes", pkg)
+			out[kind][typ] = true
+		}
+	}
+	return out
+}
+
+// componentTypes are the component types that are not their package name
+// without its kind suffix.
+var componentTypes = map[string]string{
+	"memorylimiterprocessor": "memory_limiter",
+	"healthcheckextension":   "health_check",
+}
+
+func TestBuilderComponents(t *testing.T) {
+	got := builderComponents(t)
+	want := map[string]map[string]bool{
+		"receivers":  {"gpuviz": true, "otlp": true},
+		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true},
+		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true},
+		"extensions": {"health_check": true, "pprof": true, "zpages": true},
+	}
+	assert.Equal(t, want, got, "builder-config.yaml changed: update the examples and this table")
+}
+
+func asMap(v any) map[string]any {
+	m, _ := v.(map[string]any)
+	return m
+}
+
+func asStrings(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, x := range list {
+		s, _ := x.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// collectorConfigProblems checks a collector config against the
+// distribution: only components it builds, pipelines that reference defined
+// components, and a Prometheus exporter that speaks OpenMetrics (exemplars).
+func collectorConfigProblems(cfg map[string]any, builder map[string]map[string]bool) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	typeOf := func(id string) string { typ, _, _ := strings.Cut(id, "/"); return typ }
+	defined := map[string]map[string]bool{}
+	for _, kind := range []string{"receivers", "processors", "exporters", "extensions", "connectors"} {
+		defined[kind] = map[string]bool{}
+		for _, id := range slices.Sorted(maps.Keys(asMap(cfg[kind]))) {
+			defined[kind][id] = true
+			if !builder[kind][typeOf(id)] {
+				add("%s %q is not in builder-config.yaml", strings.TrimSuffix(kind, "s"), id)
+			}
+			if kind == "exporters" && typeOf(id) == "prometheus" && asMap(asMap(cfg[kind])[id])["enable_open_metrics"] != true {
+				add("exporter %s without enable_open_metrics: exemplars need OpenMetrics", id)
+			}
+		}
+	}
+	service := asMap(cfg["service"])
+	if service == nil {
+		return append(problems, "no service section")
+	}
+	for _, ext := range asStrings(service["extensions"]) {
+		if !defined["extensions"][ext] {
+			add("service.extensions names undefined %q", ext)
+		}
+	}
+	pipelines := asMap(service["pipelines"])
+	if len(pipelines) == 0 {
+		add("no pipelines")
+	}
+	for _, id := range slices.Sorted(maps.Keys(pipelines)) {
+		if !slices.Contains([]string{"traces", "metrics", "logs"}, typeOf(id)) {
+			add("pipeline %s: unknown signal", id)
+		}
+		pm := asMap(pipelines[id])
+		rs, ps, es := asStrings(pm["receivers"]), asStrings(pm["processors"]), asStrings(pm["exporters"])
+		if len(rs) == 0 || len(es) == 0 {
+			add("pipeline %s needs receivers and exporters", id)
+		}
+		for _, r := range rs {
+			if !defined["receivers"][r] && !defined["connectors"][r] {
+				add("pipeline %s names undefined receiver %q", id, r)
+			}
+		}
+		for _, pr := range ps {
+			if !defined["processors"][pr] {
+				add("pipeline %s names undefined processor %q", id, pr)
+			}
+		}
+		for _, e := range es {
+			if !defined["exporters"][e] && !defined["connectors"][e] {
+				add("pipeline %s names undefined exporter %q", id, e)
+			}
+		}
+	}
+	return problems
+}
+
+// collectorConfigs finds every collector config in examples/: files with
+// receivers and a service section, the ConfigMaps' embedded configs, and
+// the Helm values' alternateConfig.
+func collectorConfigs(t *testing.T) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	err := filepath.WalkDir(".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !(strings.HasSuffix(p, ".yaml") || strings.HasSuffix(p, ".yml")) {
+			return err
+		}
+		for i, doc := range readYAMLDocs(t, p) {
+			switch {
+			case doc["receivers"] != nil && doc["service"] != nil:
+				out[p] = doc
+			case doc["kind"] == "ConfigMap":
+				for key, v := range asMap(doc["data"]) {
+					s, _ := v.(string)
+					var cfg map[string]any
+					if yaml.Unmarshal([]byte(s), &cfg) == nil && cfg["receivers"] != nil && cfg["service"] != nil {
+						out[fmt.Sprintf("%s#%d:%s", p, i, key)] = cfg
+					}
+				}
+			case doc["alternateConfig"] != nil:
+				out[p+"#alternateConfig"] = asMap(doc["alternateConfig"])
+			}
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return out
+}
+
+func TestCollectorConfigs(t *testing.T) {
+	builder := builderComponents(t)
+	configs := collectorConfigs(t)
+	for _, want := range []string{
+		"quickstart/config.yaml",
+		"docker-compose/collector.yaml",
+		"signoz/collector.yaml",
+		"kubernetes/daemonset.yaml#2:config.yaml",
+		"kubernetes/gateway.yaml#0:config.yaml",
+		"kubernetes/helm-values.yaml#alternateConfig",
+	} {
+		assert.Contains(t, configs, want, "collector config not found")
+	}
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		t.Run(name, func(t *testing.T) { assert.Empty(t, collectorConfigProblems(configs[name], builder)) })
+	}
+
+	// The negative case: the check catches a component the build lacks, a
+	// pipeline naming an undefined one, and a Prometheus exporter without
+	// OpenMetrics.
+	bad := map[string]any{
+		"receivers":  map[string]any{"otlp": nil, "hostmetrics": nil},
+		"processors": map[string]any{"batch": nil},
+		"exporters":  map[string]any{"debug": nil, "prometheus": map[string]any{"endpoint": ":8889"}},
+		"extensions": map[string]any{},
+		"service": map[string]any{
+			"extensions": []any{"health_check"},
+			"pipelines": map[string]any{
+				"metrics": map[string]any{"receivers": []any{"otlp"}, "processors": []any{"resource"}, "exporters": []any{"debug"}},
+				"traces":  map[string]any{"receivers": []any{"otlp"}, "exporters": []any{"otlp/jaeger"}},
+			},
+		},
+	}
+	assert.Equal(t, []string{
+		`receiver "hostmetrics" is not in builder-config.yaml`,
+		"exporter prometheus without enable_open_metrics: exemplars need OpenMetrics",
+		`service.extensions names undefined "health_check"`,
+		`pipeline metrics names undefined processor "resource"`,
+		`pipeline traces names undefined exporter "otlp/jaeger"`,
+	}, collectorConfigProblems(bad, builder))
+}
+
+// TestCollectorConfigsValidate runs `otelcol-gpuviz validate` on every
+// config when the distribution is built (make build), or GPUVIZ_COLLECTOR
+// names it.
+func TestCollectorConfigsValidate(t *testing.T) {
+	bin := os.Getenv("GPUVIZ_COLLECTOR")
+	if bin == "" {
+		bin = filepath.Join(repoRoot, "_build", "otelcol-gpuviz")
+	}
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("%s not built (make build): skipping otelcol-gpuviz validate", bin)
+	}
+	bin, err := filepath.Abs(bin)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	configs := collectorConfigs(t)
+	for _, name := range slices.Sorted(maps.Keys(configs)) {
+		t.Run(name, func(t *testing.T) {
+			b, err := yaml.Marshal(configs[name])
+			require.NoError(t, err)
+			p := filepath.Join(dir, strings.NewReplacer("/", "_", "#", "_", ":", "_").Replace(name))
+			require.NoError(t, os.WriteFile(p, b, 0o644))
+			cmd := exec.Command(bin, "validate", "--config", p)
+			cmd.Env = append(os.Environ(), "NODE_IP=127.0.0.1", "POD_IP=127.0.0.1", "MY_POD_IP=127.0.0.1")
+			out, err := cmd.CombinedOutput()
+			assert.NoError(t, err, "otelcol-gpuviz validate %s:\n%s", name, out)
+		})
+	}
+}
+
+// --- Kubernetes ------------------------------------------------------------------
+
+func dig(v any, keys ...string) any {
+	for _, k := range keys {
+		v = asMap(v)[k]
+	}
+	return v
+}
+
+func TestKubernetesManifests(t *testing.T) {
+	objects := map[string]map[string]any{} // kind/name
+	for _, f := range []string{"kubernetes/daemonset.yaml", "kubernetes/gateway.yaml"} {
+		docs := readYAMLDocs(t, f)
+		require.NotEmpty(t, docs, f)
+		for i, d := range docs {
+			kind, _ := d["kind"].(string)
+			name, _ := dig(d, "metadata", "name").(string)
+			assert.NotEmpty(t, d["apiVersion"], "%s document %d: apiVersion", f, i)
+			assert.NotEmpty(t, kind, "%s document %d: kind", f, i)
+			assert.NotEmpty(t, name, "%s document %d: metadata.name", f, i)
+			if kind != "Namespace" {
+				assert.Equal(t, "gpuviz", dig(d, "metadata", "namespace"), "%s %s/%s: namespace", f, kind, name)
+			}
+			objects[kind+"/"+name] = d
+		}
+	}
+	require.Contains(t, objects, "Namespace/gpuviz")
+
+	checkWorkload := func(key string) map[string]any {
+		w := objects[key]
+		require.NotNil(t, w, key)
+		spec := asMap(dig(w, "spec", "template", "spec"))
+		labels := asMap(dig(w, "spec", "template", "metadata", "labels"))
+		for k, v := range asMap(dig(w, "spec", "selector", "matchLabels")) {
+			assert.Equal(t, v, labels[k], "%s: selector does not match the pod labels", key)
+		}
+		containers, _ := spec["containers"].([]any)
+		require.Len(t, containers, 1, key)
+		c := asMap(containers[0])
+		// The config: --config names a file of a mounted ConfigMap.
+		args := asStrings(c["args"])
+		require.Len(t, args, 1, key)
+		cfgPath, ok := strings.CutPrefix(args[0], "--config=")
+		require.True(t, ok, "%s: args %v", key, args)
+		var mounted bool
+		for _, vm := range spec["volumes"].([]any) {
+			vol := asMap(vm)
+			cm, _ := dig(vol, "configMap", "name").(string)
+			if cm == "" {
+				continue
+			}
+			require.Contains(t, objects, "ConfigMap/"+cm, "%s: volume of a ConfigMap that is not here", key)
+			for _, m := range c["volumeMounts"].([]any) {
+				mount := asMap(m)
+				if mount["name"] == vol["name"] {
+					rel, err := filepath.Rel(mount["mountPath"].(string), cfgPath)
+					require.NoError(t, err)
+					if _, ok := asMap(objects["ConfigMap/"+cm]["data"])[rel]; ok {
+						mounted = true
+					}
+				}
+			}
+		}
+		assert.True(t, mounted, "%s: %s is no key of a mounted ConfigMap", key, cfgPath)
+		return spec
+	}
+
+	ds := checkWorkload("DaemonSet/gpuviz-agent")
+	assert.Equal(t, true, ds["hostPID"], "the DaemonSet needs hostPID for process attribution")
+	assert.Equal(t, "true", dig(ds, "nodeSelector", "nvidia.com/gpu.present"), "GPU node selector")
+	assert.Equal(t, "nvidia", ds["runtimeClassName"])
+	if ds["hostNetwork"] == true {
+		assert.Equal(t, "ClusterFirstWithHostNet", ds["dnsPolicy"], "host network needs ClusterFirstWithHostNet for cluster DNS")
+	}
+	sa, _ := ds["serviceAccountName"].(string)
+	assert.Contains(t, objects, "ServiceAccount/"+sa)
+	agent := asMap(ds["containers"].([]any)[0])
+	var ports []int
+	for _, p := range agent["ports"].([]any) {
+		port, _ := asMap(p)["containerPort"].(int)
+		ports = append(ports, port)
+		if hp, ok := asMap(p)["hostPort"].(int); ok && ds["hostNetwork"] == true {
+			assert.Equal(t, port, hp, "with hostNetwork a hostPort must equal its containerPort")
+		}
+	}
+	assert.Contains(t, ports, 4317, "OTLP gRPC port")
+	assert.Contains(t, ports, 4318, "OTLP HTTP port")
+	env := map[string]string{}
+	for _, e := range agent["env"].([]any) {
+		em := asMap(e)
+		v, _ := em["value"].(string)
+		env[em["name"].(string)] = v
+	}
+	assert.Equal(t, "all", env["NVIDIA_VISIBLE_DEVICES"])
+	assert.Equal(t, "utility", env["NVIDIA_DRIVER_CAPABILITIES"])
+	assert.Nil(t, dig(agent, "resources", "limits", "nvidia.com/gpu"), "monitoring only: no GPU allocated")
+	assert.NotNil(t, dig(agent, "resources", "limits"), "resource limits")
+	assert.Equal(t, false, dig(agent, "securityContext", "allowPrivilegeEscalation"))
+
+	gw := checkWorkload("Deployment/gpuviz-gateway")
+	assert.Equal(t, 2, dig(objects["Deployment/gpuviz-gateway"], "spec", "replicas"))
+	svc := objects["Service/gpuviz-gateway"]
+	require.NotNil(t, svc)
+	podLabels := asMap(dig(objects["Deployment/gpuviz-gateway"], "spec", "template", "metadata", "labels"))
+	for k, v := range asMap(dig(svc, "spec", "selector")) {
+		assert.Equal(t, v, podLabels[k], "the Service selects the gateway's pods")
+	}
+	portNames := map[string]bool{}
+	for _, p := range asMap(gw["containers"].([]any)[0])["ports"].([]any) {
+		portNames[asMap(p)["name"].(string)] = true
+	}
+	for _, p := range dig(svc, "spec", "ports").([]any) {
+		tp, _ := asMap(p)["targetPort"].(string)
+		assert.True(t, portNames[tp], "Service targetPort %q is no container port", tp)
+	}
+	// The agent exports to the gateway's Service.
+	agentCfg := collectorConfigs(t)["kubernetes/daemonset.yaml#2:config.yaml"]
+	require.NotNil(t, agentCfg)
+	assert.Equal(t, "gpuviz-gateway.gpuviz.svc.cluster.local:4317", dig(agentCfg, "exporters", "otlp", "endpoint"))
+	// The gpuviz processor runs in the agent, and not in the gateway.
+	gwCfg := collectorConfigs(t)["kubernetes/gateway.yaml#0:config.yaml"]
+	require.NotNil(t, gwCfg)
+	assert.Contains(t, asMap(agentCfg["processors"]), "gpuviz")
+	assert.NotContains(t, asMap(gwCfg["processors"]), "gpuviz")
+}
+
+// helmChartKeys are the top-level keys of the opentelemetry-collector
+// chart's values schema (additionalProperties: false) that the values use.
+var helmChartKeys = []string{
+	"mode", "image", "command", "hostNetwork", "dnsPolicy", "nodeSelector", "tolerations",
+	"extraEnvs", "ports", "podAnnotations", "resources", "useGOMEMLIMIT", "securityContext",
+	"podSecurityContext", "serviceAccount", "alternateConfig", "config", "presets", "affinity",
+	"priorityClassName", "extraVolumes", "extraVolumeMounts", "livenessProbe", "readinessProbe",
+}
+
+func TestHelmValues(t *testing.T) {
+	var v map[string]any
+	readYAML(t, "kubernetes/helm-values.yaml", &v)
+	for k := range v {
+		assert.Contains(t, helmChartKeys, k, "the chart's values schema rejects unknown keys; %q is not one this test knows the chart has", k)
+	}
+	assert.Equal(t, "daemonset", v["mode"])
+	assert.Equal(t, "otelcol-gpuviz", dig(v, "command", "name"), "the chart runs /<command.name>")
+	assert.NotEmpty(t, dig(v, "image", "repository"))
+	assert.Equal(t, "true", dig(v, "nodeSelector", "nvidia.com/gpu.present"))
+	assert.Equal(t, 4317, dig(v, "ports", "otlp", "containerPort"))
+	for name, p := range asMap(v["ports"]) {
+		if strings.HasPrefix(name, "jaeger") || name == "zipkin" {
+			assert.Equal(t, false, asMap(p)["enabled"], "port %s: the build has no such receiver", name)
+		}
+	}
+	require.NotNil(t, v["alternateConfig"], "alternateConfig")
+}
+
+// --- docker-compose ----------------------------------------------------------------
+
+type composeService struct {
+	Image string `yaml:"image"`
+	Build *struct {
+		Context    string `yaml:"context"`
+		Dockerfile string `yaml:"dockerfile"`
+		Target     string `yaml:"target"`
+	} `yaml:"build"`
+	Hostname    string            `yaml:"hostname"`
+	Command     []string          `yaml:"command"`
+	Ports       []string          `yaml:"ports"`
+	Volumes     []string          `yaml:"volumes"`
+	Environment map[string]string `yaml:"environment"`
+	DependsOn   []string          `yaml:"depends_on"`
+}
+
+func TestDockerCompose(t *testing.T) {
+	const dir = "docker-compose"
+	var compose struct {
+		Services map[string]composeService `yaml:"services"`
+		Volumes  map[string]any            `yaml:"volumes"`
+	}
+	readYAML(t, filepath.Join(dir, "docker-compose.yaml"), &compose)
+	for _, s := range []string{"otelcol", "loadgen", "jaeger", "prometheus", "grafana"} {
+		require.Contains(t, compose.Services, s, "service %s", s)
+	}
+	for name, s := range compose.Services {
+		assert.NotEmpty(t, s.Image, "service %s: image (pinned for pulled ones, named for built ones)", name)
+		if s.Build == nil {
+			assert.NotContains(t, s.Image, ":latest", "service %s: pin the image", name)
+			assert.Contains(t, s.Image, ":", "service %s: pin the image", name)
+		}
+		for _, dep := range s.DependsOn {
+			assert.Contains(t, compose.Services, dep, "service %s depends on %s", name, dep)
+		}
+		for _, v := range s.Volumes {
+			src, _, ok := strings.Cut(v, ":")
+			require.True(t, ok, "service %s: volume %q", name, v)
+			if strings.HasPrefix(src, ".") || strings.HasPrefix(src, "/") {
+				_, err := os.Stat(filepath.Join(dir, src))
+				assert.NoError(t, err, "service %s mounts %s, which is not in the repository", name, src)
+			} else {
+				assert.Contains(t, compose.Volumes, src, "service %s: named volume %s", name, src)
+			}
+		}
+	}
+
+	// Built services: the Dockerfile and its targets exist.
+	targets := map[string]bool{}
+	for name, s := range compose.Services {
+		if s.Build == nil {
+			continue
+		}
+		df := filepath.Join(dir, s.Build.Context, s.Build.Dockerfile)
+		b, err := os.ReadFile(df)
+		require.NoError(t, err, "service %s: Dockerfile", name)
+		for _, m := range regexp.MustCompile(`(?mi)^FROM\s+\S+\s+AS\s+(\S+)`).FindAllStringSubmatch(string(b), -1) {
+			targets[m[1]] = true
+		}
+		assert.True(t, targets[s.Build.Target], "service %s: target %s not in %s", name, s.Build.Target, df)
+		for _, line := range strings.Split(string(b), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) < 3 || !strings.EqualFold(fields[0], "COPY") || slices.ContainsFunc(fields, func(f string) bool { return strings.HasPrefix(f, "--from") }) {
+				continue
+			}
+			fields = slices.DeleteFunc(fields[1:], func(f string) bool { return strings.HasPrefix(f, "--") })
+			for _, src := range fields[:len(fields)-1] { // the last is the destination
+				if src != "." {
+					_, err := os.Stat(filepath.Join(dir, s.Build.Context, src))
+					assert.NoError(t, err, "%s copies %s, which is not in the repository", df, src)
+				}
+			}
+		}
+	}
+	assert.True(t, targets["otelcol"] && targets["loadgen"], "Dockerfile targets otelcol and loadgen")
+	if _, err := os.Stat("loadgen"); err != nil {
+		t.Log("examples/loadgen is not there yet: the loadgen image cannot be built")
+	}
+
+	col := compose.Services["otelcol"]
+	for _, p := range []string{"4317:4317", "4318:4318", "8889:8889"} {
+		assert.True(t, slices.ContainsFunc(col.Ports, func(s string) bool { return strings.HasPrefix(s, p) }), "otelcol publishes %s", p)
+	}
+	assert.Equal(t, "all", col.Environment["NVIDIA_VISIBLE_DEVICES"])
+	assert.Equal(t, "utility", col.Environment["NVIDIA_DRIVER_CAPABILITIES"])
+	// The collector's config is the mounted collector.yaml.
+	assert.Contains(t, col.Volumes, "./collector.yaml:/etc/otelcol-gpuviz/config.yaml:ro")
+	assert.Contains(t, col.Command, "--config=/etc/otelcol-gpuviz/config.yaml")
+
+	// The load generator describes the collector's simulated GPUs, from the
+	// same host name.
+	lg := compose.Services["loadgen"]
+	assert.Equal(t, col.Hostname, lg.Hostname, "loadgen and otelcol must share host.name for the processor to match the spans")
+	var cc map[string]any
+	readYAML(t, filepath.Join(dir, "collector.yaml"), &cc)
+	sim := asMap(dig(cc, "receivers", "gpuviz", "simulated"))
+	for flag, want := range map[string]any{"--sim-model": sim["model"], "--sim-gpus": sim["gpus"], "--sim-seed": sim["seed"]} {
+		assert.Contains(t, lg.Command, fmt.Sprintf("%s=%v", flag, want), "loadgen %s must equal the collector's simulated setting", flag)
+	}
+	assert.Contains(t, lg.Command, "--endpoint=otelcol:4317")
+	assert.Equal(t, "jaeger:4317", dig(cc, "exporters", "otlp/jaeger", "endpoint"))
+
+	prom := compose.Services["prometheus"]
+	assert.Contains(t, prom.Command, "--enable-feature=exemplar-storage")
+	var cfgFile string
+	for _, c := range prom.Command {
+		if v, ok := strings.CutPrefix(c, "--config.file="); ok {
+			cfgFile = v
+		}
+	}
+	mounts := map[string]string{} // container path -> repository path
+	for _, v := range prom.Volumes {
+		parts := strings.Split(v, ":")
+		mounts[parts[1]] = filepath.Join(dir, parts[0])
+	}
+	require.Contains(t, mounts, cfgFile, "Prometheus' --config.file is mounted")
+	var pc struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, mounts[cfgFile], &pc)
+	for _, rf := range pc.RuleFiles {
+		inContainer := path.Join(path.Dir(cfgFile), rf)
+		inRepo, ok := mounts[inContainer]
+		if assert.True(t, ok, "rule file %s (%s in the container) is not mounted", rf, inContainer) {
+			assert.Equal(t, filepath.Clean(filepath.Join(filepath.Dir(mounts[cfgFile]), rf)), filepath.Clean(inRepo),
+				"rule file %s resolves to different files in the repository and the container", rf)
+		}
+	}
+	assert.Equal(t, "otelcol:8889", pc.ScrapeConfigs[0].StaticConfigs[0].Targets[0])
+
+	graf := compose.Services["grafana"]
+	var prov struct {
+		Providers []struct {
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	readYAML(t, "grafana/provisioning/dashboards/dashboards.yaml", &prov)
+	assert.Contains(t, graf.Volumes, "../grafana/dashboards:"+prov.Providers[0].Options.Path+":ro", "Grafana mounts the dashboards where the provider reads them")
+}
+
+// --- SigNoz ----------------------------------------------------------------------
+
+func TestSigNoz(t *testing.T) {
+	var cfg map[string]any
+	readYAML(t, "signoz/collector.yaml", &cfg)
+	assert.Equal(t, "signoz-otel-collector:4317", dig(cfg, "exporters", "otlp/signoz", "endpoint"))
+	for _, p := range []string{"metrics", "traces"} {
+		pm := asMap(dig(cfg, "service", "pipelines", p))
+		assert.Contains(t, asStrings(pm["processors"]), "gpuviz", "pipeline %s runs the gpuviz processor", p)
+		assert.Contains(t, asStrings(pm["exporters"]), "otlp/signoz", "pipeline %s goes to SigNoz", p)
+	}
+	b, err := os.ReadFile("signoz/README.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "gpuviz.bottleneck = 'memory_bound'")
+}
