@@ -120,7 +120,6 @@ func TestFromMetadata(t *testing.T) {
 	assert.Error(t, err)
 }
 
-
 // TestGoldenScrape compares the names with a real scrape of otelcol-gpuviz
 // (testdata/exporter-v0.165.1.txt): every family there is the name of a
 // declared metric of the right type, and every series there is in Set.
