@@ -178,13 +178,15 @@ func checkJaeger(t *testing.T) map[string]bool {
 				for _, ref := range child.References {
 					if ref.RefType == "CHILD_OF" && ref.SpanID == sp.SpanID {
 						phases[child.OperationName] = true
-						mem, _ := tag(child.Tags, "gpuviz.gpu.memory_controller.mean")
-						tensor, _ := tag(child.Tags, "gpuviz.gpu.tensor_activity.mean")
+						mem, hasMem := tag(child.Tags, "gpuviz.gpu.memory_controller.mean")
+						tensor, hasTensor := tag(child.Tags, "gpuviz.gpu.tensor_activity.mean")
 						switch child.OperationName {
 						case "gpu.prefill":
-							prefillMem, prefillTensor = append(prefillMem, number(mem)), append(prefillTensor, number(tensor))
+							prefillMem = appendIf(prefillMem, hasMem, mem)
+							prefillTensor = appendIf(prefillTensor, hasTensor, tensor)
 						case "gpu.decode":
-							decodeMem, decodeTensor = append(decodeMem, number(mem)), append(decodeTensor, number(tensor))
+							decodeMem = appendIf(decodeMem, hasMem, mem)
+							decodeTensor = appendIf(decodeTensor, hasTensor, tensor)
 						}
 					}
 				}
@@ -204,6 +206,13 @@ func checkJaeger(t *testing.T) map[string]bool {
 	t.Logf("Jaeger: %d traces, %d enriched vLLM requests; memory controller prefill %.2f, decode %.2f; tensor activity prefill %.2f, decode %.2f",
 		len(traces.Data), enriched, mean(prefillMem), mean(decodeMem), mean(prefillTensor), mean(decodeTensor))
 	return ids
+}
+
+func appendIf(xs []float64, ok bool, v any) []float64 {
+	if ok {
+		xs = append(xs, number(v))
+	}
+	return xs
 }
 
 func mean(xs []float64) float64 {
