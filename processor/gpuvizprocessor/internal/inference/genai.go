@@ -42,26 +42,14 @@ func (r *Recognizer) recognizeGenAI(span ptrace.Span, req *Request, d *draft, no
 		return true, why
 	}
 	ttfc := int64(-1)
-	var input, output, prompt, completion int64 = -1, -1, -1, -1
-	var reqModel, respModel string
+	u := newUsage()
 	reason := ""
 	for k, v := range attrs.All() {
 		var why string
-		switch k {
-		case attrTTFC:
+		if k == attrTTFC {
 			ttfc, why = secondsNS(v)
-		case attrInputTokens:
-			input, why = tokenCount(v)
-		case attrOutputTokens:
-			output, why = tokenCount(v)
-		case attrPromptTokens:
-			prompt, why = tokenCount(v)
-		case attrCompletionTokens:
-			completion, why = tokenCount(v)
-		case attrRequestModel:
-			reqModel = str(v)
-		case attrResponseModel:
-			respModel = str(v)
+		} else {
+			why = u.read(k, v)
 		}
 		if why != "" && reason == "" {
 			reason = why
@@ -70,11 +58,7 @@ func (r *Recognizer) recognizeGenAI(span ptrace.Span, req *Request, d *draft, no
 	if reason != "" {
 		return true, reason
 	}
-	d.in, d.out = firstKnown(input, prompt), firstKnown(output, completion)
-	req.Model = reqModel
-	if req.Model == "" {
-		req.Model = respModel
-	}
+	u.apply(req, d, false)
 	if ttfc < 0 {
 		return true, d.add(PhaseInference, d.start, d.end)
 	}

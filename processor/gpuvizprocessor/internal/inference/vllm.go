@@ -1,6 +1,7 @@
 package inference // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 
 import (
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -35,8 +36,7 @@ const (
 // malformed, not coerced); time_to_first_token and e2e are only checked.
 func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
 	var queue, prefill, decode, inference int64 = -1, -1, -1, -1
-	var prompt, completion, input, output int64 = -1, -1, -1, -1
-	var reqModel, respModel string
+	u := newUsage()
 	reason := ""
 	for k, v := range span.Attributes().All() {
 		var why string
@@ -51,18 +51,8 @@ func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
 			inference, why = secondsNS(v)
 		case vllmTTFT, vllmE2E:
 			_, why = secondsNS(v)
-		case attrPromptTokens:
-			prompt, why = tokenCount(v)
-		case attrCompletionTokens:
-			completion, why = tokenCount(v)
-		case attrInputTokens:
-			input, why = tokenCount(v)
-		case attrOutputTokens:
-			output, why = tokenCount(v)
-		case attrRequestModel:
-			reqModel = str(v)
-		case attrResponseModel:
-			respModel = str(v)
+		default:
+			why = u.read(k, v)
 		}
 		if why != "" && reason == "" {
 			reason = why
@@ -71,11 +61,8 @@ func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
 	if reason != "" {
 		return reason
 	}
-	d.in, d.out = firstKnown(prompt, input), firstKnown(completion, output)
-	req.Model = reqModel
-	if req.Model == "" {
-		req.Model = respModel
-	}
+	// vLLM names its counts the old way; the newer names are a fallback.
+	u.apply(req, d, true)
 	if queue >= 0 {
 		if why := d.next(PhaseQueue, queue); why != "" {
 			return why
@@ -93,6 +80,50 @@ func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
 		return d.next(PhasePrefill, prefill)
 	}
 	return ""
+}
+
+// usage collects the token counts and model a GenAI-style span carries,
+// under both the older (prompt/completion) and the current (input/output)
+// attribute names.
+type usage struct {
+	prompt, completion, input, output int64
+	reqModel, respModel               string
+}
+
+func newUsage() usage { return usage{prompt: -1, completion: -1, input: -1, output: -1} }
+
+// read takes one attribute if it is a usage one, and says why its value is
+// malformed; other keys are ignored.
+func (u *usage) read(k string, v pcommon.Value) (why string) {
+	switch k {
+	case attrPromptTokens:
+		u.prompt, why = tokenCount(v)
+	case attrCompletionTokens:
+		u.completion, why = tokenCount(v)
+	case attrInputTokens:
+		u.input, why = tokenCount(v)
+	case attrOutputTokens:
+		u.output, why = tokenCount(v)
+	case attrRequestModel:
+		u.reqModel = str(v)
+	case attrResponseModel:
+		u.respModel = str(v)
+	}
+	return why
+}
+
+// apply sets the request's tokens, preferring the older names when
+// oldFirst, and its model (the requested one, else the responding one).
+func (u *usage) apply(req *Request, d *draft, oldFirst bool) {
+	if oldFirst {
+		d.in, d.out = firstKnown(u.prompt, u.input), firstKnown(u.completion, u.output)
+	} else {
+		d.in, d.out = firstKnown(u.input, u.prompt), firstKnown(u.output, u.completion)
+	}
+	req.Model = u.reqModel
+	if req.Model == "" {
+		req.Model = u.respModel
+	}
 }
 
 func firstKnown(a, b int64) int64 {
