@@ -108,33 +108,42 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		}
 	}
 	ivs = c.store.Intervals(k, from, to, ivs)
-	energy := make([]attribution.Interval, 0, len(ivs))
-	for _, iv := range ivs {
-		w := attribution.Window{Start: iv.Start, End: iv.End}
-		inFlight := 0
-		for i := range reqs {
-			if attribution.Overlap(w, reqs[i].Window) > 0 {
-				inFlight++
-			}
-		}
-		label := bottleneck.Classify(classifierInputs(iv, inFlight), c.thresholds)
-		for i, e := range es {
-			if d := attribution.Overlap(w, windows[i].Window); d > 0 {
-				e.labels.Add(label, d)
-				for p, ph := range windows[i].Phases {
-					e.phaseLabels[p].Add(label, attribution.Overlap(w, ph))
-				}
-			}
-		}
+	// The intervals as attribution sees them: unknown energy counts as none.
+	energy := make([]attribution.Interval, len(ivs))
+	known := false
+	for j, iv := range ivs {
+		energy[j] = attribution.Interval{Start: iv.Start, End: iv.End}
 		if iv.EnergyKnown {
-			energy = append(energy, attribution.Interval{Start: iv.Start, End: iv.End, Joules: iv.EnergyJ})
+			energy[j].Joules, known = iv.EnergyJ, true
+		}
+	}
+	// Requests in flight per interval, each request over its own range of
+	// intervals only.
+	inFlight := make([]int, len(ivs)+1)
+	for i := range reqs {
+		lo, hi := attribution.Range(energy, reqs[i].Window)
+		inFlight[lo]++
+		inFlight[hi]--
+	}
+	labels := make([]bottleneck.Label, len(ivs))
+	running := 0
+	for j, iv := range ivs {
+		running += inFlight[j]
+		labels[j] = bottleneck.Classify(classifierInputs(iv, running), c.thresholds)
+	}
+	for i, e := range es {
+		lo, hi := attribution.Range(energy, windows[i].Window)
+		for j := lo; j < hi; j++ {
+			w := attribution.Window{Start: ivs[j].Start, End: ivs[j].End}
+			e.labels.Add(labels[j], attribution.Overlap(w, windows[i].Window))
+			for p, ph := range windows[i].Phases {
+				e.phaseLabels[p].Add(labels[j], attribution.Overlap(w, ph))
+			}
 		}
 	}
 	for i, sh := range attribution.Split(energy, reqs) {
 		e := owners[i]
-		if len(energy) > 0 {
-			e.energyKnown = true
-		}
+		e.energyKnown = e.energyKnown || known
 		e.energy += sh.Joules
 		for p, j := range sh.Phases {
 			e.phaseEnergy[p] += j

@@ -13,7 +13,10 @@
 // with requests for the denominator.
 package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 
-import "time"
+import (
+	"sort"
+	"time"
+)
 
 // Interval is a stretch of GPU time with the energy measured for it.
 type Interval struct {
@@ -52,36 +55,48 @@ func Overlap(a, b Window) float64 {
 }
 
 // Split returns each request's share of the intervals' energy. Intervals
-// must not overlap each other.
+// must be in time order and must not overlap each other (as a GPU's sample
+// intervals are).
 func Split(intervals []Interval, reqs []Request) []Share {
 	shares := make([]Share, len(reqs))
-	for i := range reqs {
-		shares[i].Phases = make([]float64, len(reqs[i].Phases))
+	// Each request touches only the intervals of its own window: find them
+	// by binary search, so the work grows with the requests' lengths, not
+	// with requests × intervals.
+	ranges := make([][2]int, len(reqs))
+	total := make([]float64, len(intervals))
+	for i, r := range reqs {
+		shares[i].Phases = make([]float64, len(r.Phases))
+		lo, hi := Range(intervals, r.Window)
+		ranges[i] = [2]int{lo, hi}
+		for k := lo; k < hi; k++ {
+			total[k] += Overlap(Window{intervals[k].Start, intervals[k].End}, r.Window)
+		}
 	}
-	over := make([]float64, len(reqs))
-	for _, iv := range intervals {
-		w := Window{iv.Start, iv.End}
-		var total float64
-		for i := range reqs {
-			over[i] = Overlap(w, reqs[i].Window)
-			total += over[i]
-		}
-		if total == 0 {
-			continue
-		}
-		for i := range reqs {
-			if over[i] == 0 {
+	for i, r := range reqs {
+		for k := ranges[i][0]; k < ranges[i][1]; k++ {
+			iv := intervals[k]
+			w := Window{iv.Start, iv.End}
+			over := Overlap(w, r.Window)
+			if over == 0 || total[k] == 0 {
 				continue
 			}
-			perSecond := iv.Joules / total
-			shares[i].Joules += perSecond * over[i]
-			for p, ph := range reqs[i].Phases {
+			perSecond := iv.Joules / total[k]
+			shares[i].Joules += perSecond * over
+			for p, ph := range r.Phases {
 				// The phase's part of this request's overlap with the interval.
-				shares[i].Phases[p] += perSecond * Overlap(w, Window{maxTime(ph.Start, reqs[i].Start), minTime(ph.End, reqs[i].End)})
+				shares[i].Phases[p] += perSecond * Overlap(w, Window{maxTime(ph.Start, r.Start), minTime(ph.End, r.End)})
 			}
 		}
 	}
 	return shares
+}
+
+// Range returns the indexes [lo, hi) of the time-ordered intervals that
+// window w overlaps.
+func Range(intervals []Interval, w Window) (lo, hi int) {
+	lo = sort.Search(len(intervals), func(k int) bool { return intervals[k].End.After(w.Start) })
+	hi = sort.Search(len(intervals), func(k int) bool { return !intervals[k].Start.Before(w.End) })
+	return lo, max(lo, hi)
 }
 
 func maxTime(a, b time.Time) time.Time {
