@@ -44,9 +44,10 @@ func main() {
 	}
 	fmt.Printf(`gpuviz demo running (logs in %s). Ctrl-C stops everything.
 
-  GPU metrics with exemplars, in Prometheus' own UI:
-    %s/graph?g0.expr=rate(gpuviz_gpu_bottleneck_time_seconds_total[1m])&g0.show_exemplars=1&g0.tab=0
-    %s/graph?g0.expr=histogram_quantile(0.9,sum+by(le)(rate(gpuviz_request_energy_joules_bucket[1m])))&g0.show_exemplars=1&g0.tab=0
+  GPU graphs in Prometheus' own UI:
+    %s/graph?g0.expr=rate(gpuviz_gpu_bottleneck_time_seconds_total[1m])&g0.tab=0
+  The exemplars linking them to traces (Debian's Prometheus UI does not draw them; Grafana does):
+    curl -s "%s/api/v1/query_exemplars?query=gpuviz_request_energy_joules_bucket&start=$(($(date +%%s)-600))&end=$(date +%%s)"
   Enriched inference traces, through Jaeger's API (a Jaeger built from its Go module serves no full UI):
     curl -s '%s/api/traces?service=vllm&limit=5' | python3 -m json.tool | grep -E '"(operationName|key)"|gpuviz'
   A trace from an exemplar: curl -s %s/api/traces/<trace_id>
