@@ -197,7 +197,7 @@ func (d *derived) recordRequest(ctx context.Context, e *enriched, label bottlene
 	}
 	span := e.hs.span
 	req := e.hs.req
-	rr := recentRequest{window: attribution.Window{Start: req.Start, End: req.End}, traceID: span.TraceID(), spanID: span.SpanID()}
+	rr := recentRequest{window: attribution.Span(req.Start, req.End), traceID: span.TraceID(), spanID: span.SpanID()}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, k := range e.keys {
@@ -276,7 +276,7 @@ func (d *derived) classify() {
 		}
 		ivs = d.c.store.Intervals(k, from, to, ivs[:0])
 		for _, iv := range ivs {
-			w := attribution.Window{Start: iv.Start, End: iv.End}
+			w := attribution.Span(iv.Start, iv.End)
 			var inFlight []recentRequest
 			for _, r := range g.recent {
 				if attribution.Overlap(w, r.window) > 0 {

@@ -98,9 +98,9 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		if r.End.After(to) {
 			to = r.End
 		}
-		windows[i].Window = attribution.Window{Start: r.Start, End: r.End}
+		windows[i].Window = attribution.Span(r.Start, r.End)
 		for _, ph := range r.Phases {
-			windows[i].Phases = append(windows[i].Phases, attribution.Window{Start: ph.Start, End: ph.End})
+			windows[i].Phases = append(windows[i].Phases, attribution.Span(ph.Start, ph.End))
 		}
 		if !r.Aggregate {
 			reqs = append(reqs, windows[i])
@@ -112,7 +112,7 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 	energy := make([]attribution.Interval, len(ivs))
 	known := false
 	for j, iv := range ivs {
-		energy[j] = attribution.Interval{Start: iv.Start, End: iv.End}
+		energy[j] = attribution.Interval{Window: attribution.Span(iv.Start, iv.End)}
 		if iv.EnergyKnown {
 			energy[j].Joules, known = iv.EnergyJ, true
 		}
@@ -134,7 +134,7 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 	for i, e := range es {
 		lo, hi := attribution.Range(energy, windows[i].Window)
 		for j := lo; j < hi; j++ {
-			w := attribution.Window{Start: ivs[j].Start, End: ivs[j].End}
+			w := energy[j].Window
 			e.labels.Add(labels[j], attribution.Overlap(w, windows[i].Window))
 			for p, ph := range windows[i].Phases {
 				e.phaseLabels[p].Add(labels[j], attribution.Overlap(w, ph))

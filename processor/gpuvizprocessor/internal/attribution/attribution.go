@@ -18,14 +18,18 @@ import (
 	"time"
 )
 
+// Window is a stretch of time, in Unix nanoseconds: integer arithmetic
+// keeps the per-interval work cheap.
+type Window struct{ Start, End int64 }
+
+// Span returns the window [start, end).
+func Span(start, end time.Time) Window { return Window{start.UnixNano(), end.UnixNano()} }
+
 // Interval is a stretch of GPU time with the energy measured for it.
 type Interval struct {
-	Start, End time.Time
-	Joules     float64
+	Window
+	Joules float64
 }
-
-// Window is a stretch of a request's time.
-type Window struct{ Start, End time.Time }
 
 // Request is a request's window on the GPU and its phases' windows.
 type Request struct {
@@ -41,17 +45,11 @@ type Share struct {
 
 // Overlap returns the seconds two windows share.
 func Overlap(a, b Window) float64 {
-	lo, hi := a.Start, a.End
-	if b.Start.After(lo) {
-		lo = b.Start
-	}
-	if b.End.Before(hi) {
-		hi = b.End
-	}
-	if !hi.After(lo) {
+	lo, hi := max(a.Start, b.Start), min(a.End, b.End)
+	if hi <= lo {
 		return 0
 	}
-	return hi.Sub(lo).Seconds()
+	return float64(hi-lo) / 1e9
 }
 
 // Split returns each request's share of the intervals' energy. Intervals
@@ -69,13 +67,13 @@ func Split(intervals []Interval, reqs []Request) []Share {
 		lo, hi := Range(intervals, r.Window)
 		ranges[i] = [2]int{lo, hi}
 		for k := lo; k < hi; k++ {
-			total[k] += Overlap(Window{intervals[k].Start, intervals[k].End}, r.Window)
+			total[k] += Overlap(intervals[k].Window, r.Window)
 		}
 	}
 	for i, r := range reqs {
 		for k := ranges[i][0]; k < ranges[i][1]; k++ {
 			iv := intervals[k]
-			w := Window{iv.Start, iv.End}
+			w := iv.Window
 			over := Overlap(w, r.Window)
 			if over == 0 || total[k] == 0 {
 				continue
@@ -84,7 +82,7 @@ func Split(intervals []Interval, reqs []Request) []Share {
 			shares[i].Joules += perSecond * over
 			for p, ph := range r.Phases {
 				// The phase's part of this request's overlap with the interval.
-				shares[i].Phases[p] += perSecond * Overlap(w, Window{maxTime(ph.Start, r.Start), minTime(ph.End, r.End)})
+				shares[i].Phases[p] += perSecond * Overlap(w, Window{max(ph.Start, r.Start), min(ph.End, r.End)})
 			}
 		}
 	}
@@ -94,21 +92,7 @@ func Split(intervals []Interval, reqs []Request) []Share {
 // Range returns the indexes [lo, hi) of the time-ordered intervals that
 // window w overlaps.
 func Range(intervals []Interval, w Window) (lo, hi int) {
-	lo = sort.Search(len(intervals), func(k int) bool { return intervals[k].End.After(w.Start) })
-	hi = sort.Search(len(intervals), func(k int) bool { return !intervals[k].Start.Before(w.End) })
+	lo = sort.Search(len(intervals), func(k int) bool { return intervals[k].End > w.Start })
+	hi = sort.Search(len(intervals), func(k int) bool { return intervals[k].Start >= w.End })
 	return lo, max(lo, hi)
-}
-
-func maxTime(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
 }

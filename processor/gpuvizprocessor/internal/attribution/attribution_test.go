@@ -12,10 +12,10 @@ import (
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+func at(s float64) int64 { return t0.Add(time.Duration(s * float64(time.Second))).UnixNano() }
 
 func TestSplit(t *testing.T) {
-	ivs := []Interval{{at(0), at(1), 100}, {at(1), at(2), 200}, {at(2), at(3), 50}}
+	ivs := []Interval{{Window{at(0), at(1)}, 100}, {Window{at(1), at(2)}, 200}, {Window{at(2), at(3)}, 50}}
 	for _, tc := range []struct {
 		name string
 		reqs []Request
@@ -38,7 +38,7 @@ func TestSplit(t *testing.T) {
 }
 
 func TestPhasesShareTheirRequestsEnergy(t *testing.T) {
-	ivs := []Interval{{at(0), at(1), 100}, {at(1), at(2), 200}}
+	ivs := []Interval{{Window{at(0), at(1)}, 100}, {Window{at(1), at(2)}, 200}}
 	reqs := []Request{
 		{Window: Window{at(0), at(2)}, Phases: []Window{{at(0), at(0.5)}, {at(0.5), at(2)}}},
 		{Window: Window{at(1), at(2)}},
@@ -60,7 +60,7 @@ func TestSplitConservesEnergy(t *testing.T) {
 		cur := 0.0
 		for range 1 + rng.IntN(60) {
 			d := 0.05 + rng.Float64()*2
-			ivs = append(ivs, Interval{at(cur), at(cur + d), rng.Float64() * 700 * d})
+			ivs = append(ivs, Interval{Window{at(cur), at(cur + d)}, rng.Float64() * 700 * d})
 			cur += d
 		}
 		var reqs []Request
@@ -71,7 +71,7 @@ func TestSplitConservesEnergy(t *testing.T) {
 		var want, got float64
 		for _, iv := range ivs {
 			for _, r := range reqs {
-				if Overlap(Window{iv.Start, iv.End}, r.Window) > 0 {
+				if Overlap(iv.Window, r.Window) > 0 {
 					want += iv.Joules
 					break
 				}
