@@ -46,7 +46,7 @@ func gpuMetrics(host, id string, index int64, from time.Time, step time.Duration
 	em := ms.AppendEmpty()
 	em.SetName("hw.energy")
 	energy := em.SetEmptySum().DataPoints()
-	var joules float64 = 1e6
+	joules := 1e6
 	for i, s := range samples {
 		ts := pcommon.NewTimestampFromTime(from.Add(time.Duration(i) * step))
 		add := func(dps pmetric.NumberDataPointSlice, v float64) pmetric.NumberDataPoint {

@@ -26,7 +26,7 @@ func createDefaultConfig() component.Config {
 	cc.CollectionInterval = 10 * time.Second
 	return &Config{
 		ControllerConfig:     cc,
-		MetricsBuilderConfig: metadata.DefaultMetricsBuilderConfig(),
+		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		Backend:              BackendNVML,
 		Simulated:            SimulatedConfig{Model: "h200", GPUs: 8, Seed: 1},
 		Samples:              SamplesConfig{Enabled: true},

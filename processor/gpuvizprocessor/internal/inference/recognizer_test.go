@@ -275,7 +275,7 @@ func TestRecognizeTolerance(t *testing.T) {
 	_, v, _ = r.Recognize(f.span, f.res, time.Time{})
 	assert.Equal(t, Recognized, v)
 	_, v, reason = r.Recognize(f.span, f.res, t0)
-	assert.Equal(t, Recognized, v, "ends 2 s after now, within max_future")
+	assert.Equal(t, Recognized, v, "ends 2 s after now, within max_future: %s", reason)
 	_, v, reason = r.Recognize(f.span, f.res, t0.Add(-time.Minute))
 	assert.Equal(t, Malformed, v)
 	assert.Equal(t, ReasonFutureEnd, reason)
