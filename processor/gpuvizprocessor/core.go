@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
@@ -34,6 +35,12 @@ type core struct {
 	unregister func()
 
 	derived *derived
+
+	// ledgers remember, per GPU, the time whose energy requests released
+	// earlier were given (see attribution.Ledger). Only the release path
+	// touches them, under ledgerMu.
+	ledgerMu sync.Mutex
+	ledgers  map[timeline.Key]*attribution.Ledger
 
 	mu      sync.Mutex
 	users   int // components created on this core
@@ -62,6 +69,7 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 		thresholds: cfg.thresholds(),
 		now:        time.Now,
 		unregister: unregister,
+		ledgers:    map[timeline.Key]*attribution.Ledger{},
 	}
 	c.derived = newDerived(c)
 	if err := tel.RegisterProcessorGpuvizGpusCallback(func(_ context.Context, o metric.Int64Observer) error {
@@ -146,8 +154,34 @@ func (c *core) loop(stop, done chan struct{}) {
 			c.release(now, func(*heldBatch) bool { return false })
 			if now.Sub(lastExpire) > time.Minute {
 				c.store.Expire(now)
+				c.forgetLedgers()
 				lastExpire = now
 			}
 		}
+	}
+}
+
+// ledger returns GPU k's ledger; the caller holds ledgerMu.
+func (c *core) ledger(k timeline.Key) *attribution.Ledger {
+	l := c.ledgers[k]
+	if l == nil {
+		l = &attribution.Ledger{}
+		c.ledgers[k] = l
+	}
+	return l
+}
+
+// forgetLedgers drops the ledgers of GPUs the timeline forgot, and the
+// claims older than the history: bounded like the timeline itself.
+func (c *core) forgetLedgers() {
+	c.ledgerMu.Lock()
+	defer c.ledgerMu.Unlock()
+	for k, l := range c.ledgers {
+		newest, ok := c.store.Newest(k)
+		if !ok {
+			delete(c.ledgers, k)
+			continue
+		}
+		l.Forget(newest.Add(-c.cfg.History.Retention).UnixNano())
 	}
 }

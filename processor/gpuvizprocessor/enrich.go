@@ -108,13 +108,17 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		}
 	}
 	ivs = c.store.Intervals(k, from, to, ivs)
-	// The intervals as attribution sees them: unknown energy counts as none.
+	// The intervals as attribution sees them: unknown energy counts as none,
+	// and time whose energy requests released earlier were given is spent.
+	c.ledgerMu.Lock()
+	defer c.ledgerMu.Unlock()
+	ledger := c.ledger(k)
 	energy := make([]attribution.Interval, len(ivs))
 	known := false
 	for j, iv := range ivs {
 		energy[j] = attribution.Interval{Window: attribution.Span(iv.Start, iv.End)}
 		if iv.EnergyKnown {
-			energy[j].Joules, known = iv.EnergyJ, true
+			energy[j].Joules, known = iv.EnergyJ*ledger.Unclaimed(energy[j].Window), true
 		}
 	}
 	// Requests in flight per interval, each request over its own range of
@@ -142,6 +146,7 @@ func (c *core) attribute(k timeline.Key, es []*enriched, ivs []timeline.Interval
 		}
 	}
 	for i, sh := range attribution.Split(energy, reqs) {
+		ledger.Claim(reqs[i].Window)
 		e := owners[i]
 		e.energyKnown = e.energyKnown || known
 		e.energy += sh.Joules

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpuviz/gpuviz/internal/promnames"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 )
 
@@ -385,4 +386,41 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 	for _, id := range exemplarTraces {
 		assert.Equal(t, span.TraceID(), id)
 	}
+}
+
+// A request released after another that overlapped it gets only the energy
+// of the time not already given away: across release rounds too, the
+// requests' energies add up to what the GPU drew.
+func TestEnergyIsConservedAcrossReleaseRounds(t *testing.T) {
+	fac := &factory{cores: map[*Config]*core{}}
+	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), createDefaultConfig())
+	require.NoError(t, err)
+	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	samples := repeat(busy, 41)
+	for i := range samples {
+		samples[i].powerW = 200 + float64(i*13%300)
+	}
+	c.observe(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
+	round := func(trace byte, startS, decodeS float64) float64 {
+		td := ptrace.NewTraces()
+		span := vllmSpan(td, trace, base.Add(time.Duration(startS*float64(time.Second))), 0, 1, decodeS, 10)
+		rs := td.ResourceSpans().At(0)
+		req, v, why := c.recognizer.Recognize(span, rs.Resource(), base)
+		require.Equal(t, inference.Recognized, v, why)
+		c.enrich(context.Background(), []*heldBatch{{td: td, spans: []heldSpan{{span: span, siblings: rs.ScopeSpans().At(0).Spans(), req: req}}}})
+		e, ok := span.Attributes().Get("gpuviz.energy")
+		require.True(t, ok)
+		return e.Double()
+	}
+	short := round(1, 10, 4) // [10 s, 15 s], released first
+	long := round(2, 5, 24)  // [5 s, 30 s]
+	counter := func(from, to int) (j float64) {
+		for i := from + 1; i <= to; i++ { // sample i covers (i-1 s, i s]
+			j += samples[i].powerW
+		}
+		return j
+	}
+	assert.InDelta(t, counter(10, 15), short, 1e-6)
+	assert.InDelta(t, counter(5, 30)-counter(10, 15), long, 1e-6, "the long request gets the time the short one did not")
+	assert.InDelta(t, counter(5, 30), short+long, 1e-6, "together: exactly what the counter measured")
 }
