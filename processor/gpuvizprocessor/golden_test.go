@@ -9,6 +9,7 @@ import (
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/golden"
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/ptracetest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -90,7 +91,7 @@ func familySpans(base time.Time) ptrace.Traces {
 func TestEnrichedSpansGolden(t *testing.T) {
 	p := newPipelines(t, nil)
 	// A fixed moment: every timestamp in the golden file is reproducible.
-	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // in the past: spans ending in the future are malformed
 	samples := make([]sample, 25)
 	for i := range samples {
 		// Alternating compute-heavy and memory-heavy seconds, power to match.
@@ -113,4 +114,13 @@ func TestEnrichedSpansGolden(t *testing.T) {
 	require.NoError(t, err)
 	// Phase spans get random span IDs; everything else is pinned.
 	require.NoError(t, ptracetest.CompareTraces(want, got, ptracetest.IgnoreSpanID(), ptracetest.IgnoreSpansOrder()))
+	// A golden file can pin the wrong thing: every request span (vLLM,
+	// GenAI, TGI handler, Triton model) and both aggregate spans (TGI
+	// prefill step, Triton compute) must have been enriched.
+	for _, name := range []string{"llm_request", "chat llama-3.1-70b", "chat_completions", "prefill", "llama", "compute"} {
+		attrs := spanAttrs(t, p.spans, name)
+		require.Len(t, attrs, 1, name)
+		assert.Contains(t, attrs[0], "gpuviz.energy", name)
+		assert.Contains(t, attrs[0], "gpuviz.bottleneck", name)
+	}
 }

@@ -395,7 +395,7 @@ func TestEnergyIsConservedAcrossReleaseRounds(t *testing.T) {
 	fac := &factory{cores: map[*Config]*core{}}
 	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), createDefaultConfig())
 	require.NoError(t, err)
-	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // in the past: spans ending in the future are malformed
 	samples := repeat(busy, 41)
 	for i := range samples {
 		samples[i].powerW = 200 + float64(i*13%300)
@@ -423,4 +423,39 @@ func TestEnergyIsConservedAcrossReleaseRounds(t *testing.T) {
 	assert.InDelta(t, counter(10, 15), short, 1e-6)
 	assert.InDelta(t, counter(5, 30)-counter(10, 15), long, 1e-6, "the long request gets the time the short one did not")
 	assert.InDelta(t, counter(5, 30), short+long, 1e-6, "together: exactly what the counter measured")
+}
+
+// In a gateway fed by many hosts, GPUs are told apart by host.name + hw.id:
+// a span is matched to its own host's GPUs, and a span without host.name
+// cannot be matched by host at all (it passes through, counted).
+func TestGatewayKeepsHostsApart(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxWait = 500 * time.Millisecond })
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // in the past: spans ending in the future are malformed
+	hot := busy
+	hot.powerW = 650
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 20))))
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-2", "GPU-a", 0, base, time.Second, repeat(hot, 20))))
+
+	td := ptrace.NewTraces()
+	onNode2 := vllmSpan(td, 1, base.Add(5*time.Second), 0, 1, 4, 10)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-2")
+	anonymous := ptrace.NewTraces()
+	vllmSpan(anonymous, 2, base.Add(5*time.Second), 0, 1, 4, 10)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), anonymous))
+	require.Eventually(t, func() bool { return len(spanAttrs(t, p.spans, "llm_request")) == 2 }, 5*time.Second, 10*time.Millisecond)
+
+	var named, unnamed map[string]any
+	for _, a := range spanAttrs(t, p.spans, "llm_request") {
+		if _, ok := a["gpuviz.energy"]; ok {
+			named = a
+		} else {
+			unnamed = a
+		}
+	}
+	require.NotNil(t, named, "the node-2 span is enriched: %v", spanAttrs(t, p.spans, "llm_request"))
+	require.NotNil(t, unnamed, "the span without host.name is not: %v", spanAttrs(t, p.spans, "llm_request"))
+	assert.InDelta(t, 650.0, named["gpuviz.gpu.power.mean"], 1e-9, "node-2's GPU, not node-1's with the same hw.id")
+	assert.InDelta(t, 5*650.0, named["gpuviz.energy"], 1e-6)
+	assert.Equal(t, onNode2.Name(), "llm_request")
 }
