@@ -130,26 +130,24 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 // infinite value, an unrepresentable timestamp, or a point too old to keep
 // (see the package documentation).
 func (s *Store) Add(k Key, sig Signal, ts time.Time, v float64) bool {
-	if sig >= NumSignals || !finite(v) {
+	if sig >= NumSignals {
 		return false
 	}
-	t, ok := nanos(ts)
-	if !ok {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.lookupOrCreate(k)
-	if g == nil {
-		return false
-	}
-	return s.addPoint(g, &g.sig[sig], t, v)
+	return s.add(k, sig, ts, v)
 }
 
 // AddEnergy records the GPU's cumulative energy counter (hw.energy), in
 // joules, at ts. It refuses what Add refuses.
 func (s *Store) AddEnergy(k Key, ts time.Time, joules float64) bool {
-	if !finite(joules) {
+	return s.add(k, energySeries, ts, joules)
+}
+
+// energySeries stands for the energy counter where add takes a signal.
+const energySeries = NumSignals
+
+// add records a point of signal sig, or of the energy counter.
+func (s *Store) add(k Key, sig Signal, ts time.Time, v float64) bool {
+	if !finite(v) {
 		return false
 	}
 	t, ok := nanos(ts)
@@ -162,7 +160,11 @@ func (s *Store) AddEnergy(k Key, ts time.Time, joules float64) bool {
 	if g == nil {
 		return false
 	}
-	return s.addPoint(g, &g.energy, t, joules)
+	r := &g.energy
+	if sig != energySeries {
+		r = &g.sig[sig]
+	}
+	return s.addPoint(g, r, t, v)
 }
 
 func (s *Store) addPoint(g *gpu, r *ring, t int64, v float64) bool {
