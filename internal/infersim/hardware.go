@@ -37,11 +37,11 @@ const (
 // the driver slows the clocks above slowdownC.
 const (
 	ambientC          = 30.0
-	thermalResistance = 0.07  // °C/W: 700 W settles at 79 °C
-	thermalTau        = 90.0  // seconds
-	slowdownC         = 87.0  // H100/H200 software thermal slowdown
-	slowdownPerC      = 0.04  // clock fraction lost per degree above it
-	minClockFraction  = 0.5   // the clocks never drop below half
-	powerExponent     = 2.5   // dynamic compute power ∝ clock^2.5 (voltage scales with clock)
-	throttleThreshold = 0.97  // a step whose clock is below this share of max counts as throttled
+	thermalResistance = 0.07 // °C/W: 700 W settles at 79 °C
+	thermalTau        = 90.0 // seconds
+	slowdownC         = 87.0 // H100/H200 software thermal slowdown
+	slowdownPerC      = 0.04 // clock fraction lost per degree above it
+	minClockFraction  = 0.5  // the clocks never drop below half
+	powerExponent     = 2.5  // dynamic compute power ∝ clock^2.5 (voltage scales with clock)
+	throttleThreshold = 0.97 // a step whose clock is below this share of max counts as throttled
 )

@@ -51,11 +51,11 @@ type Request struct {
 	// them. Finished: when the engine let go of it (LastToken, or the
 	// episode's end for an abort).
 	Arrival, Queued, Scheduled, FirstToken, LastToken, Finished int64
-	PromptTokens, OutputTokens int
-	MaxTokens                  int
-	Preemptions                int
-	Finish                     string
-	Steps                      int // steps it took part in
+	PromptTokens, OutputTokens                                  int
+	MaxTokens                                                   int
+	Preemptions                                                 int
+	Finish                                                      string
+	Steps                                                       int // steps it took part in
 	// Energy is its true energy summed over its GPUs, J; PrefillEnergy
 	// the part in steps up to its first token, DecodeEnergy the rest.
 	// Queue time takes none. See the conventions in docs/accuracy.md.
