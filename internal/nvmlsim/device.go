@@ -6,6 +6,8 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
 )
 
 const mib = 1 << 20
@@ -29,7 +31,13 @@ type Device struct {
 	kvBudget uint64       // bytes the KV cache may grow to
 	migs     []*MigDevice // in MIG mode
 
-	mu    sync.Mutex
+	// limitW is the enforced power limit: the board's, or the scenario's.
+	limitW float64
+
+	mu sync.Mutex
+	// work is what the GPU does: the sequential schedule (sched, also kept
+	// for its requests) or a GPU of a batching engine.
+	work  workload
 	sched *Schedule
 	// The driver's cumulative counters (energy, throttle time, PCIe and
 	// NVLink bytes) are integrals of the schedule since the simulation
@@ -41,7 +49,24 @@ type Device struct {
 
 var _ nvml.Device = (*Device)(nil)
 
-func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() time.Time) *Device {
+// workload is the activity a simulated GPU follows.
+type workload interface {
+	At(t int64) Segment
+	Integrate(from, to int64) Totals
+}
+
+// engineGPU is one GPU of a node of batching engines.
+type engineGPU struct {
+	node *infersim.Node
+	gpu  int
+}
+
+func (e engineGPU) At(t int64) Segment              { return e.node.At(e.gpu, t) }
+func (e engineGPU) Integrate(from, to int64) Totals { return e.node.Integrate(e.gpu, from, to) }
+
+// newDevice returns simulated GPU index; node nil means the sequential
+// schedule.
+func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() time.Time, node *infersim.Node) *Device {
 	d := &Device{
 		Device: mock,
 		model:  m,
@@ -49,7 +74,16 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 		name:   m.GPU.Name + " (simulated)",
 		busID:  mock.PciBusID,
 		now:    now,
-		sched:  NewSchedule(m, seed, index),
+		limitW: m.PowerLimitW,
+	}
+	if node != nil {
+		d.work = engineGPU{node: node, gpu: index}
+		if l := node.Scenario().PowerLimitW; l > 0 {
+			d.limitW = l
+		}
+	} else {
+		d.sched = NewSchedule(m, seed, index)
+		d.work = d.sched
 	}
 	mock.UUID = d.uuid
 	total := m.GPU.MemoryMB * mib
@@ -65,7 +99,8 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 	return d
 }
 
-// Schedule returns the workload the device follows.
+// Schedule returns the sequential schedule the device follows, or nil when
+// it serves a batching engine.
 func (d *Device) Schedule() *Schedule { return d.sched }
 
 // sampleWindow is the period over which NVML averages utilisation and power
@@ -74,7 +109,7 @@ const sampleWindow = int64(time.Second)
 
 func (d *Device) window(length int64) (Totals, int64) {
 	t := d.now().UnixNano()
-	return d.sched.Integrate(t-length, t), t
+	return d.work.Integrate(t-length, t), t
 }
 
 // GetUUID implements nvml.Device.
@@ -120,7 +155,11 @@ func (d *Device) memoryUsed() uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	t := d.now().UnixNano()
-	return d.weights + uint64(d.sched.At(t).kvAt(t)*float64(d.kvBudget))
+	seg := d.work.At(t)
+	if seg.MemUsedBytes > 0 { // an engine preallocates its KV pool
+		return seg.MemUsedBytes
+	}
+	return d.weights + uint64(seg.KVAt(t)*float64(d.kvBudget))
 }
 
 // GetMemoryInfo implements nvml.Device. As with the real v1 call, memory the
@@ -163,24 +202,28 @@ func (d *Device) accumulate() {
 	if t <= d.accAt {
 		return
 	}
-	d.acc.add(d.sched.Integrate(d.accAt, t))
+	d.acc.Add(d.work.Integrate(d.accAt, t))
 	d.accAt = t
 }
 
 // GetEnforcedPowerLimit implements nvml.Device.
 func (d *Device) GetEnforcedPowerLimit() (uint32, nvml.Return) {
-	return uint32(d.model.PowerLimitW * 1000), nvml.SUCCESS
+	return uint32(d.limitW * 1000), nvml.SUCCESS
 }
 
-// GetTemperature implements nvml.Device. The die follows the last minute's
-// mean power (a first-order stand-in for the heat sink's thermal mass): about
-// 32 °C idle, about 78 °C at a sustained power limit.
+// GetTemperature implements nvml.Device. An engine's GPU has the thermal
+// model's temperature; the sequential schedule's die follows the last
+// minute's mean power (a first-order stand-in for the heat sink's thermal
+// mass): about 32 °C idle, about 78 °C at a sustained power limit.
 func (d *Device) GetTemperature(sensor nvml.TemperatureSensors) (uint32, nvml.Return) {
 	if sensor != nvml.TEMPERATURE_GPU {
 		return 0, nvml.ERROR_INVALID_ARGUMENT
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if seg := d.work.At(d.now().UnixNano()); seg.TempC > 0 {
+		return uint32(seg.TempC + 0.5), nvml.SUCCESS
+	}
 	tot, _ := d.window(int64(time.Minute))
 	load := (tot.Joules/tot.Seconds - d.model.IdlePowerW) / (d.model.PowerLimitW - d.model.IdlePowerW)
 	return uint32(32 + 46*max(load, 0) + 0.5), nvml.SUCCESS
@@ -198,10 +241,13 @@ func (d *Device) GetClockInfo(clock nvml.ClockType) (uint32, nvml.Return) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.smClock(d.sched.At(d.now().UnixNano())), nvml.SUCCESS
+	return d.smClock(d.work.At(d.now().UnixNano())), nvml.SUCCESS
 }
 
 func (d *Device) smClock(seg Segment) uint32 {
+	if seg.ClockMHz > 0 {
+		return seg.ClockMHz
+	}
 	if seg.Phase == PhaseIdle {
 		return d.model.SMClockIdle
 	}

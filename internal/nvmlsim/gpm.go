@@ -83,7 +83,7 @@ func (s *Server) GpmMetricsGet(m *nvml.GpmMetricsGetType) nvml.Return {
 	}
 	d := s1.dev
 	d.mu.Lock()
-	tot := d.sched.Integrate(s1.at, s2.at)
+	tot := d.work.Integrate(s1.at, s2.at)
 	d.mu.Unlock()
 	pct := func(x float64) float64 { return 100 * x / tot.Seconds }
 	mibps := func(bytes float64) float64 { return bytes / tot.Seconds / (1 << 20) }

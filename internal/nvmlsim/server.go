@@ -2,11 +2,15 @@ package nvmlsim
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
 )
 
 // MaxGPUs bounds the size of a simulated server.
@@ -18,6 +22,7 @@ type Server struct {
 	*server.Server
 	devices []*Device
 	symbols map[string]bool
+	node    *infersim.Node // nil under the sequential schedule
 }
 
 var (
@@ -43,10 +48,51 @@ var symbols = []string{
 // Option configures a simulated server.
 type Option func(*options)
 
-type options struct{ mig bool }
+type options struct {
+	mig      bool
+	scenario string
+}
 
 // WithMIG puts every GPU in MIG mode, split into two 3-slice GPU instances.
 func WithMIG() Option { return func(o *options) { o.mig = true } }
+
+// ScenarioSequential is the one-request-at-a-time schedule (see Schedule):
+// what New runs unless WithScenario names a batching scenario.
+const ScenarioSequential = "sequential"
+
+// DefaultScenario is the batching scenario a simulated server runs by
+// default in the receiver's configuration.
+const DefaultScenario = infersim.DefaultScenario
+
+// WithScenario makes the GPUs serve the named workload: a batching
+// scenario of internal/infersim, or ScenarioSequential.
+func WithScenario(name string) Option { return func(o *options) { o.scenario = name } }
+
+// Scenarios lists the names WithScenario accepts, sorted.
+func Scenarios() []string {
+	names := append(infersim.Scenarios(), ScenarioSequential)
+	slices.Sort(names)
+	return names
+}
+
+// NewNode returns the batching engines a simulated server of count GPUs of
+// the named model runs under scenario, driven by seed: what the server's
+// GPUs follow, for a process (the load generator, a scorer) that must see
+// the same engines.
+func NewNode(model, scenario string, count int, seed uint64) (*infersim.Node, error) {
+	if !slices.Contains(infersim.Scenarios(), strings.ToLower(scenario)) {
+		return nil, fmt.Errorf("unknown scenario %q: use one of %s", scenario, strings.Join(Scenarios(), ", "))
+	}
+	m, err := LookupModel(model)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := infersim.LookupScenario(scenario, count, m.Hardware())
+	if err != nil {
+		return nil, err
+	}
+	return infersim.NewNode(m.Hardware(), sc, seed), nil
+}
 
 // New returns a simulated server of gpus GPUs of the named model (see
 // Models) following the workload seeded by seed. now is the clock the
@@ -76,11 +122,16 @@ func New(model string, count int, seed uint64, now func() time.Time, opts ...Opt
 		return nil, err
 	}
 	s := &Server{Server: mock, symbols: map[string]bool{}}
+	if o.scenario != "" && !strings.EqualFold(o.scenario, ScenarioSequential) {
+		if s.node, err = NewNode(model, o.scenario, count, seed); err != nil {
+			return nil, err
+		}
+	}
 	for _, name := range symbols {
 		s.symbols[name] = true
 	}
 	for i, d := range mock.Devices {
-		dev := newDevice(d.(*server.Device), m, seed, i, now)
+		dev := newDevice(d.(*server.Device), m, seed, i, now, s.node)
 		if o.mig {
 			dev.enableMIG(seed)
 		}
@@ -93,6 +144,10 @@ func New(model string, count int, seed uint64, now func() time.Time, opts ...Opt
 func simulatedUUID(model string, seed uint64, index int) string {
 	return fmt.Sprintf("GPU-simulated-%s-%x-%02d", model, seed, index)
 }
+
+// Node returns the batching engines the GPUs serve, or nil under the
+// sequential schedule.
+func (s *Server) Node() *infersim.Node { return s.node }
 
 // Device returns simulated GPU i.
 func (s *Server) Device(i int) *Device { return s.devices[i] }

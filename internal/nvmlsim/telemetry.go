@@ -9,17 +9,20 @@ import (
 )
 
 // GetCurrentClocksEventReasons implements nvml.Device: idle between
-// requests, held by the software power cap in power-capped prefills.
+// requests, held by the software power cap or thermal slowdown.
 func (d *Device) GetCurrentClocksEventReasons() (uint64, nvml.Return) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	seg := d.sched.At(d.now().UnixNano())
+	seg := d.work.At(d.now().UnixNano())
 	var reasons uint64
 	if seg.Phase == PhaseIdle {
 		reasons |= nvml.ClocksEventReasonGpuIdle
 	}
 	if seg.PowerCapped {
 		reasons |= nvml.ClocksEventReasonSwPowerCap
+	}
+	if seg.ThermalSlowdown {
+		reasons |= nvml.ClocksEventReasonSwThermalSlowdown
 	}
 	return reasons, nvml.SUCCESS
 }
@@ -42,13 +45,15 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 		switch v.FieldId {
 		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP:
 			x = uint64(d.acc.CappedSeconds * 1e9)
+		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN:
+			x = uint64(d.acc.ThermalSeconds * 1e9)
 		case nvml.FI_DEV_PCIE_COUNT_RX_BYTES:
 			x = uint64(d.acc.PCIeRxBytes)
 		case nvml.FI_DEV_PCIE_COUNT_TX_BYTES:
 			x = uint64(d.acc.PCIeTxBytes)
 		case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
 			x = uint64(d.acc.NVLinkBytes / 1024) // NVML counts KiB
-		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST, nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN,
+		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST,
 			nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN,
 			nvml.FI_DEV_ECC_SBE_VOL_TOTAL, nvml.FI_DEV_ECC_DBE_VOL_TOTAL, nvml.FI_DEV_PCIE_REPLAY_COUNTER,
 			nvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL, nvml.FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
@@ -119,7 +124,7 @@ func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.Value
 	}
 	out := make([]nvml.Sample, 0, (last-first)/samplePeriod+1)
 	for t := first; t <= last; t += samplePeriod {
-		tot := d.sched.Integrate(t-samplePeriod, t)
+		tot := d.work.Integrate(t-samplePeriod, t)
 		var v uint32
 		switch kind {
 		case nvml.GPU_UTILIZATION_SAMPLES:
@@ -129,7 +134,7 @@ func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.Value
 		case nvml.TOTAL_POWER_SAMPLES:
 			v = uint32(1000 * tot.Joules / tot.Seconds)
 		case nvml.PROCESSOR_CLK_SAMPLES:
-			v = d.smClock(d.sched.At(t))
+			v = d.smClock(d.work.At(t))
 		}
 		s := nvml.Sample{TimeStamp: uint64(t / 1000)}
 		binary.LittleEndian.PutUint32(s.SampleValue[:], v)

@@ -2,62 +2,25 @@ package nvmlsim
 
 import (
 	"math/rand/v2"
-	"sort"
 	"time"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
 )
 
-// Phase is what the simulated inference server is doing on a GPU.
-type Phase uint8
+// Phase, Segment and Totals are the inference engine model's: the
+// sequential schedule and the batching engines describe GPU activity alike.
+type (
+	Phase   = infersim.Phase
+	Segment = infersim.Segment
+	Totals  = infersim.Totals
+)
 
+// The phases.
 const (
-	// PhaseIdle: no request in flight.
-	PhaseIdle Phase = iota
-	// PhasePrefill: the prompt is processed; compute-bound, near the power limit.
-	PhasePrefill
-	// PhaseDecode: tokens are generated one step at a time; memory-bandwidth-bound.
-	PhaseDecode
+	PhaseIdle    = infersim.PhaseIdle
+	PhasePrefill = infersim.PhasePrefill
+	PhaseDecode  = infersim.PhaseDecode
 )
-
-func (p Phase) String() string {
-	switch p {
-	case PhasePrefill:
-		return "prefill"
-	case PhaseDecode:
-		return "decode"
-	default:
-		return "idle"
-	}
-}
-
-// Segment is a stretch of time [Start, End) in one phase at constant activity.
-type Segment struct {
-	Start, End int64 // Unix nanoseconds
-	Phase      Phase
-	Busy       float64 // fraction of the time a kernel runs
-	MemBusy    float64 // fraction of the time the memory controller is busy
-	PowerW     float64
-	// PowerCapped is set when the segment runs at the power limit, held
-	// there by the driver's software power cap.
-	PowerCapped bool
-	// What GPM would see: fraction of SMs busy, of tensor-pipe time, and of
-	// peak DRAM bandwidth.
-	SMActive, Tensor, DRAM float64
-	// Bytes per second over PCIe (prompts in, tokens out) and NVLink
-	// (tensor-parallel all-reduce), each direction.
-	PCIeRx, PCIeTx, NVLink float64
-	// KV-cache occupancy, as a fraction of the KV budget, at Start and at End;
-	// linear in between.
-	KVFrom, KVTo float64
-}
-
-// kvAt returns the KV-cache occupancy at t, which must lie in the segment.
-func (s Segment) kvAt(t int64) float64 {
-	if s.End <= s.Start {
-		return s.KVTo
-	}
-	f := float64(t-s.Start) / float64(s.End-s.Start)
-	return s.KVFrom + (s.KVTo-s.KVFrom)*f
-}
 
 // Window is the span of time whose schedule is generated in one go. Requests
 // never cross a window's end, so each window is independent of the others and
@@ -177,28 +140,7 @@ func (s *Schedule) generate(w int64, out []Segment) []Segment {
 }
 
 // At returns the segment that contains t.
-func (s *Schedule) At(t int64) Segment {
-	segs := s.Segments(windowOf(t))
-	i := sort.Search(len(segs), func(i int) bool { return segs[i].End > t })
-	return segs[min(i, len(segs)-1)]
-}
-
-// Totals are integrals of the schedule over an interval.
-type Totals struct {
-	Seconds       float64 // length of the interval
-	BusySeconds   float64 // time a kernel ran
-	MemSeconds    float64 // time the memory controller was busy
-	Joules        float64 // energy drawn
-	MaxPowerW     float64 // highest power of any segment in the interval
-	IdleSeconds   float64 // time with no request in flight
-	CappedSeconds float64 // time held at the power cap
-	SMSeconds     float64 // SM-seconds busy, as a fraction of all SMs
-	TensorSeconds float64
-	DRAMSeconds   float64
-	PCIeRxBytes   float64
-	PCIeTxBytes   float64
-	NVLinkBytes   float64 // each direction
-}
+func (s *Schedule) At(t int64) Segment { return infersim.SegmentAt(s.Segments(windowOf(t)), t) }
 
 // Integrate returns the integrals of the schedule over [from, to).
 func (s *Schedule) Integrate(from, to int64) Totals {
@@ -208,49 +150,7 @@ func (s *Schedule) Integrate(from, to int64) Totals {
 	}
 	tot.Seconds = float64(to-from) / 1e9
 	for w := windowOf(from); w <= windowOf(to-1); w++ {
-		segs := s.Segments(w)
-		// Segments are in time order: skip straight to the first that ends after from.
-		first := sort.Search(len(segs), func(i int) bool { return segs[i].End > from })
-		for _, seg := range segs[first:] {
-			if seg.Start >= to {
-				break
-			}
-			lo, hi := max(seg.Start, from), min(seg.End, to)
-			d := float64(hi-lo) / 1e9
-			tot.BusySeconds += seg.Busy * d
-			tot.MemSeconds += seg.MemBusy * d
-			tot.Joules += seg.PowerW * d
-			tot.MaxPowerW = max(tot.MaxPowerW, seg.PowerW)
-			if seg.Phase == PhaseIdle {
-				tot.IdleSeconds += d
-			}
-			if seg.PowerCapped {
-				tot.CappedSeconds += d
-			}
-			tot.SMSeconds += seg.SMActive * d
-			tot.TensorSeconds += seg.Tensor * d
-			tot.DRAMSeconds += seg.DRAM * d
-			tot.PCIeRxBytes += seg.PCIeRx * d
-			tot.PCIeTxBytes += seg.PCIeTx * d
-			tot.NVLinkBytes += seg.NVLink * d
-		}
+		infersim.Accumulate(&tot, s.Segments(w), from, to)
 	}
 	return tot
-}
-
-// add sums o into t; MaxPowerW takes the larger.
-func (t *Totals) add(o Totals) {
-	t.Seconds += o.Seconds
-	t.BusySeconds += o.BusySeconds
-	t.MemSeconds += o.MemSeconds
-	t.Joules += o.Joules
-	t.MaxPowerW = max(t.MaxPowerW, o.MaxPowerW)
-	t.IdleSeconds += o.IdleSeconds
-	t.CappedSeconds += o.CappedSeconds
-	t.SMSeconds += o.SMSeconds
-	t.TensorSeconds += o.TensorSeconds
-	t.DRAMSeconds += o.DRAMSeconds
-	t.PCIeRxBytes += o.PCIeRxBytes
-	t.PCIeTxBytes += o.PCIeTxBytes
-	t.NVLinkBytes += o.NVLinkBytes
 }

@@ -35,7 +35,7 @@ func openBackend(cfg *Config, logger *zap.Logger) (nvml.Interface, Backend, erro
 }
 
 func openSimulated(cfg SimulatedConfig) (nvml.Interface, error) {
-	var opts []nvmlsim.Option
+	opts := []nvmlsim.Option{nvmlsim.WithScenario(cfg.Scenario)}
 	if cfg.MIG {
 		opts = append(opts, nvmlsim.WithMIG())
 	}

@@ -107,6 +107,10 @@ type SimulatedConfig struct {
 	Seed uint64 `mapstructure:"seed"`
 	// MIG puts every simulated GPU in MIG mode, as two 3-slice instances.
 	MIG bool `mapstructure:"mig"`
+	// Scenario is the workload the simulated GPUs serve: a batching
+	// scenario (steady, bursty, long_context, power_capped, host_starved,
+	// tensor_parallel, mixed) or sequential, one request at a time per GPU.
+	Scenario string `mapstructure:"scenario"`
 
 	_ struct{}
 }
@@ -143,11 +147,17 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("backend: %q is not a backend: use nvml, simulated or auto", cfg.Backend))
 	}
 	if cfg.Backend != BackendNVML {
-		if _, err := nvmlsim.LookupModel(cfg.Simulated.Model); err != nil {
-			errs = append(errs, fmt.Errorf("simulated.model: %w", err))
+		_, modelErr := nvmlsim.LookupModel(cfg.Simulated.Model)
+		if modelErr != nil {
+			errs = append(errs, fmt.Errorf("simulated.model: %w", modelErr))
 		}
 		if cfg.Simulated.GPUs < 1 || cfg.Simulated.GPUs > nvmlsim.MaxGPUs {
 			errs = append(errs, fmt.Errorf("simulated.gpus: %d is out of range: a simulated server has 1 to %d GPUs", cfg.Simulated.GPUs, nvmlsim.MaxGPUs))
+		} else if modelErr == nil && !strings.EqualFold(cfg.Simulated.Scenario, nvmlsim.ScenarioSequential) {
+			// Cheap: the engines are laid out, nothing is simulated yet.
+			if _, err := nvmlsim.NewNode(cfg.Simulated.Model, cfg.Simulated.Scenario, cfg.Simulated.GPUs, cfg.Simulated.Seed); err != nil {
+				errs = append(errs, fmt.Errorf("simulated.scenario: %w", err))
+			}
 		}
 	}
 	if cfg.Processes.Enabled && (cfg.Processes.Top < 1 || cfg.Processes.Top > maxProcessesPerGPU) {

@@ -34,7 +34,7 @@ func TestLoadConfig(t *testing.T) {
 	simulated := defaultConfig()
 	simulated.CollectionInterval = 2 * time.Second
 	simulated.Backend = BackendSimulated
-	simulated.Simulated = SimulatedConfig{Model: "B200", GPUs: 4, Seed: 42, MIG: true}
+	simulated.Simulated = SimulatedConfig{Model: "B200", GPUs: 4, Seed: 42, MIG: true, Scenario: "tensor_parallel"}
 
 	devices := defaultConfig()
 	devices.NVML.LibraryPath = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
@@ -78,6 +78,8 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_model":        `simulated.model: unknown simulated GPU model "h300": use one of a100, b200, h100, h200`,
 		"no_gpus":          "simulated.gpus: 0 is out of range: a simulated server has 1 to 64 GPUs",
 		"too_many_gpus":    "simulated.gpus: 65 is out of range",
+		"bad_scenario":     `simulated.scenario: unknown scenario "sterdy": use one of bursty, host_starved, long_context, mixed, power_capped, sequential, steady, tensor_parallel`,
+		"scenario_too_big": "simulated.scenario: scenario steady: llama-3.1-70b does not fit on 1 h200 GPU(s): give the simulated server more GPUs",
 		"bad_device":       `devices[0]: "nvidia0" is neither a GPU index (0, 1, ...) nor a GPU UUID`,
 		"negative_device":  `devices[0]: "-1" is not a GPU index: indexes start at 0`,
 		"mig_device":       `devices[0]: "MIG-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11" is a MIG device: name its physical GPU instead`,

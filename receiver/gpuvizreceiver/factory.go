@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/scraper"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
@@ -28,7 +29,7 @@ func createDefaultConfig() component.Config {
 		ControllerConfig:     cc,
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		Backend:              BackendNVML,
-		Simulated:            SimulatedConfig{Model: "h200", GPUs: 8, Seed: 1},
+		Simulated:            SimulatedConfig{Model: "h200", GPUs: 8, Seed: 1, Scenario: nvmlsim.DefaultScenario},
 		Samples:              SamplesConfig{Enabled: true},
 		Processes:            ProcessesConfig{Enabled: true, Top: 10},
 		XidEvents:            XidEventsConfig{Enabled: true},
