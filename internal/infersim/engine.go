@@ -73,6 +73,8 @@ type sim struct {
 	tempC   float64
 	out     *run
 	binDur  [][len(labelIndex)]float64
+	// checkStep, when set (tests), sees every step's batch as scheduled.
+	checkStep func(s *sim, batch []scheduled)
 }
 
 // labelIndex orders the labels for per-bin accounting.
@@ -95,8 +97,12 @@ const (
 // simulate runs engine ei of the scenario over episode k from an empty
 // engine. It is a pure function of its arguments.
 func simulate(hw Hardware, sc Scenario, ei int, seed uint64, k int64) *run {
+	return simulateChecked(hw, sc, ei, seed, k, nil)
+}
+
+func simulateChecked(hw Hardware, sc Scenario, ei int, seed uint64, k int64, check func(*sim, []scheduled)) *run {
 	e := sc.Engines[ei]
-	s := &sim{hw: hw, e: e, limitW: hw.PowerLimitW, tp: float64(len(e.GPUs)), out: &run{}}
+	s := &sim{hw: hw, e: e, limitW: hw.PowerLimitW, tp: float64(len(e.GPUs)), out: &run{}, checkStep: check}
 	if sc.PowerLimitW > 0 {
 		s.limitW = sc.PowerLimitW
 	}

@@ -115,6 +115,9 @@ func (s *sim) cost(batch []scheduled) roofline {
 // it returns when the step ends.
 func (s *sim) step(t int64) int64 {
 	batch, blocked := s.schedule()
+	if s.checkStep != nil {
+		s.checkStep(s, batch)
+	}
 	if len(batch) == 0 {
 		// Only a request too large for the whole KV pool gets here: the
 		// server rejects it.
