@@ -1,0 +1,93 @@
+package nvmlsim
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func mustScenarioServer(t *testing.T, scenario string, c *clock) *Server {
+	t.Helper()
+	s, err := New("h200", 8, 1, c.now, WithScenario(scenario))
+	require.NoError(t, err)
+	require.Equal(t, nvml.SUCCESS, s.Init())
+	require.NotNil(t, s.Node())
+	return s
+}
+
+func TestScenarioNames(t *testing.T) {
+	_, err := New("h200", 8, 1, nil, WithScenario("nope"))
+	assert.ErrorContains(t, err, `unknown scenario "nope": use one of bursty, host_starved, long_context, mixed, power_capped, sequential, steady, tensor_parallel`)
+	s, err := New("h200", 2, 1, nil, WithScenario(ScenarioSequential))
+	require.NoError(t, err)
+	assert.Nil(t, s.Node())
+	assert.NotNil(t, s.Device(0).Schedule())
+}
+
+// TestReadingsFollowTheEngine: every reading of a GPU that serves a
+// batching engine is the engine's: counters are its integrals, the limit
+// is the scenario's, memory is the preallocated pool.
+func TestReadingsFollowTheEngine(t *testing.T) {
+	c := newClock()
+	s := mustScenarioServer(t, "power_capped", c)
+	node, d := s.Node(), s.Device(2)
+	limit, _ := d.GetEnforcedPowerLimit()
+	assert.Equal(t, uint32(420_000), limit)
+
+	fields := []nvml.FieldValue{{FieldId: nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP}, {FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX}}
+	field := func() (cappedNs, nvlinkKiB uint64) {
+		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(fields))
+		return binary.LittleEndian.Uint64(fields[0].Value[:]), binary.LittleEndian.Uint64(fields[1].Value[:])
+	}
+	from := c.t.UnixNano()
+	e0, _ := d.GetTotalEnergyConsumption()
+	capped0, link0 := field()
+	sawCap := false
+	mem0, _ := d.GetMemoryInfo_v2()
+	for range 300 {
+		c.advance(100 * time.Millisecond)
+		seg := node.At(2, c.t.UnixNano())
+		reasons, _ := d.GetCurrentClocksEventReasons()
+		assert.Equal(t, seg.PowerCapped, reasons&nvml.ClocksEventReasonSwPowerCap != 0)
+		sawCap = sawCap || seg.PowerCapped
+		clk, _ := d.GetClockInfo(nvml.CLOCK_SM)
+		assert.Equal(t, seg.ClockMHz, clk)
+		temp, _ := d.GetTemperature(nvml.TEMPERATURE_GPU)
+		assert.InDelta(t, seg.TempC, float64(temp), 0.5)
+		mem, _ := d.GetMemoryInfo_v2()
+		assert.Equal(t, mem0.Used, mem.Used, "vLLM preallocates its KV pool")
+		p, _ := d.GetPowerUsage()
+		assert.LessOrEqual(t, p, limit)
+	}
+	assert.True(t, sawCap)
+	tot := node.Integrate(2, from, c.t.UnixNano())
+	e1, _ := d.GetTotalEnergyConsumption()
+	assert.InDelta(t, tot.Joules*1000, float64(e1-e0), 2, "mJ")
+	capped1, link1 := field()
+	assert.InDelta(t, tot.CappedSeconds*1e9, float64(capped1-capped0), 2)
+	assert.InDelta(t, tot.NVLinkBytes/1024, float64(link1-link0), 2)
+	assert.InDelta(t, 0.9*float64(mem0.Total), float64(mem0.Used), 0.001*float64(mem0.Total))
+}
+
+func TestGPMFollowsTheEngine(t *testing.T) {
+	c := newClock()
+	s := mustScenarioServer(t, "steady", c)
+	d := s.Device(0)
+	s1, _ := s.GpmSampleAlloc()
+	s2, _ := s.GpmSampleAlloc()
+	from := c.t.UnixNano()
+	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s1))
+	c.advance(250 * time.Millisecond)
+	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s2))
+	m := &nvml.GpmMetricsGetType{Version: nvml.GPM_METRICS_GET_VERSION, NumMetrics: 2, Sample1: s1, Sample2: s2}
+	m.Metrics[0].MetricId = uint32(nvml.GPM_METRIC_ANY_TENSOR_UTIL)
+	m.Metrics[1].MetricId = uint32(nvml.GPM_METRIC_DRAM_BW_UTIL)
+	require.Equal(t, nvml.SUCCESS, s.GpmMetricsGet(m))
+	tot := s.Node().Integrate(0, from, c.t.UnixNano())
+	assert.InDelta(t, 100*tot.TensorSeconds/tot.Seconds, m.Metrics[0].Value, 1e-9)
+	assert.InDelta(t, 100*tot.DRAMSeconds/tot.Seconds, m.Metrics[1].Value, 1e-9)
+}
