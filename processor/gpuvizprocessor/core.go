@@ -32,6 +32,9 @@ type core struct {
 	recognizer *inference.Recognizer
 	thresholds bottleneck.Thresholds
 	now        func() time.Time
+	// ticker paces the release loop; tests that drive release themselves
+	// on a virtual clock replace it with one that never fires.
+	ticker     func() (<-chan time.Time, func())
 	unregister func()
 
 	derived *derived
@@ -68,6 +71,7 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 		recognizer: recognizer,
 		thresholds: cfg.thresholds(),
 		now:        time.Now,
+		ticker:     realTicker,
 		unregister: unregister,
 		ledgers:    map[timeline.Key]*attribution.Ledger{},
 	}
@@ -142,14 +146,14 @@ func (h *handle) shutdown(context.Context) error {
 // over, and forgets GPUs that went quiet.
 func (c *core) loop(stop, done chan struct{}) {
 	defer close(done)
-	ticker := time.NewTicker(releaseTick)
-	defer ticker.Stop()
+	tick, stopTicker := c.ticker()
+	defer stopTicker()
 	lastExpire := c.now()
 	for {
 		select {
 		case <-stop:
 			return
-		case <-ticker.C:
+		case <-tick:
 			now := c.now()
 			c.release(now, func(*heldBatch) bool { return false })
 			if now.Sub(lastExpire) > time.Minute {
@@ -159,6 +163,11 @@ func (c *core) loop(stop, done chan struct{}) {
 			}
 		}
 	}
+}
+
+func realTicker() (<-chan time.Time, func()) {
+	t := time.NewTicker(releaseTick)
+	return t.C, t.Stop
 }
 
 // ledger returns GPU k's ledger; the caller holds ledgerMu.
