@@ -312,3 +312,17 @@ func TestIdsComeFromTheKey(t *testing.T) {
 	assert.Equal(t, a.TraceID(), Request{Key: 1}.TraceID())
 	assert.NotZero(t, a.SpanID())
 }
+
+func TestTruthOfAWindow(t *testing.T) {
+	n := NewNode(h200, shortScenario(t, "mixed", 8), 1)
+	ep := n.Episode(episode)
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	tr := n.Truth(n.Header(1, ids, "node-1"), ep.Start, ep.End)
+	assert.Equal(t, "mixed", tr.Header.Scenario)
+	assert.Equal(t, "h200", tr.Header.GPUModel)
+	require.Len(t, tr.Header.Engines, 4)
+	assert.Equal(t, []int{4, 5}, tr.Header.Engines[1].GPUs)
+	assert.Equal(t, MatchAttribute, tr.Header.Engines[1].Match)
+	assert.Len(t, tr.Requests, len(ep.Requests()))
+	assert.Len(t, tr.Bins, 8*int((ep.End-ep.Start)/int64(BinWidth)))
+}

@@ -162,3 +162,28 @@ func ReadTruth(r io.Reader) (*Truth, error) {
 	}
 	return &t, nil
 }
+
+// Header returns the truth header of the node: gpuIDs are its GPUs'
+// hw.id values by index, host their host.name, seed the node's seed.
+func (n *Node) Header(seed uint64, gpuIDs []string, host string) TruthHeader {
+	h := TruthHeader{Scenario: n.sc.Name, Seed: seed, GPUModel: n.hw.Name, GPUIDs: gpuIDs, Host: host, BinWidthNS: int64(BinWidth)}
+	for _, e := range n.sc.Engines {
+		h.Engines = append(h.Engines, TruthEngine{Name: e.Name, Family: e.Family, Match: e.Match, LLM: e.LLM.Name, GPUs: e.GPUs})
+	}
+	return h
+}
+
+// Truth returns the truth of [from, to) under header h: the requests that
+// finished in it, and the bins of each of h's GPUs that start in it.
+func (n *Node) Truth(h TruthHeader, from, to int64) *Truth {
+	t := &Truth{Header: h}
+	for _, r := range n.Finished(from, to) {
+		t.Requests = append(t.Requests, r.ToTruth())
+	}
+	for g := range h.GPUIDs {
+		for _, b := range n.Bins(g, from, to) {
+			t.Bins = append(t.Bins, b.ToTruth())
+		}
+	}
+	return t
+}
