@@ -1,0 +1,108 @@
+// Command gpuviz-score scores a run of the gpuviz collector against the
+// ground truth of the simulation it ran on: the truth file the load
+// generator wrote and the spans the collector's file exporter wrote (OTLP
+// JSON, one batch per line). See internal/score for what is measured.
+//
+//	gpuviz-score --truth truth.jsonl --spans spans.jsonl [--baseline-interval 10s] [--format text|markdown|json]
+//
+// Exit status: 0 scored, 1 an input could not be read or scored, 2 bad
+// flags.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
+	"github.com/gpuviz/gpuviz/internal/score"
+)
+
+// formats renders a report for --format.
+var formats = map[string]func(score.Report) (string, error){
+	"text": func(r score.Report) (string, error) { return r.Text(), nil },
+	"markdown": func(r score.Report) (string, error) {
+		return score.MarkdownHeader() + r.MarkdownRow() + "\n" + r.MarkdownSection(), nil
+	},
+	"json": func(r score.Report) (string, error) {
+		b, err := json.MarshalIndent(r, "", "  ")
+		return string(b) + "\n", err
+	},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gpuviz-score", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	truthPath := fs.String("truth", "", "the load generator's truth `file` (JSON lines)")
+	spansPath := fs.String("spans", "", "the file exporter's output `file` (OTLP JSON, one batch per line)")
+	interval := fs.Duration("baseline-interval", score.DefaultBaselineInterval, "how often the naive baseline reads the energy counters")
+	names := slices.Sorted(maps.Keys(formats))
+	format := fs.String("format", "text", "output: "+strings.Join(names, ", "))
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	render, ok := formats[*format]
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(stderr, "gpuviz-score: unexpected arguments %q\n", fs.Args())
+		return 2
+	case *truthPath == "" || *spansPath == "":
+		fmt.Fprintln(stderr, "gpuviz-score: --truth and --spans are required")
+		return 2
+	case !ok:
+		fmt.Fprintf(stderr, "gpuviz-score: --format %q: use one of %s\n", *format, strings.Join(names, ", "))
+		return 2
+	}
+	rep, err := scoreFiles(*truthPath, *spansPath, score.Options{BaselineInterval: *interval})
+	if err == nil {
+		var out string
+		if out, err = render(rep); err == nil {
+			_, err = io.WriteString(stdout, out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gpuviz-score:", err)
+		return 1
+	}
+	return 0
+}
+
+func scoreFiles(truthPath, spansPath string, opts score.Options) (score.Report, error) {
+	truth, err := readFile(truthPath, infersim.ReadTruth)
+	if err != nil {
+		return score.Report{}, err
+	}
+	traces, err := readFile(spansPath, score.ReadTraces)
+	if err != nil {
+		return score.Report{}, err
+	}
+	return score.Score(truth, traces, opts)
+}
+
+// readFile reads path with read, naming the file in any error.
+func readFile[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err // names the file already
+	}
+	defer f.Close()
+	v, err := read(f)
+	if err != nil {
+		return v, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
+}

@@ -1,0 +1,92 @@
+package score
+
+import (
+	"math"
+	"slices"
+)
+
+// ErrorStats summarises an estimator's relative errors |est − true| / true
+// over the requests scored.
+type ErrorStats struct {
+	Count     int     `json:"count"`      // requests with a relative error
+	Missing   int     `json:"missing"`    // requests the estimator has no value for
+	ZeroTruth int     `json:"zero_truth"` // requests whose true value is 0
+	Median    float64 `json:"median"`
+	P90       float64 `json:"p90"`
+	Max       float64 `json:"max"`
+}
+
+// EnergyErrors are an estimator's errors on whole requests and per phase.
+type EnergyErrors struct {
+	Request ErrorStats `json:"request"`
+	Prefill ErrorStats `json:"prefill"`
+	Decode  ErrorStats `json:"decode"`
+}
+
+// estimate is an estimator's energy for one request, J: NaN where it has
+// none.
+type estimate struct{ total, prefill, decode float64 }
+
+// gpuvizEstimates reads the energies off each enriched request's span.
+func gpuvizEstimates(reqs []request) []estimate {
+	est := make([]estimate, len(reqs))
+	for i, r := range reqs {
+		if !r.enriched {
+			continue
+		}
+		attrs := r.span.Attributes()
+		est[i] = estimate{number(attrs, attrEnergy), number(attrs, attrPrefillEnergy), number(attrs, attrDecodeEnergy)}
+	}
+	return est
+}
+
+// energyErrors scores est (one per request) over the enriched requests.
+func energyErrors(reqs []request, est []estimate) EnergyErrors {
+	var total, prefill, decode errorSample
+	for i, r := range reqs {
+		if !r.enriched {
+			continue
+		}
+		total.add(est[i].total, r.truth.Energy)
+		prefill.add(est[i].prefill, r.truth.PrefillEnergy)
+		decode.add(est[i].decode, r.truth.DecodeEnergy)
+	}
+	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats()}
+}
+
+type errorSample struct {
+	errs          []float64
+	missing, zero int
+}
+
+func (s *errorSample) add(est, truth float64) {
+	switch {
+	case math.IsNaN(est):
+		s.missing++
+	case truth == 0:
+		s.zero++
+	default:
+		s.errs = append(s.errs, math.Abs(est-truth)/truth)
+	}
+}
+
+func (s *errorSample) stats() ErrorStats {
+	st := ErrorStats{Count: len(s.errs), Missing: s.missing, ZeroTruth: s.zero}
+	if len(s.errs) == 0 {
+		return st
+	}
+	slices.Sort(s.errs)
+	st.Median, st.P90, st.Max = quantile(s.errs, 0.5), quantile(s.errs, 0.9), s.errs[len(s.errs)-1]
+	return st
+}
+
+// quantile of sorted values, interpolated linearly between the closest
+// ranks.
+func quantile(sorted []float64, q float64) float64 {
+	pos := q * float64(len(sorted)-1)
+	lo := int(pos)
+	if lo+1 >= len(sorted) {
+		return sorted[lo]
+	}
+	return sorted[lo] + (pos-float64(lo))*(sorted[lo+1]-sorted[lo])
+}

@@ -1,0 +1,70 @@
+package score
+
+import (
+	"strings"
+	"testing"
+)
+
+func sampleReport() Report {
+	return Report{
+		Scenario: "steady", Seed: 7, GPUModel: "H200", BaselineIntervalS: 10,
+		Coverage: Coverage{Requests: 42, Aborted: 2, WithSpan: 40, Enriched: 39, Share: 39.0 / 40, ExtraEnriched: 1},
+		Energy: EnergyErrors{
+			Request: ErrorStats{Count: 39, Median: 0.031, P90: 0.08, Max: 0.4},
+			Prefill: ErrorStats{Count: 39, Median: 0.05},
+			Decode:  ErrorStats{Count: 39, Median: 0.032},
+		},
+		Baseline: EnergyErrors{
+			Request: ErrorStats{Count: 39, Median: 0.12, P90: 0.301, Max: 2.005},
+			Prefill: ErrorStats{Count: 39, Median: 0.201},
+		},
+		Labels: Labels{
+			Request: LabelScore{Spans: 39, Seconds: 10, Agreement: 0.812, Trivial: memory, TrivialAgreement: 0.64,
+				Confusion: map[string]map[string]float64{memory: {memory: 6.4, "unknown": 0.5}, compute: {memory: 1.3, compute: 1.8}}},
+			Phases: LabelScore{Spans: 78, Seconds: 10, Agreement: 0.77, Trivial: memory, TrivialAgreement: 0.501},
+		},
+		Conservation: Conservation{Ratio: 0.9984},
+	}
+}
+
+func TestMarkdownRow(t *testing.T) {
+	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 0.998 |\n"
+	if got := sampleReport().MarkdownRow(); got != want {
+		t.Errorf("row\n%s want\n%s", got, want)
+	}
+	if cols, header := strings.Count(want, "|"), strings.SplitN(MarkdownHeader(), "\n", 2)[0]; strings.Count(header, "|") != cols {
+		t.Errorf("the header has %d columns, a row %d", strings.Count(header, "|")-1, cols-1)
+	}
+}
+
+func TestMarkdownSection(t *testing.T) {
+	got := sampleReport().MarkdownSection()
+	for _, want := range []string{
+		"### steady (seed 7, H200)\n",
+		"42 requests: 2 aborted (no span), 40 with a span, 39 enriched (97.5%), 1 extra enriched spans, 0 unknown traces.",
+		"| baseline request | 39 | 12.0% | 30.1% | 200.5% | 0 | 0 |\n",
+		"| request | 39 | 10.0 | 81.2% | memory_bound | 64.0% | 0 |\n",
+		// Rows and columns in infersim.Labels order, unknown last.
+		"| truth \\ gpuviz | compute_bound | memory_bound | unknown |\n|---|---|---|---|\n" +
+			"| compute_bound | 1.8 | 1.3 | 0.0 |\n| memory_bound | 0.0 | 6.4 | 0.5 |\n",
+		"prefill label confusion, GPU seconds (rows: truth, columns: gpuviz):\n\n(nothing scored)\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("section lacks %q:\n%s", want, got)
+		}
+	}
+}
+
+func TestText(t *testing.T) {
+	got := sampleReport().Text()
+	for _, want := range []string{
+		"97.5% (39/40) enriched; 2 aborted, 1 extra enriched spans",
+		"gpuviz request    3.1% / 8.0% / 40.0%",
+		"phases            77.0%, memory_bound 50.1%\n",
+		"= 0.998",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("text lacks %q:\n%s", want, got)
+		}
+	}
+}
