@@ -1,24 +1,30 @@
 // Command gpuviz-score scores a run of the gpuviz collector against the
 // ground truth of the simulation it ran on: the truth file the load
-// generator wrote and the spans the collector's file exporter wrote (OTLP
-// JSON, one batch per line). See internal/score for what is measured.
+// generator wrote and the spans the collector exported, read from a file
+// (OTLP JSON, one batch per line, as the contrib file exporter writes) or
+// from Jaeger's API v3. See internal/score for what is measured.
 //
-//	gpuviz-score --truth truth.jsonl --spans spans.jsonl [--baseline-interval 10s] [--format text|markdown|json]
+//	gpuviz-score --truth truth.jsonl (--spans spans.jsonl | --jaeger http://127.0.0.1:16686) [--baseline-interval 10s] [--format text|markdown|json]
 //
 // Exit status: 0 scored, 1 an input could not be read or scored, 2 bad
 // flags.
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/internal/infersim"
 	"github.com/gpuviz/gpuviz/internal/score"
@@ -45,6 +51,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	truthPath := fs.String("truth", "", "the load generator's truth `file` (JSON lines)")
 	spansPath := fs.String("spans", "", "the file exporter's output `file` (OTLP JSON, one batch per line)")
+	jaeger := fs.String("jaeger", "", "or Jaeger's query `URL` (API v3): the traces of the truth's time window")
 	interval := fs.Duration("baseline-interval", score.DefaultBaselineInterval, "how often the naive baseline reads the energy counters")
 	names := slices.Sorted(maps.Keys(formats))
 	format := fs.String("format", "text", "output: "+strings.Join(names, ", "))
@@ -59,14 +66,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case fs.NArg() > 0:
 		fmt.Fprintf(stderr, "gpuviz-score: unexpected arguments %q\n", fs.Args())
 		return 2
-	case *truthPath == "" || *spansPath == "":
-		fmt.Fprintln(stderr, "gpuviz-score: --truth and --spans are required")
+	case *truthPath == "" || (*spansPath == "") == (*jaeger == ""):
+		fmt.Fprintln(stderr, "gpuviz-score: --truth and one of --spans or --jaeger are required")
 		return 2
 	case !ok:
 		fmt.Fprintf(stderr, "gpuviz-score: --format %q: use one of %s\n", *format, strings.Join(names, ", "))
 		return 2
 	}
-	rep, err := scoreFiles(*truthPath, *spansPath, score.Options{BaselineInterval: *interval})
+	rep, err := scoreRun(*truthPath, *spansPath, *jaeger, score.Options{BaselineInterval: *interval})
 	if err == nil {
 		var out string
 		if out, err = render(rep); err == nil {
@@ -80,12 +87,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func scoreFiles(truthPath, spansPath string, opts score.Options) (score.Report, error) {
+// jaegerTimeout bounds reading a run's traces from Jaeger.
+const jaegerTimeout = 2 * time.Minute
+
+func scoreRun(truthPath, spansPath, jaeger string, opts score.Options) (score.Report, error) {
 	truth, err := readFile(truthPath, infersim.ReadTruth)
 	if err != nil {
 		return score.Report{}, err
 	}
-	traces, err := readFile(spansPath, score.ReadTraces)
+	var traces []ptrace.Traces
+	if spansPath != "" {
+		traces, err = readFile(spansPath, score.ReadTraces)
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), jaegerTimeout)
+		defer cancel()
+		from, to := score.TraceWindow(truth)
+		traces, err = score.FetchJaeger(ctx, http.DefaultClient, strings.TrimSuffix(jaeger, "/"), from, to)
+	}
 	if err != nil {
 		return score.Report{}, err
 	}

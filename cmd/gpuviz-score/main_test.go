@@ -131,7 +131,7 @@ func TestBadInput(t *testing.T) {
 		{"truth without header", []string{"--truth", badTruth, "--spans", spans}, 1, badTruth + ": truth line 1: the header must come first"},
 		{"missing file", []string{"--truth", filepath.Join(dir, "nope"), "--spans", spans}, 1, "nope: no such file"},
 		{"interval off the bins", []string{"--truth", truth, "--spans", spans, "--baseline-interval", "150ms"}, 1, "not a positive multiple"},
-		{"no spans flag", []string{"--truth", truth}, 2, "--truth and --spans are required"},
+		{"no spans flag", []string{"--truth", truth}, 2, "--truth and one of --spans or --jaeger are required"},
 		{"unknown format", []string{"--truth", truth, "--spans", spans, "--format", "html"}, 2, `"html": use one of json, markdown, text`},
 		{"stray argument", []string{"--truth", truth, "--spans", spans, "extra"}, 2, "unexpected arguments"},
 		{"unknown flag", []string{"--seed", "1"}, 2, "flag provided but not defined"},

@@ -1,0 +1,75 @@
+package score
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// jaegerTrace is Jaeger's API v3 answer for one trace of two services, as
+// its gogo jsonpb marshaller writes it (enums and int64s as numbers and
+// strings, IDs in hex).
+const jaegerTrace = `{"result":{"resourceSpans":[
+ {"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"app"}}]},
+  "scopeSpans":[{"scope":{},"spans":[{"traceId":"000000000000000000000000000000aa","spanId":"0000000000000001","name":"chat m","kind":3,
+   "startTimeUnixNano":"1000","endTimeUnixNano":"2000"}]}]},
+ {"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"vllm"}}]},
+  "scopeSpans":[{"scope":{},"spans":[{"traceId":"000000000000000000000000000000aa","spanId":"0000000000000002","parentSpanId":"0000000000000001",
+   "name":"llm_request","kind":2,"startTimeUnixNano":"1100","endTimeUnixNano":"1900",
+   "attributes":[{"key":"gpuviz.energy","value":{"doubleValue":12.5}},{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"7"}}]}]}]}]}}`
+
+func TestFetchJaegerReadsAPIv3(t *testing.T) {
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/v3/services":
+			_, _ = w.Write([]byte(`{"services":["app","vllm","idle"]}`))
+		case "/api/v3/traces":
+			queries = append(queries, r.URL.Query().Get("query.service_name"))
+			assert.Equal(t, "2026-12-01T10:00:00Z", r.URL.Query().Get("query.start_time_min"))
+			if r.URL.Query().Get("query.service_name") == "idle" {
+				http.Error(w, `{"error":{"httpCode":404,"message":"No traces found"}}`, http.StatusNotFound)
+				return
+			}
+			_, _ = w.Write([]byte(jaegerTrace))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	from := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	got, err := FetchJaeger(context.Background(), srv.Client(), srv.URL, from, from.Add(time.Minute))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"app", "vllm", "idle"}, queries)
+	spans := 0
+	for _, td := range got {
+		spans += td.SpanCount()
+	}
+	assert.Equal(t, 2, spans, "the trace came back for both services; each span is kept once")
+	server := got[0].ResourceSpans().At(1).ScopeSpans().At(0).Spans().At(0)
+	assert.Equal(t, "llm_request", server.Name())
+	e, ok := server.Attributes().Get("gpuviz.energy")
+	require.True(t, ok)
+	assert.Equal(t, 12.5, e.Double())
+	tok, _ := server.Attributes().Get("gen_ai.usage.prompt_tokens")
+	assert.Equal(t, int64(7), tok.Int())
+}
+
+func TestFetchJaegerSaysWhatFailed(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v3/services" {
+			_, _ = w.Write([]byte(`{"services":["vllm"]}`))
+			return
+		}
+		http.Error(w, "boom", http.StatusInternalServerError)
+	}))
+	defer srv.Close()
+	_, err := FetchJaeger(context.Background(), srv.Client(), srv.URL, time.Now(), time.Now())
+	assert.ErrorContains(t, err, "service vllm: GET")
+	assert.ErrorContains(t, err, "500 Internal Server Error: boom")
+}
