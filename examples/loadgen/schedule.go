@@ -9,9 +9,10 @@ import (
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 )
 
-// source produces the requests that finished in [from, to) (Unix ns), in
-// order of their end. Consecutive calls are given consecutive ranges.
-type source interface {
+// requestSource produces the requests of the sequential schedule or of
+// synthetic mode that finished in [from, to) (Unix ns), in order of their
+// end. Consecutive calls are given consecutive ranges.
+type requestSource interface {
 	Requests(from, to int64) []nvmlsim.Request
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 )
 
@@ -116,18 +117,18 @@ func TestSimulatedSourceInTicksEqualsOneRange(t *testing.T) {
 }
 
 func TestSyntheticModeSpans(t *testing.T) {
-	spans, reqs, em := emitted(t, time.Minute, "--mode", "synthetic", "--rate", "4", "--concurrency", "8")
+	spans, reqs, g := emitted(t, time.Minute, "--mode", "synthetic", "--rate", "4", "--concurrency", "8")
 	require.Len(t, spans, len(reqs))
 	for _, s := range spans {
-		a := attrs(s.Attributes)
-		assert.Equal(t, "llm_request", s.Name)
-		assert.NotContains(t, a, "hw.id")
+		a := attrs(s.span.Attributes())
+		assert.Equal(t, "llm_request", s.span.Name())
+		assert.NotContains(t, attrs(s.res.Attributes()), inferspans.GPUUUIDKey)
 		assert.Len(t, a, len(vllmAttributes))
 	}
-	assert.Len(t, em.order, 1)
+	assert.Len(t, g.src.(*legacySource).servers, 1)
 
 	spans, _, _ = emitted(t, time.Minute, "--mode", "synthetic", "--match", "attribute", "--gpu-uuid", "GPU-1234")
 	for _, s := range spans {
-		assert.Equal(t, "GPU-1234", attrs(s.Attributes)["hw.id"].AsString())
+		assert.Equal(t, "GPU-1234", attrs(s.res.Attributes())[inferspans.GPUUUIDKey].Str())
 	}
 }
