@@ -137,14 +137,10 @@ func simulateChecked(hw Hardware, sc Scenario, ei int, seed uint64, k int64, che
 		}
 		t = s.step(t)
 	}
-	// What is still in the engine at the episode's end is aborted.
+	// What is still in the engine at the episode's end is aborted, in its
+	// last nanosecond: Finished stays inside the episode.
 	for _, r := range append(s.running, s.waiting...) {
-		r.Finished, r.Finish = s.end, FinishAbort
-		s.out.reqs = append(s.out.reqs, r.Request)
-	}
-	for ; next < len(arrivals); next++ { // queued after the end: cannot happen before the drain, kept for safety
-		r := arrivals[next]
-		r.Finished, r.Finish = s.end, FinishAbort
+		r.Finished, r.Finish = s.end-1, FinishAbort
 		s.out.reqs = append(s.out.reqs, r.Request)
 	}
 	slices.SortStableFunc(s.out.reqs, func(a, b Request) int {

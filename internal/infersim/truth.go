@@ -49,7 +49,7 @@ type Request struct {
 	// Scheduled: first scheduled (scheduled_ts; preemption does not move
 	// it). FirstToken and LastToken: the ends of the steps that produced
 	// them. Finished: when the engine let go of it (LastToken, or the
-	// episode's end for an abort).
+	// last nanosecond of the episode for an abort).
 	Arrival, Queued, Scheduled, FirstToken, LastToken, Finished int64
 	PromptTokens, OutputTokens                                  int
 	MaxTokens                                                   int

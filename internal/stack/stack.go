@@ -56,6 +56,10 @@ type process struct {
 // Start starts Jaeger, Prometheus, the collector and the load generator,
 // each once the previous one answers. On error everything started is
 // stopped.
+// Scenario is the batching scenario the stack's simulated GPUs serve and
+// its load generator follows: examples/e2e/collector.yaml names it too.
+const Scenario = "steady"
+
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	s := &Stack{cfg: cfg}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
@@ -77,8 +81,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		{"collector", cfg.Collector, append([]string{"--config", filepath.Join(cfg.Root, "examples/e2e/collector.yaml")}, cfg.CollectorArgs...), tcpReady(collectorOTLP)},
 		{"loadgen", cfg.Loadgen, append([]string{
 			"--endpoint", collectorOTLP, "--protocol", "grpc", "--mode", "simulated",
-			"--sim-model", "h200", "--sim-gpus", "8", "--sim-seed", "1",
-			"--match", "process", "--families", "vllm,tgi,triton",
+			"--sim-model", "h200", "--sim-gpus", "8", "--sim-seed", "1", "--scenario", Scenario,
 		}, cfg.LoadgenArgs...), nil},
 	}
 	for _, st := range steps {
