@@ -149,7 +149,7 @@ func TestEpisodesAreDeterministic(t *testing.T) {
 	}
 	other := NewNode(h200, sc, 12).Episode(episode).Requests()
 	assert.NotEqual(t, a.Episode(episode).Requests()[0].Arrival, other[0].Arrival, "another seed, other traffic")
-	assert.NotEqual(t, a.Episode(episode).Requests()[0].Key, a.Episode(episode+1).Requests()[0].Key, "episodes differ")
+	assert.NotEqual(t, a.Episode(episode).Requests()[0].Key, a.Episode(episode + 1).Requests()[0].Key, "episodes differ")
 }
 
 func TestRangesPartitionRequestsAndCoverTime(t *testing.T) {

@@ -28,8 +28,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/infersim"
+	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/score"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
