@@ -40,7 +40,7 @@ type Scenario struct {
 
 // Engine is one inference server on a tensor-parallel group of GPUs.
 type Engine struct {
-	Name   string // e.g. "vllm-0"
+	Name   string // its service name: the family ("vllm") for the only engine of a node, else e.g. "vllm-0"
 	LLM    LLM
 	GPUs   []int // NVML indexes of its tensor-parallel group
 	Family string
@@ -227,7 +227,10 @@ func LookupScenario(name string, gpus int, hw Hardware) (Scenario, error) {
 		sc.Engines = append(sc.Engines, e)
 	}
 	if len(sc.Engines) == 1 {
+		// It owns the node: matched by host, and named as its server
+		// names itself (OTEL_SERVICE_NAME=vllm).
 		sc.Engines[0].Match = MatchHost
+		sc.Engines[0].Name = sc.Engines[0].Family
 	}
 	return sc, nil
 }
