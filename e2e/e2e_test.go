@@ -22,6 +22,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuviz/gpuviz/internal/infersim"
+	"github.com/gpuviz/gpuviz/internal/score"
 	"github.com/gpuviz/gpuviz/internal/stack"
 )
 
@@ -37,9 +39,11 @@ func env(key, def string) string {
 func TestEndToEnd(t *testing.T) {
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
+	work := t.TempDir()
+	truthFile := filepath.Join(work, "truth.jsonl")
 	cfg := stack.Config{
 		Root:       root,
-		WorkDir:    t.TempDir(),
+		WorkDir:    work,
 		Collector:  env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz")),
 		Loadgen:    env("GPUVIZ_LOADGEN", filepath.Join(root, "_build/loadgen")),
 		Jaeger:     os.Getenv("GPUVIZ_JAEGER"),
@@ -47,7 +51,7 @@ func TestEndToEnd(t *testing.T) {
 		// Simulated GPUs even on a machine with real ones: the load
 		// generator follows the simulation's schedule.
 		CollectorArgs: []string{"--set=receivers::gpuviz::backend=simulated"},
-		LoadgenArgs:   []string{"--duration", runFor.String()},
+		LoadgenArgs:   []string{"--duration", runFor.String(), "--truth", truthFile},
 	}
 	require.NotEmpty(t, cfg.Jaeger, "set GPUVIZ_JAEGER (make e2e does, from scripts/jaeger.sh)")
 	ctx := context.Background()
@@ -72,6 +76,7 @@ func TestEndToEnd(t *testing.T) {
 
 	traceIDs := checkJaeger(t)
 	checkPrometheus(t, traceIDs)
+	checkAccuracy(t, truthFile)
 }
 
 // dumpLogs shows the end of every process's log.
@@ -170,7 +175,7 @@ func checkJaeger(t *testing.T) map[string]bool {
 			_, ok = tag(sp.Tags, "gpuviz.bottleneck")
 			assert.True(t, ok)
 			if m, ok := tag(sp.Tags, "gpuviz.gpu.match"); assert.True(t, ok) {
-				assert.Equal(t, "process", m, "the load generator sets the simulated worker's process.pid")
+				assert.Equal(t, "host", m, "vLLM's spans name no GPU: the engine owns the node")
 			}
 			// Its phase spans are children of it.
 			phases := map[string]bool{}
@@ -195,17 +200,45 @@ func checkJaeger(t *testing.T) map[string]bool {
 		}
 	}
 	require.GreaterOrEqual(t, enriched, 10, "enriched vLLM request spans in Jaeger")
-	// Prefill and decode are told apart: the load generator's phases are
-	// the simulation's segments, and the driver's ~6/s memory-controller
-	// samples see decode's memory traffic (0.65-0.9 busy) against
-	// prefill's (0.25-0.4). GPM's tensor activity, once a scrape, is
-	// reported for information: a 100 ms prefill blurs into its 1 s interval.
+	// Under continuous batching a request's prefill shares its steps with
+	// other requests' decodes, so the phases' signals are reported, not
+	// asserted apart: how right the labels are is checkAccuracy's.
 	require.NotEmpty(t, prefillMem)
 	require.NotEmpty(t, decodeMem)
-	assert.Greater(t, mean(decodeMem), mean(prefillMem)+0.15, "memory-controller busy: decode phases well over prefill phases")
 	t.Logf("Jaeger: %d traces, %d enriched vLLM requests; memory controller prefill %.2f, decode %.2f; tensor activity prefill %.2f, decode %.2f",
 		len(traces.Data), enriched, mean(prefillMem), mean(decodeMem), mean(prefillTensor), mean(decodeTensor))
 	return ids
+}
+
+// checkAccuracy scores what Jaeger holds against the load generator's
+// ground truth, with the scorer users run (cmd/gpuviz-score), and holds the
+// numbers to the thresholds below: floors set from docs/accuracy.md's steady
+// row (measured in-process, 10 s scrapes) with room for this run's 1 s
+// scrapes, one minute of traffic and a start mid-episode. They catch a
+// broken join, not a small drift; the processor-pipeline work is what must
+// raise them.
+func checkAccuracy(t *testing.T, truthFile string) {
+	f, err := os.Open(truthFile)
+	require.NoError(t, err)
+	defer f.Close()
+	truth, err := infersim.ReadTruth(f)
+	require.NoError(t, err)
+	from, to := score.TraceWindow(truth)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	traces, err := score.FetchJaeger(ctx, http.DefaultClient, stack.JaegerQuery, from, to)
+	require.NoError(t, err)
+	// The baseline reads the counters as often as this collector scrapes.
+	rep, err := score.Score(truth, traces, score.Options{BaselineInterval: time.Second})
+	require.NoError(t, err)
+	t.Logf("accuracy against the engine's ground truth:\n%s", rep.Text())
+
+	assert.Equal(t, "steady", rep.Scenario)
+	assert.GreaterOrEqual(t, rep.Coverage.Share, 0.9, "requests enriched")
+	assert.Zero(t, rep.Coverage.ExtraEnriched, "one enriched request span per trace")
+	assert.LessOrEqual(t, rep.Energy.Request.Median, 0.8, "median per-request energy error")
+	assert.InDelta(t, 1, rep.Conservation.Ratio, 0.1, "attributed energy against the requests' true energy")
+	assert.Greater(t, rep.Labels.Request.Seconds, 0.0, "labels were scored")
 }
 
 func appendIf(xs []float64, ok bool, v any) []float64 {
