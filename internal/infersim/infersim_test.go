@@ -230,7 +230,7 @@ func TestThermalSlowdownOnAHotBoard(t *testing.T) {
 	var maxT float64
 	slowed := 0
 	for _, seg := range n.Segments(ep, 0) {
-		maxT = max(maxT, seg.TempC)
+		maxT = max(maxT, float64(seg.TempC))
 		if seg.ThermalSlowdown {
 			slowed++
 		}
@@ -238,7 +238,7 @@ func TestThermalSlowdownOnAHotBoard(t *testing.T) {
 	assert.Greater(t, maxT, slowdownC)
 	assert.Positive(t, slowed)
 	first := n.Segments(ep, 0)[0].TempC
-	assert.Less(t, first, 50.0, "the thermal model starts cool and warms over minutes")
+	assert.Less(t, float64(first), 50.0, "the thermal model starts cool and warms over minutes")
 }
 
 func TestLongContextPreempts(t *testing.T) {

@@ -15,7 +15,7 @@ type Node struct {
 	engineOf []int // GPU index → engine index, -1 for a GPU no engine uses
 
 	mu    sync.Mutex
-	cache [3]*Episode
+	cache [2]*Episode // readers straddle at most one episode boundary
 	next  int
 }
 
@@ -106,7 +106,7 @@ func (ep *Episode) Requests() []Request { return ep.requests }
 
 // idleSegment is what a GPU no engine uses does: nothing.
 func (n *Node) idleSegment(ep *Episode) []Segment {
-	return []Segment{{Start: ep.Start, End: ep.End, Phase: PhaseIdle, PowerW: n.hw.IdleW, ClockMHz: n.hw.SMClockIdleMHz, TempC: ambientC + thermalResistance*n.hw.IdleW}}
+	return []Segment{{Start: ep.Start, End: ep.End, Phase: PhaseIdle, PowerW: n.hw.IdleW, ClockMHz: n.hw.SMClockIdleMHz, TempC: float32(ambientC + thermalResistance*n.hw.IdleW)}}
 }
 
 // Segments returns GPU gpu's segments over the episode, in time order,
@@ -117,6 +117,17 @@ func (n *Node) Segments(ep *Episode, gpu int) []Segment {
 		return n.idleSegment(ep)
 	}
 	return ep.runs[ei].segs
+}
+
+// MemoryUsed returns the device memory GPU gpu's engine holds: weights, KV
+// pool and activations, allocated at start as vLLM does (0 for a GPU no
+// engine uses).
+func (n *Node) MemoryUsed(gpu int) uint64 {
+	ei := n.EngineOf(gpu)
+	if ei < 0 {
+		return 0
+	}
+	return uint64(n.sc.Engines[ei].Scheduler.MemoryFraction * n.hw.MemoryBytes)
 }
 
 // At returns GPU gpu's segment at t.

@@ -31,40 +31,43 @@ func (p Phase) String() string {
 }
 
 // Segment is a stretch of time [Start, End) of one GPU at constant activity:
-// one engine step, a host gap, or idle time.
+// one engine step, a host gap, or idle time. A node keeps tens of thousands
+// per episode, so ratios and rates are float32 (their precision far exceeds
+// any NVML reading's); power stays float64, since energies are its
+// integrals and must add up exactly.
 type Segment struct {
 	Start, End int64 // Unix nanoseconds
-	Phase      Phase
-	Busy       float64 // fraction of the time a kernel runs
-	MemBusy    float64 // fraction of the time the memory controller is busy
 	PowerW     float64
+	// ClockMHz is the SM clock; zero means the reader derives it (the
+	// sequential schedule does).
+	ClockMHz uint32
+	Phase    Phase
 	// PowerCapped is set when the driver's software power cap holds the
 	// clocks down; ThermalSlowdown when the temperature does.
 	PowerCapped, ThermalSlowdown bool
+	Busy                         float32 // fraction of the time a kernel runs
+	MemBusy                      float32 // fraction of the time the memory controller is busy
 	// What GPM would see: fraction of SMs busy, of tensor-pipe time, and of
 	// peak DRAM bandwidth.
-	SMActive, Tensor, DRAM float64
+	SMActive, Tensor, DRAM float32
 	// Bytes per second over PCIe (prompts in, tokens out) and NVLink
 	// (tensor-parallel all-reduce), each direction.
-	PCIeRx, PCIeTx, NVLink float64
+	PCIeRx, PCIeTx, NVLink float32
 	// KV-cache occupancy, as a fraction of the KV budget, at Start and at End;
 	// linear in between.
-	KVFrom, KVTo float64
-	// ClockMHz is the SM clock, TempC the die temperature at Start, and
-	// MemUsedBytes the device memory in use; zero means the reader derives
-	// them (the sequential schedule does).
-	ClockMHz     uint32
-	TempC        float64
-	MemUsedBytes uint64
+	KVFrom, KVTo float32
+	// TempC is the die temperature at Start; zero means the reader derives
+	// it.
+	TempC float32
 }
 
 // KVAt returns the KV-cache occupancy at t, which must lie in the segment.
 func (s Segment) KVAt(t int64) float64 {
 	if s.End <= s.Start {
-		return s.KVTo
+		return float64(s.KVTo)
 	}
 	f := float64(t-s.Start) / float64(s.End-s.Start)
-	return s.KVFrom + (s.KVTo-s.KVFrom)*f
+	return float64(s.KVFrom) + float64(s.KVTo-s.KVFrom)*f
 }
 
 // Totals are integrals of a GPU's segments over an interval.
@@ -118,8 +121,8 @@ func Accumulate(tot *Totals, segs []Segment, from, to int64) {
 			continue
 		}
 		d := float64(hi-lo) / 1e9
-		tot.BusySeconds += seg.Busy * d
-		tot.MemSeconds += seg.MemBusy * d
+		tot.BusySeconds += float64(seg.Busy) * d
+		tot.MemSeconds += float64(seg.MemBusy) * d
 		tot.Joules += seg.PowerW * d
 		tot.MaxPowerW = max(tot.MaxPowerW, seg.PowerW)
 		if seg.Phase == PhaseIdle {
@@ -131,12 +134,12 @@ func Accumulate(tot *Totals, segs []Segment, from, to int64) {
 		if seg.ThermalSlowdown {
 			tot.ThermalSeconds += d
 		}
-		tot.SMSeconds += seg.SMActive * d
-		tot.TensorSeconds += seg.Tensor * d
-		tot.DRAMSeconds += seg.DRAM * d
-		tot.PCIeRxBytes += seg.PCIeRx * d
-		tot.PCIeTxBytes += seg.PCIeTx * d
-		tot.NVLinkBytes += seg.NVLink * d
+		tot.SMSeconds += float64(seg.SMActive) * d
+		tot.TensorSeconds += float64(seg.Tensor) * d
+		tot.DRAMSeconds += float64(seg.DRAM) * d
+		tot.PCIeRxBytes += float64(seg.PCIeRx) * d
+		tot.PCIeTxBytes += float64(seg.PCIeTx) * d
+		tot.NVLinkBytes += float64(seg.NVLink) * d
 		tot.ClockMHzSeconds += float64(seg.ClockMHz) * d
 	}
 }

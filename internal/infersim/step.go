@@ -181,9 +181,10 @@ func (s *sim) step(t int64) int64 {
 	// Bytes over PCIe: token IDs in, sampled tokens and logprobs out.
 	pcie := float64(len(batch)) * 4096 / length
 	seg := Segment{
-		Start: t, End: t + ns, Phase: phase, Busy: 0.99, MemBusy: min(1, dram*1.08+0.04), PowerW: watts,
+		Start: t, End: t + ns, Phase: phase, Busy: 0.99, MemBusy: float32(min(1, dram*1.08+0.04)), PowerW: watts,
 		PowerCapped: fPower < 1, ThermalSlowdown: fThermal < 1,
-		SMActive: min(sm, 1), Tensor: tensor, DRAM: dram, PCIeRx: pcie, PCIeTx: pcie / 2, NVLink: rl.linkBytes / length,
+		SMActive: float32(min(sm, 1)), Tensor: float32(tensor), DRAM: float32(dram),
+		PCIeRx: float32(pcie), PCIeTx: float32(pcie / 2), NVLink: float32(rl.linkBytes / length),
 		ClockMHz: uint32(float64(s.hw.SMClockMaxMHz) * f),
 	}
 	stepJ := watts * float64(ns) / 1e9 * s.tp
@@ -248,9 +249,8 @@ func (s *sim) segment(seg Segment, kvFrom, kvTo float64, label int) {
 	if seg.End <= seg.Start {
 		return
 	}
-	seg.KVFrom, seg.KVTo = kvFrom, kvTo
-	seg.TempC = s.tempC
-	seg.MemUsedBytes = uint64(s.e.Scheduler.MemoryFraction * s.hw.MemoryBytes)
+	seg.KVFrom, seg.KVTo = float32(kvFrom), float32(kvTo)
+	seg.TempC = float32(s.tempC)
 	dt := float64(seg.End-seg.Start) / 1e9
 	steady := ambientC + thermalResistance*seg.PowerW
 	s.tempC = steady + (s.tempC-steady)*math.Exp(-dt/thermalTau)

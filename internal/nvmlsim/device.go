@@ -27,8 +27,11 @@ type Device struct {
 	busID string
 	now   func() time.Time
 
-	weights  uint64       // bytes of model weights and CUDA context
-	kvBudget uint64       // bytes the KV cache may grow to
+	weights  uint64 // bytes of model weights and CUDA context
+	kvBudget uint64 // bytes the KV cache may grow to
+	// engineMemory is what a batching engine allocates at start; zero
+	// under the sequential schedule, whose KV cache grows per request.
+	engineMemory uint64
 	migs     []*MigDevice // in MIG mode
 
 	// limitW is the enforced power limit: the board's, or the scenario's.
@@ -78,6 +81,7 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 	}
 	if node != nil {
 		d.work = engineGPU{node: node, gpu: index}
+		d.engineMemory = node.MemoryUsed(index)
 		if l := node.Scenario().PowerLimitW; l > 0 {
 			d.limitW = l
 		}
@@ -154,12 +158,11 @@ func (d *Device) GetDecoderUtilization() (uint32, uint32, nvml.Return) {
 func (d *Device) memoryUsed() uint64 {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	t := d.now().UnixNano()
-	seg := d.work.At(t)
-	if seg.MemUsedBytes > 0 { // an engine preallocates its KV pool
-		return seg.MemUsedBytes
+	if d.engineMemory > 0 {
+		return d.engineMemory
 	}
-	return d.weights + uint64(seg.KVAt(t)*float64(d.kvBudget))
+	t := d.now().UnixNano()
+	return d.weights + uint64(d.sched.At(t).KVAt(t)*float64(d.kvBudget))
 }
 
 // GetMemoryInfo implements nvml.Device. As with the real v1 call, memory the
@@ -222,7 +225,7 @@ func (d *Device) GetTemperature(sensor nvml.TemperatureSensors) (uint32, nvml.Re
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if seg := d.work.At(d.now().UnixNano()); seg.TempC > 0 {
-		return uint32(seg.TempC + 0.5), nvml.SUCCESS
+		return uint32(float64(seg.TempC) + 0.5), nvml.SUCCESS
 	}
 	tot, _ := d.window(int64(time.Minute))
 	load := (tot.Joules/tot.Seconds - d.model.IdlePowerW) / (d.model.PowerLimitW - d.model.IdlePowerW)

@@ -161,12 +161,12 @@ func TestPhasesHaveTheirSignatures(t *testing.T) {
 		switch seg.Phase {
 		case PhasePrefill:
 			prefill++
-			assert.Greater(t, seg.Busy, 0.95)
-			assert.Less(t, seg.MemBusy, 0.45)
+			assert.Greater(t, seg.Busy, float32(0.95))
+			assert.Less(t, seg.MemBusy, float32(0.45))
 			assert.Greater(t, seg.PowerW, 0.85*700)
 		case PhaseDecode:
 			decode++
-			assert.Greater(t, seg.MemBusy, 0.6)
+			assert.Greater(t, seg.MemBusy, float32(0.6))
 			assert.Less(t, seg.PowerW, 0.7*700)
 			assert.Greater(t, seg.KVTo, seg.KVFrom, "the KV cache grows while decoding")
 		case PhaseIdle:

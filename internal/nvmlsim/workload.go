@@ -119,25 +119,27 @@ func (s *Schedule) generate(w int64, out []Segment) []Segment {
 			Segment{Start: cursor, End: cursor + gap, Phase: PhaseIdle, PowerW: idleW},
 			Segment{
 				Start: cursor + gap, End: cursor + gap + prefill, Phase: PhasePrefill,
-				Busy: between(0.97, 1), MemBusy: between(0.25, 0.4),
+				Busy: f32(between(0.97, 1)), MemBusy: f32(between(0.25, 0.4)),
 				PowerW: prefillW, PowerCapped: capped,
-				SMActive: between(0.85, 0.95), Tensor: between(0.6, 0.8), DRAM: between(0.25, 0.4),
-				PCIeRx: between(0.5e9, 2e9), PCIeTx: between(10e6, 50e6), NVLink: between(30e9, 60e9),
-				KVFrom: 0, KVTo: kvPrompt,
+				SMActive: f32(between(0.85, 0.95)), Tensor: f32(between(0.6, 0.8)), DRAM: f32(between(0.25, 0.4)),
+				PCIeRx: f32(between(0.5e9, 2e9)), PCIeTx: f32(between(10e6, 50e6)), NVLink: f32(between(30e9, 60e9)),
+				KVFrom: 0, KVTo: f32(kvPrompt),
 			},
 			Segment{
 				Start: cursor + gap + prefill, End: cursor + gap + prefill + decode, Phase: PhaseDecode,
-				Busy: between(0.85, 0.97), MemBusy: decodeMem,
+				Busy: f32(between(0.85, 0.97)), MemBusy: f32(decodeMem),
 				PowerW:   m.IdlePowerW + dynamic*between(0.45, 0.65),
-				SMActive: between(0.45, 0.65), Tensor: between(0.12, 0.25), DRAM: decodeMem * between(0.9, 1),
-				PCIeRx: between(5e6, 20e6), PCIeTx: between(20e6, 80e6), NVLink: between(8e9, 20e9),
-				KVFrom: kvPrompt, KVTo: kvOut,
+				SMActive: f32(between(0.45, 0.65)), Tensor: f32(between(0.12, 0.25)), DRAM: f32(decodeMem * between(0.9, 1)),
+				PCIeRx: f32(between(5e6, 20e6)), PCIeTx: f32(between(20e6, 80e6)), NVLink: f32(between(8e9, 20e9)),
+				KVFrom: f32(kvPrompt), KVTo: f32(kvOut),
 			},
 		)
 		cursor += gap + prefill + decode
 	}
 	return append(out, Segment{Start: cursor, End: end, Phase: PhaseIdle, PowerW: idleW})
 }
+
+func f32(x float64) float32 { return float32(x) }
 
 // At returns the segment that contains t.
 func (s *Schedule) At(t int64) Segment { return infersim.SegmentAt(s.Segments(windowOf(t)), t) }
