@@ -32,7 +32,7 @@ type Device struct {
 	// engineMemory is what a batching engine allocates at start; zero
 	// under the sequential schedule, whose KV cache grows per request.
 	engineMemory uint64
-	migs     []*MigDevice // in MIG mode
+	migs         []*MigDevice // in MIG mode
 
 	// limitW is the enforced power limit: the board's, or the scenario's.
 	limitW float64
