@@ -79,9 +79,14 @@ prometheus:
 demo: build loadgen prometheus
 	go run ./cmd/gpuviz-demo --jaeger "$$(scripts/jaeger.sh)"
 
-# The demo stack for a minute, asserted through Jaeger's and Prometheus' APIs.
+# The demo stack for a minute, asserted through Jaeger's and Prometheus' APIs
+# and scored against the engine's truth; then the same window replayed
+# in-process by the accuracy harness must score the same.
+E2E_OUT := $(CURDIR)/_build/e2e
 e2e: build loadgen prometheus
-	GPUVIZ_JAEGER="$$(scripts/jaeger.sh)" go test -tags e2e -count=1 -v -timeout 20m ./e2e/
+	rm -rf $(E2E_OUT)
+	GPUVIZ_JAEGER="$$(scripts/jaeger.sh)" GPUVIZ_E2E_OUT=$(E2E_OUT) go test -tags e2e -count=1 -v -timeout 20m ./e2e/
+	go test -tags accuracy -count=1 -v -run TestInProcessMatchesLive ./processor/gpuvizprocessor -args -accuracy.live=$(E2E_OUT)
 
 # On a machine with an NVIDIA GPU and PyTorch: checks the receiver's signals
 # against a known workload (see README, "Checking on real hardware").

@@ -21,6 +21,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/internal/infersim"
 	"github.com/gpuviz/gpuviz/internal/score"
@@ -233,12 +234,36 @@ func checkAccuracy(t *testing.T, truthFile string) {
 	require.NoError(t, err)
 	t.Logf("accuracy against the engine's ground truth:\n%s", rep.Text())
 
+	if out := os.Getenv("GPUVIZ_E2E_OUT"); out != "" {
+		saveRun(t, out, truthFile, rep, traces)
+	}
+
 	assert.Equal(t, "steady", rep.Scenario)
 	assert.GreaterOrEqual(t, rep.Coverage.Share, 0.9, "requests enriched")
 	assert.Zero(t, rep.Coverage.ExtraEnriched, "one enriched request span per trace")
 	assert.LessOrEqual(t, rep.Energy.Request.Median, 0.8, "median per-request energy error")
 	assert.InDelta(t, 1, rep.Conservation.Ratio, 0.1, "attributed energy against the requests' true energy")
 	assert.Greater(t, rep.Labels.Request.Seconds, 0.0, "labels were scored")
+}
+
+// saveRun leaves the run where make e2e's in-process replay
+// (TestInProcessMatchesLive, make accuracy's harness) reads it.
+func saveRun(t *testing.T, dir, truthFile string, rep score.Report, traces []ptrace.Traces) {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	truth, err := os.ReadFile(truthFile)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "truth.jsonl"), truth, 0o644))
+	b, err := json.Marshal(rep)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "report.json"), b, 0o644))
+	var spans []byte
+	var m ptrace.JSONMarshaler
+	for _, td := range traces {
+		line, err := m.MarshalTraces(td)
+		require.NoError(t, err)
+		spans = append(append(spans, line...), '\n')
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "spans.jsonl"), spans, 0o644))
 }
 
 func appendIf(xs []float64, ok bool, v any) []float64 {

@@ -11,19 +11,26 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -37,6 +44,7 @@ import (
 )
 
 var (
+	accuracyLive  = flag.String("accuracy.live", "", "a directory where make e2e left a live run (truth.jsonl, report.json, spans.jsonl): replay it in-process and compare")
 	accuracyDoc   = flag.String("accuracy.doc", "", "rewrite the generated part of this Markdown file (docs/accuracy.md)")
 	accuracySeeds = flag.String("accuracy.seeds", "100,101,102,103,104", "seeds to score; never the ones used while tuning (1-5)")
 	accuracyOnly  = flag.String("accuracy.scenarios", "", "comma-separated scenarios (default: all)")
@@ -93,35 +101,40 @@ func TestAccuracy(t *testing.T) {
 	}
 }
 
-// runAccuracy runs one scenario and seed: the simulated server, the
-// receiver's scraper at its default interval and the processor with its
-// defaults, all on one virtual clock, over one whole episode and a tail for
-// the last spans to be released.
+// runAccuracy runs one scenario and seed over one whole episode (the
+// offset-th from accuracyEpoch) with the receiver's and the processor's
+// defaults.
 func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infersim.Truth, []ptrace.Traces) {
 	t.Helper()
-	ctx := context.Background()
-	var clock atomic.Int64
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-
 	node, err := nvmlsim.NewNode(accuracyModel, scenario, accuracyGPUs, seed)
 	require.NoError(t, err)
 	episode := int64(node.Scenario().Episode)
 	start := (accuracyEpoch.UnixNano()+episode-1)/episode*episode + int64(offset)*episode
-	end := start + episode
-	clock.Store(start) // before the server: its counters start now
-	lib, err := nvmlsim.New(accuracyModel, accuracyGPUs, seed, now, nvmlsim.WithScenario(scenario))
-	require.NoError(t, err)
-	node = lib.Node()
-
 	rcfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
-	rcfg.Backend = gpuvizreceiver.BackendSimulated
 	rcfg.Simulated = gpuvizreceiver.SimulatedConfig{Model: accuracyModel, GPUs: accuracyGPUs, Seed: seed, Scenario: scenario}
+	return runPipeline(t, rcfg, createDefaultConfig(), start, start+episode)
+}
+
+// runPipeline runs the simulated server rcfg describes, the receiver's
+// scraper on rcfg and the processor on pcfg, all on one virtual clock,
+// over [start, end) and a tail for the last spans to be released.
+func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start, end int64) (*infersim.Truth, []ptrace.Traces) {
+	t.Helper()
+	ctx := context.Background()
+	var clock atomic.Int64
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	sim := rcfg.Simulated
+	clock.Store(start) // before the server: its counters start now
+	lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, now, nvmlsim.WithScenario(sim.Scenario))
+	require.NoError(t, err)
+	node := lib.Node()
+
+	rcfg.Backend = gpuvizreceiver.BackendSimulated
 	rcfg.XidEvents.Enabled = false // its goroutine waits in real time
 	scr, err := gpuvizreceiver.NewScraper(rcfg, receivertest.NewNopSettings(component.MustNewType("gpuviz")), lib, gpuvizreceiver.BackendSimulated, now)
 	require.NoError(t, err)
 	require.NoError(t, scr.Start(ctx, componenttest.NewNopHost()))
 
-	pcfg := createDefaultConfig()
 	fac := &factory{cores: map[*Config]*core{}}
 	set := processortest.NewNopSettings(metadata.Type)
 	metricsOut, tracesOut := new(consumertest.MetricsSink), new(consumertest.TracesSink)
@@ -135,9 +148,9 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 	require.NoError(t, mp.Start(ctx, componenttest.NewNopHost()))
 	require.NoError(t, tp.Start(ctx, componenttest.NewNopHost()))
 
-	ids := make([]string, accuracyGPUs)
+	ids := make([]string, sim.GPUs)
 	for i := range ids {
-		ids[i] = nvmlsim.SimulatedUUID(accuracyModel, seed, i)
+		ids[i] = nvmlsim.SimulatedUUID(sim.Model, sim.Seed, i)
 	}
 	env := inferspans.Env{Host: accuracyHost, GPUIDs: ids}
 	interval := int64(rcfg.CollectionInterval)
@@ -168,7 +181,7 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
 	require.NoError(t, scr.Shutdown(ctx))
-	return node.Truth(node.Header(seed, ids, accuracyHost), start, end), tracesOut.AllTraces()
+	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), tracesOut.AllTraces()
 }
 
 const (
@@ -203,4 +216,91 @@ func writeAccuracyDoc(path string, seeds []uint64, reports []score.Report) error
 	}
 	b.WriteString(docEnd)
 	return os.WriteFile(path, []byte(s[:i]+b.String()+s[j+len(docEnd):]), 0o644)
+}
+
+// TestInProcessMatchesLive replays, in-process on a virtual clock, the
+// window that make e2e ran in real time through the built collector (same
+// collector settings, scenario and seed), and compares: the harness must be
+// the real path, so the numbers it scores must be the live run's.
+func TestInProcessMatchesLive(t *testing.T) {
+	if *accuracyLive == "" {
+		t.Skip("-accuracy.live not set (make e2e sets it)")
+	}
+	f, err := os.Open(filepath.Join(*accuracyLive, "truth.jsonl"))
+	require.NoError(t, err)
+	live, err := infersim.ReadTruth(f)
+	f.Close()
+	require.NoError(t, err)
+	var liveReport score.Report
+	b, err := os.ReadFile(filepath.Join(*accuracyLive, "report.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &liveReport))
+	sf, err := os.Open(filepath.Join(*accuracyLive, "spans.jsonl"))
+	require.NoError(t, err)
+	liveTraces, err := score.ReadTraces(sf)
+	sf.Close()
+	require.NoError(t, err)
+
+	// The collector's own settings, from the file make e2e ran it on.
+	cm, err := confmaptest.LoadConf(filepath.Join("..", "..", "examples", "e2e", "collector.yaml"))
+	require.NoError(t, err)
+	rcfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
+	sub, err := cm.Sub("receivers::gpuviz")
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(rcfg))
+	pcfg := createDefaultConfig()
+	sub, err = cm.Sub("processors::gpuviz")
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(pcfg))
+	rcfg.Simulated.Seed, rcfg.Simulated.Scenario, rcfg.Simulated.GPUs = live.Header.Seed, live.Header.Scenario, len(live.Header.GPUIDs)
+
+	start, end := live.Bins[0].Start, live.Bins[0].Start
+	for _, b := range live.Bins {
+		start, end = min(start, b.Start), max(end, b.Start+live.Header.BinWidthNS)
+	}
+	truth, traces := runPipeline(t, rcfg, pcfg, start, end)
+	rep, err := score.Score(truth, traces, score.Options{BaselineInterval: rcfg.CollectionInterval})
+	require.NoError(t, err)
+	t.Logf("live:\n%s\nin-process:\n%s", liveReport.Text(), rep.Text())
+
+	// Request by request: the same trace, enriched live and in-process.
+	liveEnergy, ours := enrichedEnergies(liveTraces), enrichedEnergies(traces)
+	var diffs []float64
+	for id, e := range ours {
+		if l, ok := liveEnergy[id]; ok && e > 0 {
+			diffs = append(diffs, math.Abs(l-e)/e)
+		}
+	}
+	require.NotEmpty(t, diffs, "requests enriched in both runs")
+	slices.Sort(diffs)
+	median := diffs[len(diffs)/2]
+	t.Logf("%d requests enriched in both; their energies differ by %.1f%% (median), %.1f%% (p90)", len(diffs), 100*median, 100*diffs[len(diffs)*9/10])
+	// The scrapes fall at other moments of a real clock (and the live
+	// collector started a little before its load generator), so single
+	// requests differ; what is scored must not.
+	assert.Less(t, median, 0.15, "per-request energies, live against in-process")
+	assert.InDelta(t, liveReport.Energy.Request.Median, rep.Energy.Request.Median, 0.1, "median energy error")
+	assert.InDelta(t, liveReport.Coverage.Share, rep.Coverage.Share, 0.1, "coverage")
+	assert.InDelta(t, liveReport.Labels.Request.Agreement, rep.Labels.Request.Agreement, 0.15, "request label agreement")
+}
+
+// enrichedEnergies maps trace ID to the gpuviz.energy of its enriched
+// request span (the last one seen).
+func enrichedEnergies(traces []ptrace.Traces) map[pcommon.TraceID]float64 {
+	out := map[pcommon.TraceID]float64{}
+	for _, td := range traces {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					if _, ok := sp.Attributes().Get("gpuviz.request.family"); !ok {
+						continue
+					}
+					if e, ok := sp.Attributes().Get("gpuviz.energy"); ok {
+						out[sp.TraceID()] = e.Double()
+					}
+				}
+			}
+		}
+	}
+	return out
 }
