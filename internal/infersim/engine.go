@@ -55,6 +55,7 @@ type scheduled struct {
 	r       *request
 	tokens  int
 	prefill bool // the request has not produced its first token yet
+	chunk   bool // a prefill or recomputation chunk, not a decode
 	cost    float64
 }
 
@@ -233,6 +234,10 @@ func (s *sim) blocksFor(r *request, n int) int {
 	return (r.computed+n+bs-1)/bs - r.blocks
 }
 
+func newScheduled(r *request, n int) scheduled {
+	return scheduled{r: r, tokens: n, prefill: r.FirstToken == 0, chunk: r.FirstToken == 0 || r.need() > 1}
+}
+
 // take moves the blocks for n more tokens from the pool to r.
 func (s *sim) take(r *request, n int) {
 	b := s.blocksFor(r, n)
@@ -240,10 +245,11 @@ func (s *sim) take(r *request, n int) {
 	r.blocks += b
 }
 
-func (s *sim) preempt(r *request) {
+func (s *sim) preempt(r *request, at int64) {
 	s.blocks += r.blocks
 	r.blocks, r.computed = 0, 0
 	r.Preemptions++
+	r.Preempted = append(r.Preempted, at)
 	s.waiting = append([]*request{r}, s.waiting...)
 }
 
@@ -252,8 +258,8 @@ func (s *sim) preempt(r *request) {
 // preempting the newest running request when the KV pool cannot hold a
 // chunk; then, if nothing was preempted, waiting requests first come first
 // served while budget, sequence slots and KV blocks last. It reports
-// whether KV capacity held anything back.
-func (s *sim) schedule() ([]scheduled, bool) {
+// whether KV capacity held anything back. at is the scheduling moment.
+func (s *sim) schedule(at int64) ([]scheduled, bool) {
 	budget := s.e.Scheduler.MaxBatchedTokens
 	var batch []scheduled
 	blocked := false
@@ -263,7 +269,7 @@ func (s *sim) schedule() ([]scheduled, bool) {
 		for s.blocksFor(r, n) > s.blocks {
 			victim := s.running[len(s.running)-1]
 			s.running = s.running[:len(s.running)-1]
-			s.preempt(victim)
+			s.preempt(victim, at)
 			blocked = true
 			if victim == r {
 				n = 0
@@ -274,7 +280,7 @@ func (s *sim) schedule() ([]scheduled, bool) {
 			break
 		}
 		s.take(r, n)
-		batch = append(batch, scheduled{r: r, tokens: n, prefill: r.FirstToken == 0})
+		batch = append(batch, newScheduled(r, n))
 		budget -= n
 	}
 	if !blocked {
@@ -288,7 +294,7 @@ func (s *sim) schedule() ([]scheduled, bool) {
 			s.waiting = s.waiting[1:]
 			s.take(r, n)
 			s.running = append(s.running, r)
-			batch = append(batch, scheduled{r: r, tokens: n, prefill: r.FirstToken == 0})
+			batch = append(batch, newScheduled(r, n))
 			budget -= n
 		}
 	}

@@ -326,3 +326,35 @@ func TestTruthOfAWindow(t *testing.T) {
 	assert.Len(t, tr.Requests, len(ep.Requests()))
 	assert.Len(t, tr.Bins, 8*int((ep.End-ep.Start)/int64(BinWidth)))
 }
+
+// TestStepsOfARequestAreRecorded: a request's chunks add up to its prompt
+// (and its recomputations), and its other steps decoded one token each.
+func TestStepsOfARequestAreRecorded(t *testing.T) {
+	n := NewNode(h200, mustScenario(t, "long_context", 8), 1)
+	checked, preempted := 0, 0
+	for _, r := range n.Episode(episode).Requests() {
+		if r.Finish == FinishAbort {
+			continue
+		}
+		checked++
+		assert.Len(t, r.Preempted, r.Preemptions)
+		tokens := 0
+		for _, c := range r.Chunks {
+			tokens += c.Tokens
+			assert.True(t, c.Start < c.End && c.Start >= r.Scheduled && c.End <= r.Finished)
+		}
+		if r.Preemptions == 0 {
+			assert.Equal(t, r.PromptTokens, tokens, "the prompt, in chunks")
+			assert.Equal(t, r.Steps-len(r.Chunks), r.OutputTokens-1, "one decode step per output token after the first")
+			assert.Equal(t, r.FirstToken, r.Chunks[len(r.Chunks)-1].End, "the last chunk produced the first token")
+		} else {
+			preempted++
+			assert.Greater(t, tokens, r.PromptTokens, "a preemption recomputes what was dropped")
+			for _, at := range r.Preempted {
+				assert.True(t, at > r.Scheduled && at < r.Finished)
+			}
+		}
+	}
+	assert.Positive(t, checked)
+	assert.Positive(t, preempted)
+}

@@ -114,7 +114,7 @@ func (s *sim) cost(batch []scheduled) roofline {
 // step runs one engine step starting at t: the host's work, then the GPU's;
 // it returns when the step ends.
 func (s *sim) step(t int64) int64 {
-	batch, blocked := s.schedule()
+	batch, blocked := s.schedule(t)
 	if s.checkStep != nil {
 		s.checkStep(s, batch)
 	}
@@ -191,6 +191,9 @@ func (s *sim) step(t int64) int64 {
 	for _, b := range batch {
 		b.r.addEnergy(stepJ*b.cost/total, b.prefill)
 		b.r.Steps++
+		if b.chunk {
+			b.r.Chunks = append(b.r.Chunks, Chunk{Start: t, End: t + ns, Tokens: b.tokens})
+		}
 	}
 	t += ns
 	// Each request that caught up with its tokens samples the next one.

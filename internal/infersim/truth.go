@@ -56,10 +56,24 @@ type Request struct {
 	Preemptions                                                 int
 	Finish                                                      string
 	Steps                                                       int // steps it took part in
+	// Chunks are the steps before its first token (its prompt, in
+	// chunks) and those that recomputed more than one of its tokens after
+	// a preemption; in every other step it took part in it decoded one
+	// token.
+	Chunks []Chunk
+	// Preempted are the moments it was preempted: sent back to the front
+	// of the queue, its KV cache dropped.
+	Preempted []int64
 	// Energy is its true energy summed over its GPUs, J; PrefillEnergy
 	// the part in steps up to its first token, DecodeEnergy the rest.
 	// Queue time takes none. See the conventions in docs/accuracy.md.
 	Energy, PrefillEnergy, DecodeEnergy float64
+}
+
+// Chunk is one step's share of a request's prompt or recomputation.
+type Chunk struct {
+	Start, End int64 // the step's
+	Tokens     int
 }
 
 // TraceID is the request's trace ID: 16 bytes from its Key.

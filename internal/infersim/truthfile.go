@@ -36,24 +36,27 @@ type TruthEngine struct {
 
 // TruthRequest is a Request as written to the truth file.
 type TruthRequest struct {
-	TraceID       string  `json:"trace_id"` // hex
-	SpanID        string  `json:"span_id"`  // hex, the server span's
-	Engine        int     `json:"engine"`
-	GPUs          []int   `json:"gpus"`
-	Arrival       int64   `json:"arrival"`
-	Queued        int64   `json:"queued"`
-	Scheduled     int64   `json:"scheduled"`
-	FirstToken    int64   `json:"first_token"`
-	LastToken     int64   `json:"last_token"`
-	Finished      int64   `json:"finished"`
-	PromptTokens  int     `json:"prompt_tokens"`
-	OutputTokens  int     `json:"output_tokens"`
-	Preemptions   int     `json:"preemptions"`
-	Finish        string  `json:"finish"`
-	Steps         int     `json:"steps"`
-	Energy        float64 `json:"energy_j"`
-	PrefillEnergy float64 `json:"prefill_energy_j"`
-	DecodeEnergy  float64 `json:"decode_energy_j"`
+	TraceID      string `json:"trace_id"` // hex
+	SpanID       string `json:"span_id"`  // hex, the server span's
+	Engine       int    `json:"engine"`
+	GPUs         []int  `json:"gpus"`
+	Arrival      int64  `json:"arrival"`
+	Queued       int64  `json:"queued"`
+	Scheduled    int64  `json:"scheduled"`
+	FirstToken   int64  `json:"first_token"`
+	LastToken    int64  `json:"last_token"`
+	Finished     int64  `json:"finished"`
+	PromptTokens int    `json:"prompt_tokens"`
+	OutputTokens int    `json:"output_tokens"`
+	Preemptions  int    `json:"preemptions"`
+	Finish       string `json:"finish"`
+	Steps        int    `json:"steps"`
+	// Chunks as [start, end, tokens]; see Request.Chunks.
+	Chunks        [][3]int64 `json:"chunks,omitempty"`
+	Preempted     []int64    `json:"preempted_at,omitempty"`
+	Energy        float64    `json:"energy_j"`
+	PrefillEnergy float64    `json:"prefill_energy_j"`
+	DecodeEnergy  float64    `json:"decode_energy_j"`
 }
 
 // TruthBin is a Bin as written to the truth file.
@@ -82,7 +85,12 @@ type Truth struct {
 // ToTruth converts a request for the truth file.
 func (r Request) ToTruth() TruthRequest {
 	tid, sid := r.TraceID(), r.SpanID()
+	var chunks [][3]int64
+	for _, c := range r.Chunks {
+		chunks = append(chunks, [3]int64{c.Start, c.End, int64(c.Tokens)})
+	}
 	return TruthRequest{
+		Chunks: chunks, Preempted: r.Preempted,
 		TraceID: hex.EncodeToString(tid[:]), SpanID: hex.EncodeToString(sid[:]),
 		Engine: r.Engine, GPUs: r.GPUs, Arrival: r.Arrival, Queued: r.Queued, Scheduled: r.Scheduled,
 		FirstToken: r.FirstToken, LastToken: r.LastToken, Finished: r.Finished,
