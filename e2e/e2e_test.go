@@ -241,7 +241,7 @@ func checkAccuracy(t *testing.T, truthFile string) {
 	assert.Equal(t, "steady", rep.Scenario)
 	assert.GreaterOrEqual(t, rep.Coverage.Share, 0.9, "requests enriched")
 	assert.Zero(t, rep.Coverage.ExtraEnriched, "one enriched request span per trace")
-	assert.LessOrEqual(t, rep.Energy.Request.Median, 0.8, "median per-request energy error")
+	assert.LessOrEqual(t, rep.Energy.Request.Median, 1.0, "median per-request energy error (two live runs: 0.62, 0.72)")
 	assert.InDelta(t, 1, rep.Conservation.Ratio, 0.1, "attributed energy against the requests' true energy")
 	assert.Greater(t, rep.Labels.Request.Seconds, 0.0, "labels were scored")
 }
