@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
-	"github.com/gpuviz/gpuviz/internal/infersim"
 	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 )
@@ -66,11 +65,12 @@ func newGenerator(cfg config, start int64, exp *exporter, host string, logger *l
 		g.families = cfg.Families
 		return g, nil
 	}
-	sc, err := infersim.LookupScenario(cfg.Scenario, cfg.SimGPUs, model.Hardware())
+	// The collector's simulated GPUs follow exactly this node.
+	node, err := nvmlsim.NewNode(model.Name, cfg.Scenario, cfg.SimGPUs, cfg.SimSeed)
 	if err != nil {
 		return nil, err
 	}
-	node := infersim.NewNode(model.Hardware(), sc, cfg.SimSeed)
+	sc := node.Scenario()
 	g.src = newEngineSource(node, inferspans.Env{Host: host, GPUIDs: uuids})
 	for _, e := range sc.Engines {
 		if !slices.Contains(g.families, e.Family) {

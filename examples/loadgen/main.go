@@ -172,7 +172,7 @@ func (c *config) validate() error {
 		}
 		return c.validateLegacy()
 	}
-	if _, err := infersim.LookupScenario(c.Scenario, c.SimGPUs, model.Hardware()); err != nil {
+	if _, err := nvmlsim.NewNode(model.Name, c.Scenario, c.SimGPUs, c.SimSeed); err != nil {
 		return fmt.Errorf("--scenario: %w", err)
 	}
 	for _, f := range []string{"families", "match", "service"} {

@@ -72,21 +72,20 @@ func (s Segment) KVAt(t int64) float64 {
 
 // Totals are integrals of a GPU's segments over an interval.
 type Totals struct {
-	Seconds         float64 // length of the interval
-	BusySeconds     float64 // time a kernel ran
-	MemSeconds      float64 // time the memory controller was busy
-	Joules          float64 // energy drawn
-	MaxPowerW       float64 // highest power of any segment in the interval
-	IdleSeconds     float64 // time with no request running
-	CappedSeconds   float64 // time held at the power cap
-	ThermalSeconds  float64 // time held down by temperature
-	SMSeconds       float64 // SM-seconds busy, as a fraction of all SMs
-	TensorSeconds   float64
-	DRAMSeconds     float64
-	PCIeRxBytes     float64
-	PCIeTxBytes     float64
-	NVLinkBytes     float64 // each direction
-	ClockMHzSeconds float64 // SM clock integrated over the segments that set it
+	Seconds        float64 // length of the interval
+	BusySeconds    float64 // time a kernel ran
+	MemSeconds     float64 // time the memory controller was busy
+	Joules         float64 // energy drawn
+	MaxPowerW      float64 // highest power of any segment in the interval
+	IdleSeconds    float64 // time with no request running
+	CappedSeconds  float64 // time held at the power cap
+	ThermalSeconds float64 // time held down by temperature
+	SMSeconds      float64 // SM-seconds busy, as a fraction of all SMs
+	TensorSeconds  float64
+	DRAMSeconds    float64
+	PCIeRxBytes    float64
+	PCIeTxBytes    float64
+	NVLinkBytes    float64 // each direction
 }
 
 // Add sums o into t; MaxPowerW takes the larger.
@@ -105,7 +104,6 @@ func (t *Totals) Add(o Totals) {
 	t.PCIeRxBytes += o.PCIeRxBytes
 	t.PCIeTxBytes += o.PCIeTxBytes
 	t.NVLinkBytes += o.NVLinkBytes
-	t.ClockMHzSeconds += o.ClockMHzSeconds
 }
 
 // Accumulate adds the integrals over [from, to) of segs, which are in time
@@ -140,7 +138,6 @@ func Accumulate(tot *Totals, segs []Segment, from, to int64) {
 		tot.PCIeRxBytes += float64(seg.PCIeRx) * d
 		tot.PCIeTxBytes += float64(seg.PCIeTx) * d
 		tot.NVLinkBytes += float64(seg.NVLink) * d
-		tot.ClockMHzSeconds += float64(seg.ClockMHz) * d
 	}
 }
 
