@@ -115,12 +115,13 @@ func FromMetrics(md pmetric.Metrics) []Point {
 	return points
 }
 
-// Capture accumulates the points of every export the collector sends. The
-// HTTP server calls Add from its own goroutines while the check reads Points,
-// hence the mutex.
+// Capture accumulates the points and spans of every export the collector
+// sends. The HTTP server calls Add and AddTraces from its own goroutines
+// while the check reads Points and Spans, hence the mutex.
 type Capture struct {
 	mu     sync.Mutex
 	points []Point
+	spans  []Span
 }
 
 // Add appends the points of md.

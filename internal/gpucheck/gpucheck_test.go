@@ -490,20 +490,32 @@ func TestHandler(t *testing.T) {
 }
 
 func TestCollectorConfig(t *testing.T) {
-	retrieved, err := confmap.NewRetrievedFromYAML(CollectorConfig("http://127.0.0.1:4318", 1500*time.Millisecond))
+	retrieved, err := confmap.NewRetrievedFromYAML(CollectorConfig(CollectorOptions{
+		Endpoint: "http://127.0.0.1:4318", OTLPAddr: "127.0.0.1:4319",
+		Interval: 1500 * time.Millisecond, SampleInterval: 250 * time.Millisecond, FlushInterval: time.Second,
+	}))
 	require.NoError(t, err)
 	conf, err := retrieved.AsConf()
 	require.NoError(t, err)
 	for key, want := range map[string]any{
-		"receivers::gpuviz::backend":             "nvml",
-		"receivers::gpuviz::collection_interval": "1.5s",
-		"exporters::otlphttp::endpoint":          "http://127.0.0.1:4318",
-		"exporters::otlphttp::compression":       "none",
-		"exporters::otlphttp::tls::insecure":     true,
-		"service::telemetry::metrics::level":     "none",
-		"service::pipelines::metrics::receivers": []any{"gpuviz"},
-		"service::pipelines::metrics::exporters": []any{"otlphttp"},
+		"receivers::gpuviz::backend":                 "nvml",
+		"receivers::gpuviz::collection_interval":     "1.5s",
+		"receivers::gpuviz::samples::enabled":        true,
+		"receivers::gpuviz::samples::interval":       "250ms",
+		"receivers::gpuviz::samples::flush_interval": "1s",
+		"receivers::otlp::protocols::http::endpoint": "127.0.0.1:4319",
+		"exporters::otlphttp::endpoint":              "http://127.0.0.1:4318",
+		"exporters::otlphttp::compression":           "none",
+		"exporters::otlphttp::tls::insecure":         true,
+		"service::telemetry::metrics::level":         "none",
+		"service::pipelines::metrics::receivers":     []any{"gpuviz"},
+		"service::pipelines::metrics::processors":    []any{"gpuviz"},
+		"service::pipelines::metrics::exporters":     []any{"otlphttp"},
+		"service::pipelines::traces::receivers":      []any{"otlp"},
+		"service::pipelines::traces::processors":     []any{"gpuviz"},
+		"service::pipelines::traces::exporters":      []any{"otlphttp"},
 	} {
 		assert.Equal(t, want, conf.Get(key), key)
 	}
+	assert.True(t, conf.IsSet("processors::gpuviz"), "the processor is configured")
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
 // maxExportBytes bounds one export, compressed and decompressed. A scrape of
@@ -17,17 +18,46 @@ import (
 // so the limit only stops a runaway body from filling memory.
 const maxExportBytes = 64 << 20
 
-// Handler is an OTLP/HTTP metrics endpoint (POST /v1/metrics, binary protobuf,
-// optionally gzip-compressed) that adds every export to c. It is just enough
-// of OTLP/HTTP for the collector's otlphttp exporter: JSON encoding is
-// refused, because the exporter is configured for protobuf.
+// Handler is an OTLP/HTTP endpoint for metrics and traces (POST /v1/metrics
+// and /v1/traces, binary protobuf, optionally gzip-compressed) that adds
+// every export to c. It is just enough of OTLP/HTTP for the collector's
+// otlphttp exporter: JSON encoding is refused, because the exporter is
+// configured for protobuf.
 func (c *Capture) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/metrics", c.serveExport)
+	mux.HandleFunc("POST /v1/metrics", c.serveMetrics)
+	mux.HandleFunc("POST /v1/traces", c.serveTraces)
 	return mux
 }
 
-func (c *Capture) serveExport(w http.ResponseWriter, r *http.Request) {
+// An Export{Metrics,Trace}ServiceRequest has the wire format of
+// MetricsData / TracesData (both are "repeated Resource... = 1"), so pmetric
+// and ptrace decode them without pmetricotlp/ptraceotlp, whose gRPC half
+// would add golang.org/x/net to go.mod.
+
+func (c *Capture) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	serveExport(w, r, "ExportMetricsServiceRequest", func(body []byte) error {
+		md, err := (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(body)
+		if err == nil {
+			c.Add(md)
+		}
+		return err
+	})
+}
+
+func (c *Capture) serveTraces(w http.ResponseWriter, r *http.Request) {
+	serveExport(w, r, "ExportTraceServiceRequest", func(body []byte) error {
+		td, err := (&ptrace.ProtoUnmarshaler{}).UnmarshalTraces(body)
+		if err == nil {
+			c.AddTraces(td)
+		}
+		return err
+	})
+}
+
+// serveExport checks and reads one export and hands its body to add, which
+// decodes and keeps it, or says it is not a message of kind.
+func serveExport(w http.ResponseWriter, r *http.Request, kind string, add func([]byte) error) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/x-protobuf" {
 		http.Error(w, fmt.Sprintf("Content-Type %q: only application/x-protobuf is accepted", r.Header.Get("Content-Type")),
 			http.StatusUnsupportedMediaType)
@@ -38,19 +68,12 @@ func (c *Capture) serveExport(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	// An ExportMetricsServiceRequest has the wire format of MetricsData (both
-	// are "repeated ResourceMetrics resource_metrics = 1"), so pmetric decodes
-	// it without pmetricotlp, whose gRPC half would add golang.org/x/net to
-	// go.mod.
-	md, err := (&pmetric.ProtoUnmarshaler{}).UnmarshalMetrics(body)
-	if err != nil {
-		http.Error(w, "body is not an OTLP ExportMetricsServiceRequest: "+err.Error(), http.StatusBadRequest)
+	if err := add(body); err != nil {
+		http.Error(w, "body is not an OTLP "+kind+": "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	c.Add(md)
-
-	// The ExportMetricsServiceResponse of a full success has no field set,
-	// and an empty message encodes as zero bytes.
+	// The Export*ServiceResponse of a full success has no field set, and an
+	// empty message encodes as zero bytes.
 	w.Header().Set("Content-Type", "application/x-protobuf")
 	w.WriteHeader(http.StatusOK)
 }
@@ -82,18 +105,47 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, int, error) {
 	return data, 0, nil
 }
 
+// CollectorOptions are the settings of a check's collector.
+type CollectorOptions struct {
+	// Endpoint is the capture's OTLP/HTTP base URL (http://127.0.0.1:PORT).
+	Endpoint string
+	// OTLPAddr is where the collector's own OTLP/HTTP receiver listens
+	// (127.0.0.1:PORT), for the workload's spans.
+	OTLPAddr string
+	// Interval is the receiver's collection_interval.
+	Interval time.Duration
+	// SampleInterval and FlushInterval configure the receiver's sub-second
+	// sampling clock (samples.interval, samples.flush_interval).
+	SampleInterval, FlushInterval time.Duration
+}
+
 // CollectorConfig is the collector configuration of a check: the gpuviz
 // receiver on the real NVML backend (never auto: a check that silently read
-// the simulation would prove nothing), scraping every interval, exported
-// uncompressed to the capture at endpoint (http://127.0.0.1:PORT). The
-// collector's own telemetry is off so that it opens no port of its own that
-// could collide with another collector on the machine.
-func CollectorConfig(endpoint string, interval time.Duration) []byte {
+// the simulation would prove nothing), scraping every Interval with the
+// sampling clock on, and an OTLP/HTTP receiver on loopback for the
+// workload's spans; the gpuviz processor in both pipelines, so that it learns
+// the GPU timeline from the metrics and enriches the spans; both exported
+// uncompressed to the capture. The collector's own telemetry is off so that
+// it opens no port of its own that could collide with another collector on
+// the machine. No batch processor: the processor already holds spans until
+// the GPU data covering them has arrived, and batching would only delay the
+// capture.
+func CollectorConfig(o CollectorOptions) []byte {
 	return fmt.Appendf(nil, `# Written by gpucheck for one hardware check; see scripts/gpu-check.
 receivers:
   gpuviz:
     backend: nvml
     collection_interval: %s
+    samples:
+      enabled: true
+      interval: %s
+      flush_interval: %s
+  otlp:
+    protocols:
+      http:
+        endpoint: %q
+processors:
+  gpuviz: {}
 exporters:
   otlphttp:
     endpoint: %q
@@ -107,6 +159,11 @@ service:
   pipelines:
     metrics:
       receivers: [gpuviz]
+      processors: [gpuviz]
       exporters: [otlphttp]
-`, interval, endpoint)
+    traces:
+      receivers: [otlp]
+      processors: [gpuviz]
+      exporters: [otlphttp]
+`, o.Interval, o.SampleInterval, o.FlushInterval, o.OTLPAddr, o.Endpoint)
 }

@@ -1,0 +1,351 @@
+package gpucheck
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// Span attributes the gpuviz processor writes (processor/gpuvizprocessor,
+// enrich.go) and the span name of the format the workload speaks (vLLM's,
+// internal/inference/vllm.go). Repeated here rather than imported: the
+// check must notice when the processor renames them.
+const (
+	SpanNameVLLM     = "llm_request"
+	AttrFamily       = "gpuviz.request.family"
+	AttrMatch        = "gpuviz.gpu.match"
+	AttrCoverage     = "gpuviz.coverage"
+	AttrEnergy       = "gpuviz.energy"
+	AttrEnergySource = "gpuviz.energy.source"
+	// The per-phase label is gpuviz.phase.<phase>.bottleneck.
+	attrPhasePrefix = "gpuviz.phase."
+	FamilyVLLM      = "vllm"
+	LabelCompute    = "compute_bound"
+	LabelMemory     = "memory_bound"
+)
+
+// Phases of a request span, as the processor names them.
+const (
+	SpanPhasePrefill = "prefill"
+	SpanPhaseDecode  = "decode"
+)
+
+// PhaseLabelAttr is the attribute that carries a phase's bottleneck label.
+func PhaseLabelAttr(phase string) string { return attrPhasePrefix + phase + ".bottleneck" }
+
+// Thresholds of the join check, each with why it has that value.
+const (
+	// MaxEnergyError: the processor attributes the energy counter's
+	// increments (mJ, read every 250 ms tick) over the request's window,
+	// interpolated at its edges; the reference integrates instant power
+	// polled every 10-20 ms. Over a request of several seconds the two
+	// agree to a percent or two when both are right; 5% fails a counter
+	// read at the wrong scale, a window shifted by a tick or more, or
+	// energy split between the wrong requests (a batch of four sharing
+	// wrongly is off by 25% or more).
+	MaxEnergyError = 0.05
+	// MinTickRate is GPM points per second of prefill the capture must
+	// hold. The sampling clock at 250 ms gives 4 per second; scrapes alone
+	// (1 s) give at most 1. 2 per second passes a clock that skipped some
+	// ticks under load and fails one that is not running.
+	MinTickRate = 2.0
+	// MinTensorGap is by how much mean tensor activity in the prefill
+	// windows must exceed that in the decode windows. A bf16 8192² GEMM
+	// keeps the tensor pipes busy most of the time (0.6-0.9 on Hopper) and
+	// a copy loop uses them not at all (~0); 0.25 holds with a wide margin
+	// while ticks separate the phases, and fails when each tick mixes them
+	// (scrape-resolution data over 2 s prefills would average them together)
+	// or the timestamps are off by a phase.
+	MinTensorGap = 0.25
+	// MinDRAMGap is by how much mean DRAM activity in the decode windows
+	// must exceed that in the prefill windows: a copy of tensors far larger
+	// than L2 streams at 0.8-0.9 of peak HBM bandwidth, a large GEMM reuses
+	// tiles from shared memory and L2 and reads 0.1-0.4; same reasoning for
+	// 0.25 as MinTensorGap.
+	MinDRAMGap = 0.25
+)
+
+// Info is a row that reports without asserting (labels of the generate
+// requests, whose phases are shorter than a tick or launch-bound).
+const Info Status = "info"
+
+// The GPM metrics the tick rows read.
+const (
+	metricTensor = "nvidia.gpu.tensor.activity"
+	metricDRAM   = "nvidia.gpu.dram.activity"
+)
+
+// RequestReport is what the join showed for one request.
+type RequestReport struct {
+	ID, Kind string
+	Rows     []Row
+}
+
+// JoinReport is the outcome of the join check.
+type JoinReport struct {
+	GPU      string
+	Notes    []string
+	Skipped  []Skip
+	Requests []RequestReport
+	// Ticks are the rows about tick-resolution GPM data in the synthetic
+	// requests' phases.
+	Ticks []Row
+}
+
+func (r JoinReport) rows() []Row {
+	var all []Row
+	for _, q := range r.Requests {
+		all = append(all, q.Rows...)
+	}
+	return append(all, r.Ticks...)
+}
+
+// Failed counts the failed expectations.
+func (r JoinReport) Failed() int {
+	n := 0
+	for _, row := range r.rows() {
+		if row.Status == Fail {
+			n++
+		}
+	}
+	return n
+}
+
+// Incomplete tells whether part of the check could not run: a part of the
+// workload skipped, or an expectation without what it needs (no reference
+// energy, no GPM).
+func (r JoinReport) Incomplete() bool {
+	return len(r.Skipped) > 0 || slices.ContainsFunc(r.rows(), func(row Row) bool { return row.Status == NA })
+}
+
+// AnalyzeJoin checks what the processor wrote on each request's span
+// against what the workload measured, and whether the GPM ticks in the
+// capture (points of gpuUUID, all when empty) separate the synthetic
+// requests' phases.
+func AnalyzeJoin(spans []Span, points []Point, run RequestRun) JoinReport {
+	rep := JoinReport{GPU: run.GPUUUID, Skipped: run.Skipped}
+	points, rep.Notes = selectGPU(points, run.GPUUUID)
+	if run.Power != nil {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("reference power: %s, %d samples, median period %.1f ms, longest gap %.1f ms",
+			run.Power.Source, run.Power.Samples, run.Power.MedianS*1e3, run.Power.MaxS*1e3))
+	}
+	byID := map[string]Span{}
+	for _, s := range spans {
+		byID[s.TraceID+"/"+s.SpanID] = s
+	}
+	synthetic := 0
+	for _, q := range run.Requests {
+		if q.Kind == KindSynthetic {
+			synthetic++
+		}
+		rr := RequestReport{ID: q.ID, Kind: q.Kind}
+		span, ok := byID[strings.ToLower(q.TraceID)+"/"+strings.ToLower(q.SpanID)]
+		rr.Rows = append(rr.Rows, enrichedRow(span, ok))
+		if ok && span.Str(AttrFamily) == FamilyVLLM {
+			rr.Rows = append(rr.Rows,
+				labelRow(span, SpanPhasePrefill, LabelCompute, q.Kind == KindSynthetic),
+				labelRow(span, SpanPhaseDecode, LabelMemory, q.Kind == KindSynthetic),
+				energyRow(span, q))
+		}
+		rep.Requests = append(rep.Requests, rr)
+	}
+	if synthetic == 0 {
+		rep.Ticks = []Row{{Status: Fail, Check: "synthetic requests ran", Detail: "the workload reported none"}}
+		return rep
+	}
+	rep.Ticks = tickRows(points, run.Requests)
+	return rep
+}
+
+func enrichedRow(span Span, found bool) Row {
+	row := Row{Check: "span enriched (" + AttrFamily + "=" + FamilyVLLM + ")"}
+	switch {
+	case !found:
+		row.Status, row.Detail = Fail, "no span with this trace and span id in the capture"
+	case span.Name != SpanNameVLLM:
+		row.Status, row.Detail = Fail, fmt.Sprintf("span is named %q, not %q", span.Name, SpanNameVLLM)
+	case span.Str(AttrFamily) != FamilyVLLM:
+		family := span.Str(AttrFamily)
+		if family == "" {
+			family = "absent"
+		}
+		row.Status, row.Detail = Fail, fmt.Sprintf("not enriched: %s %s", AttrFamily, family)
+	default:
+		cov, _ := span.Float(AttrCoverage)
+		row.Status, row.Detail = Pass, fmt.Sprintf("match %s, coverage %.2f", span.Str(AttrMatch), cov)
+	}
+	return row
+}
+
+// labelRow checks (or, when assert is false, reports) a phase's label.
+func labelRow(span Span, phase, want string, assert bool) Row {
+	got := span.Str(PhaseLabelAttr(phase))
+	row := Row{Check: fmt.Sprintf("%s label = %s", phase, want), Detail: got}
+	switch {
+	case !assert:
+		row.Status, row.Check = Info, phase+" label"
+		if got == "" {
+			row.Detail = "absent"
+		}
+	case got == "":
+		row.Status, row.Detail = Fail, PhaseLabelAttr(phase)+" absent"
+	default:
+		row.Status = statusOf(got == want)
+	}
+	return row
+}
+
+func energyRow(span Span, q Request) Row {
+	row := Row{Check: fmt.Sprintf("energy within %.0f%% of reference", MaxEnergyError*100)}
+	got, has := span.Float(AttrEnergy)
+	switch {
+	case q.ReferenceEnergyJ == nil:
+		row.Status, row.Detail = NA, "no reference: the workload could not poll power"
+		if has {
+			row.Detail += fmt.Sprintf(" (gpuviz says %.1f J)", got)
+		}
+	case !has:
+		row.Status, row.Detail = Fail, AttrEnergy+" absent"
+	case *q.ReferenceEnergyJ <= 0:
+		row.Status, row.Detail = Fail, fmt.Sprintf("reference %.3f J is not positive: the power poller saw nothing", *q.ReferenceEnergyJ)
+	default:
+		ref := *q.ReferenceEnergyJ
+		rel := (got - ref) / ref
+		row.Status = statusOf(math.Abs(rel) <= MaxEnergyError)
+		row.Detail = fmt.Sprintf("%.1f J vs %.1f J (%+.1f%%, %s)", got, ref, rel*100, span.Str(AttrEnergySource))
+	}
+	return row
+}
+
+// window is a stretch [from, to] in Unix nanoseconds.
+type window struct{ from, to int64 }
+
+// tickStats is the mean of a GPM metric over the ticks that lie wholly
+// inside some window, and how many there were. A GPM point describes the
+// stretch since the previous point of its series, so the point at t with
+// predecessor p is inside [from, to] when from <= p and t <= to: ticks that
+// straddle a phase edge mix two phases and are left out.
+func tickStats(points []Point, metric string, ws []window) (mean float64, n int) {
+	series := map[string][]Point{}
+	for _, p := range points {
+		if p.Metric == metric {
+			k := seriesKey(p.Attrs)
+			series[k] = append(series[k], p)
+		}
+	}
+	sum := 0.0
+	for _, k := range slices.Sorted(maps.Keys(series)) {
+		s := series[k]
+		slices.SortFunc(s, byTime)
+		for i := 1; i < len(s); i++ {
+			prev, t := s[i-1].TimeUnixNano, s[i].TimeUnixNano
+			for _, w := range ws {
+				if prev >= w.from && t <= w.to {
+					sum += s[i].Value
+					n++
+					break
+				}
+			}
+		}
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
+}
+
+func tickRows(points []Point, reqs []Request) []Row {
+	var prefill, decode []window
+	prefillSeconds := 0.0
+	for _, q := range reqs {
+		if q.Kind != KindSynthetic {
+			continue
+		}
+		prefill = append(prefill, window{q.PrefillStart, q.FirstToken})
+		decode = append(decode, window{q.FirstToken, q.End})
+		prefillSeconds += float64(q.FirstToken-q.PrefillStart) / 1e9
+	}
+	hasMetric := func(m string) bool {
+		return slices.ContainsFunc(points, func(p Point) bool { return p.Metric == m })
+	}
+	rateCheck := fmt.Sprintf("tensor ticks in prefill >= %.1f/s", MinTickRate)
+	tensorCheck := fmt.Sprintf("tensor prefill - decode >= %.2f", MinTensorGap)
+	dramCheck := fmt.Sprintf("dram decode - prefill >= %.2f", MinDRAMGap)
+	if !hasMetric(metricTensor) {
+		detail := "not in capture: " + metricTensor + " (no GPM on this GPU or driver)"
+		return []Row{{Status: NA, Check: rateCheck, Detail: detail}, {Status: NA, Check: tensorCheck, Detail: detail},
+			{Status: NA, Check: dramCheck, Detail: "not in capture: " + metricDRAM}}
+	}
+	var rows []Row
+	tp, ntp := tickStats(points, metricTensor, prefill)
+	td, ntd := tickStats(points, metricTensor, decode)
+	rate := float64(ntp) / prefillSeconds
+	rows = append(rows, Row{Status: statusOf(rate >= MinTickRate), Check: rateCheck,
+		Detail: fmt.Sprintf("%.1f/s (%d ticks in %.1f s)", rate, ntp, prefillSeconds)})
+	rows = append(rows, gapRow(tensorCheck, tp, ntp, td, ntd, MinTensorGap, "prefill", "decode"))
+	if !hasMetric(metricDRAM) {
+		return append(rows, Row{Status: NA, Check: dramCheck, Detail: "not in capture: " + metricDRAM})
+	}
+	dp, ndp := tickStats(points, metricDRAM, prefill)
+	dd, ndd := tickStats(points, metricDRAM, decode)
+	return append(rows, gapRow(dramCheck, dd, ndd, dp, ndp, MinDRAMGap, "decode", "prefill"))
+}
+
+// gapRow checks hi - lo >= gap, failing when either side had no tick.
+func gapRow(check string, hi float64, nhi int, lo float64, nlo int, gap float64, hiName, loName string) Row {
+	row := Row{Check: check, Detail: fmt.Sprintf("%.2f (%s, %d ticks) vs %.2f (%s, %d ticks)", hi, hiName, nhi, lo, loName, nlo)}
+	if nhi == 0 || nlo == 0 {
+		row.Status = Fail
+		row.Detail = fmt.Sprintf("no tick wholly inside the %s or %s windows (%d, %d)", hiName, loName, nhi, nlo)
+		return row
+	}
+	row.Status = statusOf(hi-lo >= gap)
+	return row
+}
+
+// Table renders the join report: per request its rows, then the tick rows
+// and a final JOIN line.
+func (r JoinReport) Table() string {
+	const format = "%-14s %-6s %-38s %s\n"
+	var b strings.Builder
+	gpu := r.GPU
+	if gpu == "" {
+		gpu = "all GPUs in the capture"
+	}
+	fmt.Fprintf(&b, "gpu-check join: %s; spans the processor enriched against the workload's own measurements\n", gpu)
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	for _, s := range r.Skipped {
+		fmt.Fprintf(&b, "skipped: %s: %s\n", s.Part, s.Reason)
+	}
+	rule := strings.Repeat("-", 96) + "\n"
+	b.WriteString(rule)
+	fmt.Fprintf(&b, format, "REQUEST", "RESULT", "EXPECTATION", "VALUE")
+	for _, q := range r.Requests {
+		b.WriteString(rule)
+		name := q.ID
+		for _, row := range q.Rows {
+			fmt.Fprintf(&b, format, name, row.Status, row.Check, row.Detail)
+			name = ""
+		}
+	}
+	b.WriteString(rule)
+	name := "ticks"
+	for _, row := range r.Ticks {
+		fmt.Fprintf(&b, format, name, row.Status, row.Check, row.Detail)
+		name = ""
+	}
+	b.WriteString(rule)
+	switch n := r.Failed(); {
+	case n > 0:
+		fmt.Fprintf(&b, "JOIN: FAIL (%d failed)\n", n)
+	case r.Incomplete():
+		b.WriteString("JOIN: INCOMPLETE (some parts could not run; see skipped and n/a)\n")
+	default:
+		b.WriteString("JOIN: PASS\n")
+	}
+	return b.String()
+}
