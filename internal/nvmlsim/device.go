@@ -103,6 +103,26 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 	return d
 }
 
+// script is activity given segment by segment (WithScript).
+type script []Segment
+
+func (s script) At(t int64) Segment { return infersim.SegmentAt(s, t) }
+
+func (s script) Integrate(from, to int64) Totals {
+	var tot Totals
+	if to > from {
+		tot.Seconds = float64(to-from) / 1e9
+		infersim.Accumulate(&tot, s, from, to)
+	}
+	return tot
+}
+
+// follow makes the device follow w, with its weights as its only memory.
+func (d *Device) follow(w workload) {
+	d.work, d.sched = w, nil
+	d.engineMemory = d.weights
+}
+
 // Schedule returns the sequential schedule the device follows, or nil when
 // it serves a batching engine.
 func (d *Device) Schedule() *Schedule { return d.sched }

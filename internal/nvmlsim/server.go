@@ -51,10 +51,17 @@ type Option func(*options)
 type options struct {
 	mig      bool
 	scenario string
+	script   []Segment
 }
 
 // WithMIG puts every GPU in MIG mode, split into two 3-slice GPU instances.
 func WithMIG() Option { return func(o *options) { o.mig = true } }
+
+// WithScript makes every GPU follow segs instead of a scenario: activity
+// known to the nanosecond, for tests that look for it in what is read.
+// segs must be in time order and contiguous, and cover every moment the
+// GPUs are read (the last segment stands for any time after it).
+func WithScript(segs []Segment) Option { return func(o *options) { o.script = segs } }
 
 // ScenarioSequential is the one-request-at-a-time schedule (see Schedule):
 // what New runs unless WithScenario names a batching scenario.
@@ -132,6 +139,9 @@ func New(model string, count int, seed uint64, now func() time.Time, opts ...Opt
 	}
 	for i, d := range mock.Devices {
 		dev := newDevice(d.(*server.Device), m, seed, i, now, s.node)
+		if o.script != nil {
+			dev.follow(script(o.script))
+		}
 		if o.mig {
 			dev.enableMIG(seed)
 		}

@@ -43,6 +43,11 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 		v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
 		var x uint64
 		switch v.FieldId {
+		case nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+			x = uint64((d.baseJ + d.acc.Joules) * 1000) // mJ
+		case nvml.FI_DEV_POWER_INSTANT:
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			x = uint64(d.work.At(d.accAt).PowerW * 1000) // mW, now
 		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP:
 			x = uint64(d.acc.CappedSeconds * 1e9)
 		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN:

@@ -131,9 +131,8 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 
 	rcfg.Backend = gpuvizreceiver.BackendSimulated
 	rcfg.XidEvents.Enabled = false // its goroutine waits in real time
-	scr, err := gpuvizreceiver.NewScraper(rcfg, receivertest.NewNopSettings(component.MustNewType("gpuviz")), lib, gpuvizreceiver.BackendSimulated, now)
-	require.NoError(t, err)
-	require.NoError(t, scr.Start(ctx, componenttest.NewNopHost()))
+	recv := gpuvizreceiver.NewDriven(rcfg, receivertest.NewNopSettings(component.MustNewType("gpuviz")), lib, gpuvizreceiver.BackendSimulated, now)
+	require.NoError(t, recv.Start(ctx))
 
 	fac := &factory{cores: map[*Config]*core{}}
 	set := processortest.NewNopSettings(metadata.Type)
@@ -155,16 +154,33 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	env := inferspans.Env{Host: accuracyHost, GPUIDs: ids}
 	interval := int64(rcfg.CollectionInterval)
 	nextScrape := start + int64(rcfg.InitialDelay) // the controller's first scrape, then every interval
+	// The sampling clock ticks every samples.interval; the harness sends
+	// spans and releases every accuracyTick.
+	tickEvery, nextTick := int64(rcfg.Samples.Interval), start+int64(rcfg.Samples.Interval)
+	if !rcfg.Samples.Enabled {
+		nextTick = math.MaxInt64
+	}
+	nextStep := start + int64(accuracyTick)
 	last := start
 	tail := int64(pcfg.MaxWait) + 2*interval
-	for t0 := start + int64(accuracyTick); t0 <= end+tail; t0 += int64(accuracyTick) {
+	for t0 := min(nextScrape, nextTick, nextStep); t0 <= end+tail; t0 = min(nextScrape, nextTick, nextStep) {
 		clock.Store(t0)
 		if t0 >= nextScrape {
-			md, err := scr.ScrapeMetrics(ctx)
+			md, err := recv.Scrape(ctx)
 			require.NoError(t, err)
 			require.NoError(t, mp.ConsumeMetrics(ctx, md))
 			nextScrape += interval
 		}
+		if t0 >= nextTick {
+			if md, ok := recv.Tick(); ok {
+				require.NoError(t, mp.ConsumeMetrics(ctx, md))
+			}
+			nextTick += tickEvery
+		}
+		if t0 < nextStep {
+			continue
+		}
+		nextStep += int64(accuracyTick)
 		to := min(t0-int64(accuracySettle), end)
 		if to > last {
 			td := ptrace.NewTraces()
@@ -180,7 +196,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	}
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
-	require.NoError(t, scr.Shutdown(ctx))
+	require.NoError(t, recv.Shutdown(ctx))
 	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), tracesOut.AllTraces()
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
@@ -50,15 +51,37 @@ type Config struct {
 	_ struct{}
 }
 
-// SamplesConfig configures reading NVML's own high-rate sample buffers.
+// SamplesConfig configures sub-second data: the receiver's own sampling
+// clock and the driver's sample buffers.
 type SamplesConfig struct {
-	// Enabled reads every sample taken since the previous scrape (GPU and
-	// memory-controller busy time, power, SM clock) and emits each with its
-	// own timestamp.
+	// Enabled runs the sampling clock: every Interval, per GPU, a GPM
+	// sample, the energy counter, instantaneous power and the cumulative
+	// throttle times, each point with its own timestamp; and every
+	// FlushInterval the driver's sample buffers (GPU and memory-controller
+	// busy time, power, SM clock). Off, those are read once per scrape.
 	Enabled bool `mapstructure:"enabled"`
+	// Interval is the sampling clock's tick.
+	Interval time.Duration `mapstructure:"interval"`
+	// FlushInterval is how often what the ticks read enters the pipeline:
+	// a downstream gpuviz processor releases a span once the GPU data
+	// covering its end has arrived, so this bounds how long spans are held.
+	FlushInterval time.Duration `mapstructure:"flush_interval"`
+	// MaxPendingTicks bounds the ticks read but not yet handed on, when
+	// the pipeline is slower than the clock. Beyond it ticks are skipped
+	// (counted): cumulative readings lose nothing, the next GPM interval
+	// covers the gap.
+	MaxPendingTicks int `mapstructure:"max_pending_ticks"`
 
 	_ struct{}
 }
+
+// gpmMinInterval is the shortest span between two GPM samples NVML
+// computes metrics over.
+const gpmMinInterval = 100 * time.Millisecond
+
+// maxPendingTicks caps samples.max_pending_ticks at about 4 MiB of pending
+// points per 8 GPUs (see docs/benchmarks.md for bytes per tick).
+const maxPendingTicks = 1000
 
 // ProcessesConfig configures per-process GPU use.
 type ProcessesConfig struct {
@@ -160,6 +183,9 @@ func (cfg *Config) Validate() error {
 			}
 		}
 	}
+	if cfg.Samples.Enabled {
+		errs = append(errs, cfg.Samples.validate(cfg.CollectionInterval)...)
+	}
 	if cfg.Processes.Enabled && (cfg.Processes.Top < 1 || cfg.Processes.Top > maxProcessesPerGPU) {
 		errs = append(errs, fmt.Errorf("processes.top: %d is out of range: report 1 to %d processes per GPU", cfg.Processes.Top, maxProcessesPerGPU))
 	}
@@ -180,4 +206,22 @@ func (cfg *Config) Validate() error {
 		seen[d] = true
 	}
 	return errors.Join(errs...)
+}
+
+func (c *SamplesConfig) validate(collection time.Duration) []error {
+	var errs []error
+	if c.Interval < gpmMinInterval {
+		errs = append(errs, fmt.Errorf("samples.interval: %v is too short: GPM needs at least %v between samples", c.Interval, gpmMinInterval))
+	} else if collection > 0 && c.Interval > collection {
+		errs = append(errs, fmt.Errorf("samples.interval: %v is longer than collection_interval (%v): the clock is for sub-interval data", c.Interval, collection))
+	}
+	if c.FlushInterval < c.Interval {
+		errs = append(errs, fmt.Errorf("samples.flush_interval: %v is shorter than samples.interval (%v): a flush would carry no tick", c.FlushInterval, c.Interval))
+	}
+	if c.MaxPendingTicks < 1 || c.MaxPendingTicks > maxPendingTicks {
+		errs = append(errs, fmt.Errorf("samples.max_pending_ticks: %d is out of range: 1 to %d", c.MaxPendingTicks, maxPendingTicks))
+	} else if c.Interval > 0 && c.FlushInterval/c.Interval >= time.Duration(c.MaxPendingTicks) {
+		errs = append(errs, fmt.Errorf("samples.max_pending_ticks: %d ticks do not last one flush_interval (%v at %v): every flush would skip ticks", c.MaxPendingTicks, c.FlushInterval, c.Interval))
+	}
+	return errs
 }

@@ -30,7 +30,7 @@ func createDefaultConfig() component.Config {
 		MetricsBuilderConfig: metadata.NewDefaultMetricsBuilderConfig(),
 		Backend:              BackendNVML,
 		Simulated:            SimulatedConfig{Model: "h200", GPUs: 8, Seed: 1, Scenario: nvmlsim.DefaultScenario},
-		Samples:              SamplesConfig{Enabled: true},
+		Samples:              SamplesConfig{Enabled: true, Interval: defaultSampleInterval, FlushInterval: time.Second, MaxPendingTicks: 40},
 		Processes:            ProcessesConfig{Enabled: true, Top: 10},
 		XidEvents:            XidEventsConfig{Enabled: true},
 	}
@@ -43,6 +43,17 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	return scraperhelper.NewMetricsController(&c.ControllerConfig, set, next,
+	controller, err := scraperhelper.NewMetricsController(&c.ControllerConfig, set, next,
 		scraperhelper.AddMetricsScraper(metadata.Type, sc))
+	if err != nil {
+		return nil, err
+	}
+	if !c.Samples.Enabled {
+		return controller, nil
+	}
+	sp, err := newSampler(s, set, next)
+	if err != nil {
+		return nil, err
+	}
+	return &sampledReceiver{Metrics: controller, sampler: sp}, nil
 }

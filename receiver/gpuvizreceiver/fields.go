@@ -23,7 +23,6 @@ type fieldSpec struct {
 const allLinks = math.MaxUint32
 
 var (
-	throttleTime = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuThrottleTime.Enabled }
 	pcieBytes    = func(m *metadata.MetricsConfig) bool { return m.HwGpuIo.Enabled }
 	nvlinkBytes  = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuNvlinkIo.Enabled }
 	nvlinkErrors = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuNvlinkErrors.Enabled }
@@ -42,11 +41,6 @@ var (
 )
 
 var fieldSpecs = []fieldSpec{
-	{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP, throttleTime},
-	{nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST, throttleTime},
-	{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, throttleTime},
-	{nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, throttleTime},
-	{nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, throttleTime},
 	{nvml.FI_DEV_PCIE_COUNT_RX_BYTES, pcieBytes},
 	{nvml.FI_DEV_PCIE_COUNT_TX_BYTES, pcieBytes},
 	{nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, nvlinkBytes},
@@ -165,20 +159,7 @@ func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestam
 	x := decodeValue(nvml.ValueType(v.ValueType), v.Value)
 	mb := s.mb
 	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
-	throttled := func(r metadata.AttributeNvidiaGpuThrottleReason) {
-		mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, x/1e9, id, name, r)
-	}
 	switch v.FieldId {
-	case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP:
-		throttled(metadata.AttributeNvidiaGpuThrottleReasonSwPowerCap)
-	case nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST:
-		throttled(metadata.AttributeNvidiaGpuThrottleReasonSyncBoost)
-	case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN:
-		throttled(metadata.AttributeNvidiaGpuThrottleReasonSwThermalSlowdown)
-	case nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN:
-		throttled(metadata.AttributeNvidiaGpuThrottleReasonHwThermalSlowdown)
-	case nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN:
-		throttled(metadata.AttributeNvidiaGpuThrottleReasonHwPowerBrake)
 	case nvml.FI_DEV_PCIE_COUNT_RX_BYTES:
 		total := g.counters.pcie[rx].observe(uint64(x), fieldWidth(v))
 		mb.RecordHwGpuIoDataPoint(ts, int64(total), id, name, vendor, model, driver, metadata.AttributeNetworkIoDirectionReceive)

@@ -24,10 +24,6 @@ var gpmMetrics = [...]nvml.GpmMetricId{
 	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
 }
 
-// gpmMinInterval is the shortest span between two GPM samples NVML
-// computes metrics over.
-const gpmMinInterval = 100 * time.Millisecond
-
 // gpmState holds a GPU's two GPM sample buffers: the previous scrape's
 // sample is kept, so each scrape's metrics cover the whole interval since
 // the last one.
@@ -43,16 +39,6 @@ func gpmEnabled(m *metadata.MetricsConfig) bool {
 	return m.NvidiaGpuSmActivity.Enabled || m.NvidiaGpuSmOccupancy.Enabled || m.NvidiaGpuTensorActivity.Enabled ||
 		m.NvidiaGpuDramActivity.Enabled || m.NvidiaGpuPipeActivity.Enabled || m.NvidiaGpuPcieThroughput.Enabled ||
 		m.NvidiaGpuNvlinkThroughput.Enabled
-}
-
-// openGPM allocates a GPU's sample buffers when the driver and the GPU
-// support GPM; it returns nil otherwise.
-func openGPM(lib nvml.Interface, dev nvml.Device) *gpmState {
-	sup, ret := lib.GpmQueryDeviceSupport(dev)
-	if ret != nvml.SUCCESS || sup.IsSupportedDevice == 0 {
-		return nil
-	}
-	return newGPMState(lib)
 }
 
 // newGPMState allocates the two sample buffers; nil when NVML cannot.
@@ -103,22 +89,14 @@ func (st *gpmState) measure(lib nvml.Interface, now time.Time, take func(nvml.Gp
 	return req, nvml.SUCCESS
 }
 
-func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
-	if g.gpm == nil {
-		return nvml.ERROR_NOT_SUPPORTED
-	}
-	req, ret := g.gpm.measure(s.lib, s.now(), func(smp nvml.GpmSample) nvml.Return { return s.lib.GpmSampleGet(g.dev, smp) })
-	if req == nil {
-		return ret
-	}
-	mb := s.mb
+// recordGPM records one GPU-wide GPM interval ending at ts.
+func recordGPM(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, v *gpmValues) {
 	id, name := g.id, g.name
 	for i := range gpmMetrics {
-		m := &req.Metrics[i]
-		if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {
+		if !v.valid[i] {
 			continue
 		}
-		ratio, mibps := m.Value/100, m.Value*(1<<20)
+		ratio, mibps := v.v[i]/100, v.v[i]*(1<<20)
 		switch gpmMetrics[i] {
 		case nvml.GPM_METRIC_SM_UTIL:
 			mb.RecordNvidiaGpuSmActivityDataPoint(ts, ratio, id, name)
@@ -144,5 +122,24 @@ func (s *gpuScraper) readGPM(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
 		}
 	}
-	return nvml.SUCCESS
+}
+
+// recordMIGGPM records one GPU instance's GPM interval on one of its
+// compute instances.
+func recordMIGGPM(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, a *migActivity) {
+	in := &a.inst
+	for i := range gpmMetrics {
+		if !a.gpm.valid[i] {
+			continue
+		}
+		v := a.gpm.v[i] / 100
+		switch gpmMetrics[i] {
+		case nvml.GPM_METRIC_SM_UTIL:
+			mb.RecordNvidiaGpuMigSmActivityDataPoint(ts, v, g.id, g.name, in.uuid, in.gi, in.ci, in.profile)
+		case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
+			mb.RecordNvidiaGpuMigTensorActivityDataPoint(ts, v, g.id, g.name, in.uuid, in.gi, in.ci, in.profile)
+		case nvml.GPM_METRIC_DRAM_BW_UTIL:
+			mb.RecordNvidiaGpuMigDramActivityDataPoint(ts, v, g.id, g.name, in.uuid, in.gi, in.ci, in.profile)
+		}
+	}
 }

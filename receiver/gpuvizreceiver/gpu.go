@@ -3,6 +3,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -31,11 +32,19 @@ type gpu struct {
 	fields    fieldRequest // the field values read in one batched call
 	counters  counters     // cumulative byte counters built from wrapping ones
 	pcieMax   [2]int       // max PCIe generation and width, read once
-	gpm       *gpmState    // nil when the GPU has no GPM
 	mig       migState
-	samples   sampleState
 	processes processState
 	xids      xidCounts
+	// tick holds the fast readings' state; the sampling clock owns it when
+	// samples are on, the scrape otherwise.
+	tick *tickState
+	// tickStalled is set while the sampling clock's calls on this GPU have
+	// not returned within a tick: the GPU reports degraded.
+	tickStalled atomic.Bool
+	// tickAbandoned is set when a call of the sampling clock had still not
+	// returned at shutdown: its buffers may still be in use, so they are
+	// not freed.
+	tickAbandoned bool
 	// health is what the latest readings say about the GPU's state beyond
 	// answering calls: ok, degraded (pending remap, new uncorrected ECC
 	// errors or Xids) or failed (a failed remap).

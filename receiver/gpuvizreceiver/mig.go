@@ -9,14 +9,13 @@ import (
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
-// migState is what the receiver keeps about a GPU's MIG devices. The
-// layout can change while the receiver runs (an operator re-partitions the
-// GPU), so the devices are enumerated every scrape; what is per GPU
-// instance — its profile name and GPM sample buffers — is kept while the
-// instance exists.
+// migState is what the scrape keeps about a GPU's MIG devices. The layout
+// can change while the receiver runs (an operator re-partitions the GPU),
+// so the devices are enumerated every scrape and handed to the tick, which
+// samples GPM per GPU instance; profile names are kept while the instance
+// exists.
 type migState struct {
-	profiles map[int]string    // GPU instance ID → profile name
-	gpm      map[int]*gpmState // GPU instance ID → GPM buffers
+	profiles map[int]string // GPU instance ID → profile name
 }
 
 func migEnabled(m *metadata.MetricsConfig) bool {
@@ -27,9 +26,10 @@ func migGPMEnabled(m *metadata.MetricsConfig) bool {
 	return m.NvidiaGpuMigSmActivity.Enabled || m.NvidiaGpuMigTensorActivity.Enabled || m.NvidiaGpuMigDramActivity.Enabled
 }
 
-// readMIG reports one set of series per MIG device of a GPU in MIG mode.
-// GPUs without MIG answer NOT_SUPPORTED once and are not asked again; a
-// MIG-capable GPU with MIG off costs one call a scrape.
+// readMIG reports one set of memory series per MIG device of a GPU in MIG
+// mode and hands the layout to the GPU's tick. GPUs without MIG answer
+// NOT_SUPPORTED once and are not asked again; a MIG-capable GPU with MIG
+// off costs one call a scrape.
 func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	mode, _, ret := g.dev.GetMigMode()
 	if ret != nvml.SUCCESS {
@@ -37,18 +37,19 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	}
 	st := &g.mig
 	if mode != nvml.DEVICE_MIG_ENABLE {
-		st.release(s.lib, nil)
+		st.profiles = nil
+		g.tick.migLayout.Store(nil)
 		return nvml.SUCCESS
 	}
 	if st.profiles == nil {
-		st.profiles, st.gpm = map[int]string{}, map[int]*gpmState{}
+		st.profiles = map[int]string{}
 	}
 	slots, ret := g.dev.GetMaxMigDeviceCount()
 	if ret != nvml.SUCCESS {
 		return ret
 	}
 	live := map[int]bool{}
-	var measured map[int]*nvml.GpmMetricsGetType
+	var layout []migInstance
 	for i := range slots {
 		mig, ret := g.dev.GetMigDeviceHandleByIndex(i)
 		if ret == nvml.ERROR_NOT_FOUND || ret == nvml.ERROR_INVALID_ARGUMENT {
@@ -70,65 +71,22 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			return ret
 		}
 		live[gi] = true
-		profile := st.profile(g.dev, gi)
-		id, name, gi64, ci64 := g.id, g.name, int64(gi), int64(ci)
-
+		inst := migInstance{uuid: uuid, profile: st.profile(g.dev, gi), gi: int64(gi), ci: int64(ci)}
+		layout = append(layout, inst)
 		if s.cfg.Metrics.NvidiaGpuMigMemoryUsage.Enabled || s.cfg.Metrics.NvidiaGpuMigMemoryLimit.Enabled {
 			if mem, ret := mig.GetMemoryInfo(); ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuMigMemoryUsageDataPoint(ts, int64(mem.Used), id, name, uuid, gi64, ci64, profile)
-				s.mb.RecordNvidiaGpuMigMemoryLimitDataPoint(ts, int64(mem.Total), id, name, uuid, gi64, ci64, profile)
-			}
-		}
-		if g.gpm == nil || !migGPMEnabled(&s.cfg.Metrics) { // GPM: the GPU must support it
-			continue
-		}
-		// GPM samples a GPU instance: measure each once, record on each of
-		// its compute instances.
-		if measured == nil {
-			measured = map[int]*nvml.GpmMetricsGetType{}
-		}
-		req, done := measured[gi]
-		if !done {
-			req = st.measureGPM(s, g, gi)
-			measured[gi] = req
-		}
-		if req == nil {
-			continue
-		}
-		for k := range gpmMetrics {
-			m := &req.Metrics[k]
-			if nvml.Return(m.NvmlReturn) != nvml.SUCCESS {
-				continue
-			}
-			switch gpmMetrics[k] {
-			case nvml.GPM_METRIC_SM_UTIL:
-				s.mb.RecordNvidiaGpuMigSmActivityDataPoint(ts, m.Value/100, id, name, uuid, gi64, ci64, profile)
-			case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
-				s.mb.RecordNvidiaGpuMigTensorActivityDataPoint(ts, m.Value/100, id, name, uuid, gi64, ci64, profile)
-			case nvml.GPM_METRIC_DRAM_BW_UTIL:
-				s.mb.RecordNvidiaGpuMigDramActivityDataPoint(ts, m.Value/100, id, name, uuid, gi64, ci64, profile)
+				s.mb.RecordNvidiaGpuMigMemoryUsageDataPoint(ts, int64(mem.Used), g.id, g.name, uuid, inst.gi, inst.ci, inst.profile)
+				s.mb.RecordNvidiaGpuMigMemoryLimitDataPoint(ts, int64(mem.Total), g.id, g.name, uuid, inst.gi, inst.ci, inst.profile)
 			}
 		}
 	}
-	st.release(s.lib, live)
+	for gi := range st.profiles {
+		if !live[gi] {
+			delete(st.profiles, gi)
+		}
+	}
+	g.tick.migLayout.Store(&layout)
 	return nvml.SUCCESS
-}
-
-// measureGPM runs a GPU instance's GPM interval; nil until it has two
-// samples far enough apart, or when GPM fails for it.
-func (st *migState) measureGPM(s *gpuScraper, g *gpu, gi int) *nvml.GpmMetricsGetType {
-	buf, ok := st.gpm[gi]
-	if !ok {
-		buf = newGPMState(s.lib)
-		st.gpm[gi] = buf // nil too: NVML could not allocate, do not retry every scrape
-	}
-	if buf == nil {
-		return nil
-	}
-	req, _ := buf.measure(s.lib, s.now(), func(smp nvml.GpmSample) nvml.Return {
-		return s.lib.GpmMigSampleGet(g.dev, gi, smp)
-	})
-	return req
 }
 
 // profile names a GPU instance's profile the way nvidia-smi does
@@ -148,22 +106,4 @@ func (st *migState) profile(dev nvml.Device, gi int) string {
 	}
 	st.profiles[gi] = p
 	return p
-}
-
-// release forgets GPU instances that no longer exist (all of them when
-// live is nil) and frees their GPM buffers.
-func (st *migState) release(lib nvml.Interface, live map[int]bool) {
-	for gi, buf := range st.gpm {
-		if !live[gi] {
-			if buf != nil {
-				buf.free(lib)
-			}
-			delete(st.gpm, gi)
-		}
-	}
-	for gi := range st.profiles {
-		if !live[gi] {
-			delete(st.profiles, gi)
-		}
-	}
 }

@@ -47,7 +47,7 @@ func withMIG(lib *server.Server) (migs []*mock.Device) {
 func TestMIGDevicesGetTheirOwnSeries(t *testing.T) {
 	lib := fixtureServer(2)
 	withMIG(lib)
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 	_, err := s.scrape(context.Background())
 	require.NoError(t, err)
 	time.Sleep(gpmMinInterval)
@@ -77,7 +77,7 @@ func TestMIGDevicesGetTheirOwnSeries(t *testing.T) {
 	assert.Len(t, tensor, 3)
 	// GPM samples GPU instances: two instances, two samples each per scrape.
 	assert.Len(t, lib.GpmMigSampleGetCalls(), 4)
-	assert.Len(t, s.gpus[0].mig.gpm, 2)
+	assert.Len(t, s.gpus[0].tick.migGPM, 2)
 	// GPU 1 has MIG off: no MIG series.
 	assert.Empty(t, pointsOf(m, "nvidia.gpu.mig.memory.usage", nil)[device(lib, 1).UUID])
 }
@@ -85,10 +85,10 @@ func TestMIGDevicesGetTheirOwnSeries(t *testing.T) {
 func TestMIGInstancesThatGoAwayAreForgotten(t *testing.T) {
 	lib := fixtureServer(1)
 	migs := withMIG(lib)
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 	_, err := s.scrape(context.Background())
 	require.NoError(t, err)
-	require.Len(t, s.gpus[0].mig.gpm, 2)
+	require.Len(t, s.gpus[0].tick.migGPM, 2)
 
 	// The operator re-partitions: GPU instance 2 is destroyed.
 	device(lib, 0).GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
@@ -100,20 +100,20 @@ func TestMIGInstancesThatGoAwayAreForgotten(t *testing.T) {
 	freed := len(lib.GpmSampleFreeCalls())
 	_, err = s.scrape(context.Background())
 	require.NoError(t, err)
-	assert.Len(t, s.gpus[0].mig.gpm, 1)
+	assert.Len(t, s.gpus[0].tick.migGPM, 1)
 	assert.Len(t, lib.GpmSampleFreeCalls(), freed+2, "its two GPM buffers are freed")
 
 	// MIG is switched off (after a GPU reset): everything goes.
 	device(lib, 0).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.SUCCESS }
 	_, err = s.scrape(context.Background())
 	require.NoError(t, err)
-	assert.Empty(t, s.gpus[0].mig.gpm)
+	assert.Empty(t, s.gpus[0].tick.migGPM)
 }
 
 func TestNoMIGOnGPUsWithoutIt(t *testing.T) {
 	lib := fixtureServer(1)
 	device(lib, 0).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.ERROR_NOT_SUPPORTED }
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 	for range 3 {
 		_, err := s.scrape(context.Background())
 		require.NoError(t, err)
@@ -122,7 +122,7 @@ func TestNoMIGOnGPUsWithoutIt(t *testing.T) {
 }
 
 func TestSimulatedMIG(t *testing.T) {
-	cfg := defaultConfig()
+	cfg := scrapeOnly()
 	cfg.Backend = BackendSimulated
 	cfg.Simulated.GPUs = 2
 	cfg.Simulated.MIG = true

@@ -19,8 +19,6 @@ const (
 	readEncoder
 	readDecoder
 	readMemory
-	readPower
-	readEnergy
 	readTemperature
 	readClockGraphics
 	readClockSM
@@ -32,8 +30,6 @@ const (
 	readFieldValues
 	readPCIeLink
 	readPCIeThroughput
-	readGPM
-	readSamples
 	readProcesses
 	readMIG
 	readingCount
@@ -102,28 +98,7 @@ var readings = [readingCount]readingSpec{
 			return ret
 		},
 	},
-	readPower: {
-		name:    "power",
-		enabled: func(c *Config) bool { return c.Metrics.HwPower.Enabled },
-		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
-			mw, ret := g.dev.GetPowerUsage()
-			if ret == nvml.SUCCESS {
-				s.mb.RecordHwPowerDataPoint(ts, float64(mw)/1000, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu)
-			}
-			return ret
-		},
-	},
-	readEnergy: {
-		name:    "energy",
-		enabled: func(c *Config) bool { return c.Metrics.HwEnergy.Enabled },
-		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
-			mj, ret := g.dev.GetTotalEnergyConsumption()
-			if ret == nvml.SUCCESS {
-				s.mb.RecordHwEnergyDataPoint(ts, float64(mj)/1000, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu)
-			}
-			return ret
-		},
-	},
+
 	readTemperature: {
 		name:    "temperature",
 		enabled: func(c *Config) bool { return c.Metrics.HwTemperature.Enabled },
@@ -174,16 +149,7 @@ var readings = [readingCount]readingSpec{
 		enabled: func(c *Config) bool { return c.Metrics.HwGpuIo.Enabled },
 		read:    (*gpuScraper).readPCIeThroughput,
 	},
-	readGPM: {
-		name:    "GPM",
-		enabled: func(c *Config) bool { return gpmEnabled(&c.Metrics) },
-		read:    (*gpuScraper).readGPM,
-	},
-	readSamples: {
-		name:    "samples",
-		enabled: func(c *Config) bool { return c.Samples.Enabled && samplesEnabled(&c.Metrics) },
-		read:    (*gpuScraper).readSamples,
-	},
+
 	readProcesses: {
 		name:    "processes",
 		enabled: func(c *Config) bool { return c.Processes.Enabled && processesEnabled(&c.Metrics) },

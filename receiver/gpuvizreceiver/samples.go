@@ -16,7 +16,7 @@ var sampleKinds = [...]nvml.SamplingType{
 }
 
 // sampleState remembers, per buffer, the newest sample already emitted, so
-// each sample is emitted exactly once across scrapes, and which buffers the
+// each sample is emitted exactly once across drains, and which buffers the
 // GPU does not keep.
 type sampleState struct {
 	lastSeen    [len(sampleKinds)]uint64 // µs, NVML's clock
@@ -28,18 +28,18 @@ func samplesEnabled(m *metadata.MetricsConfig) bool {
 		m.NvidiaGpuSamplesPower.Enabled || m.NvidiaGpuSamplesSmClock.Enabled
 }
 
-func (s *gpuScraper) readSamples(g *gpu, _ pcommon.Timestamp) nvml.Return {
-	st := &g.samples
-	var answered bool
+// drain appends to r every sample taken since the previous drain. It
+// returns the first failure, or SUCCESS (also when the GPU keeps no
+// buffers: those are not asked again).
+func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 	for k, kind := range sampleKinds {
 		if st.unsupported[k] {
 			continue
 		}
-		vt, samples, ret := g.dev.GetSamples(kind, st.lastSeen[k])
+		vt, samples, ret := dev.GetSamples(kind, st.lastSeen[k])
 		switch ret {
 		case nvml.SUCCESS:
 		case nvml.ERROR_NOT_FOUND: // nothing newer than lastSeen
-			answered = true
 			continue
 		case nvml.ERROR_NOT_SUPPORTED:
 			st.unsupported[k] = true
@@ -47,30 +47,26 @@ func (s *gpuScraper) readSamples(g *gpu, _ pcommon.Timestamp) nvml.Return {
 		default:
 			return ret
 		}
-		answered = true
 		for _, smp := range samples {
 			if smp.TimeStamp <= st.lastSeen[k] {
 				continue
 			}
 			st.lastSeen[k] = smp.TimeStamp
-			s.recordSample(g, kind, pcommon.Timestamp(smp.TimeStamp*1000), decodeValue(vt, smp.SampleValue))
+			r.samples = append(r.samples, driverSample{k, pcommon.Timestamp(smp.TimeStamp * 1000), decodeValue(vt, smp.SampleValue)})
 		}
-	}
-	if !answered {
-		return nvml.ERROR_NOT_SUPPORTED
 	}
 	return nvml.SUCCESS
 }
 
-func (s *gpuScraper) recordSample(g *gpu, kind nvml.SamplingType, ts pcommon.Timestamp, v float64) {
+func recordSample(mb *metadata.MetricsBuilder, g *gpu, kind nvml.SamplingType, ts pcommon.Timestamp, v float64) {
 	switch kind {
 	case nvml.GPU_UTILIZATION_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, v/100, g.id)
+		mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, v/100, g.id)
 	case nvml.MEMORY_UTILIZATION_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, v/100, g.id)
+		mb.RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint(ts, v/100, g.id)
 	case nvml.TOTAL_POWER_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, v/1000, g.id)
+		mb.RecordNvidiaGpuSamplesPowerDataPoint(ts, v/1000, g.id)
 	case nvml.PROCESSOR_CLK_SAMPLES:
-		s.mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, int64(v)*1_000_000, g.id)
+		mb.RecordNvidiaGpuSamplesSmClockDataPoint(ts, int64(v)*1_000_000, g.id)
 	}
 }

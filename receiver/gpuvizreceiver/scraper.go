@@ -113,20 +113,14 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 			s.logger.Error("GPU left out: it could not be identified at start", zap.Error(err))
 			continue
 		}
-		if !s.syms.totalEnergy {
-			g.unsupported.add(readEnergy)
-		}
 		if !s.syms.clocksEventReasons && !s.syms.clocksThrottleReasons {
 			g.unsupported.add(readThrottleReasons)
 		}
 		g.fields = newFieldRequest(&s.cfg.Metrics)
-		if s.syms.gpm && gpmEnabled(&s.cfg.Metrics) {
-			g.gpm = openGPM(lib, g.dev)
-		}
-		if g.gpm == nil {
-			g.unsupported.add(readGPM)
-			s.logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported",
-				zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+		logger := s.logger.With(zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+		g.tick = newTickState(s.cfg, s.syms, lib, g.dev, logger)
+		if g.tick.gpm == nil && (gpmEnabled(&s.cfg.Metrics) || migGPMEnabled(&s.cfg.Metrics)) {
+			logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported")
 		}
 		s.gpus = append(s.gpus, g)
 	}
@@ -145,10 +139,9 @@ func (s *gpuScraper) shutdown(context.Context) error {
 		s.xid = nil
 	}
 	for _, g := range s.gpus {
-		if g.gpm != nil {
-			g.gpm.free(s.lib)
+		if !g.tickAbandoned {
+			g.tick.free(s.lib)
 		}
-		g.mig.release(s.lib, nil)
 	}
 	ret := s.lib.Shutdown()
 	s.lib = nil
@@ -205,6 +198,18 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 		}
 		break
 	}
+	if !s.cfg.Samples.Enabled && !g.lost {
+		r := g.tick.read(s.lib, s.syms, ts.AsTime(), false)
+		recordTick(s.mb, g, r)
+		if r.failed != nvml.SUCCESS {
+			g.worsen(metadata.AttributeHwStateDegraded)
+			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): fast readings: %w", g.index, g.id, r.failed))
+		}
+	}
+	if g.tickStalled.Load() {
+		g.worsen(metadata.AttributeHwStateDegraded)
+	}
+	s.recordGPMStatus(g, ts)
 	s.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
 	if g.xids.take(func(code uint64, n int64) {
 		s.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, int64(code))
@@ -222,5 +227,20 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 			v = 1
 		}
 		s.mb.RecordHwStatusDataPoint(ts, v, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, st)
+	}
+}
+
+var gpmStates = [...]metadata.AttributeNvidiaGpuGpmState{
+	gpmUnavailable: metadata.AttributeNvidiaGpuGpmStateUnavailable,
+	gpmActive:      metadata.AttributeNvidiaGpuGpmStateActive,
+	gpmInUse:       metadata.AttributeNvidiaGpuGpmStateInUse,
+}
+
+// recordGPMStatus reports whether the GPU's GPM counters are read, held by
+// another client, or not there.
+func (s *gpuScraper) recordGPMStatus(g *gpu, ts pcommon.Timestamp) {
+	cur := g.tick.gpmStatus.Load()
+	for st, attr := range gpmStates {
+		s.mb.RecordNvidiaGpuGpmStatusDataPoint(ts, boolInt(int32(st) == cur), g.id, g.name, attr)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -124,9 +126,9 @@ func fixtureServer(n int) *server.Server {
 // field ID × 1000 + GPU, except retired pages (NOT_SUPPORTED, as on Ampere
 // and newer) and the PCIe byte counters, which grow by 1 GiB per call.
 func fixtureFields(k uint32) func([]nvml.FieldValue) nvml.Return {
-	var calls uint64
+	var calls atomic.Uint64 // the scrape and the sampling clock both call
 	return func(values []nvml.FieldValue) nvml.Return {
-		calls++
+		calls := calls.Add(1)
 		for i := range values {
 			v := &values[i]
 			v.NvmlReturn = uint32(nvml.SUCCESS)
@@ -162,6 +164,14 @@ func startScraper(t *testing.T, cfg *Config, lib nvml.Interface, backend Backend
 
 func defaultConfig() *Config { return createDefaultConfig().(*Config) }
 
+// scrapeOnly is the default configuration with samples off: the scrape then
+// makes the fast readings (GPM, energy, power, throttle time) itself.
+func scrapeOnly() *Config {
+	cfg := defaultConfig()
+	cfg.Samples.Enabled = false
+	return cfg
+}
+
 func compareGolden(t *testing.T, name string, got pmetric.Metrics) {
 	t.Helper()
 	path := filepath.Join("testdata", "golden", name)
@@ -178,33 +188,32 @@ func compareGolden(t *testing.T, name string, got pmetric.Metrics) {
 }
 
 func TestScrapeGolden(t *testing.T) {
-	s := startScraper(t, defaultConfig(), fixtureServer(2), BackendNVML)
-	// The first scrape opens the GPM interval and sets the counters' base;
-	// the second is the steady state.
-	_, err := s.scrape(context.Background())
-	require.NoError(t, err)
-	time.Sleep(gpmMinInterval)
-	m, err := s.scrape(context.Background())
-	require.NoError(t, err)
-	compareGolden(t, "scrape.yaml", m)
+	for name, cfg := range map[string]*Config{
+		"scrape.yaml":             defaultConfig(), // the fast readings are the sampling clock's
+		"scrape_samples_off.yaml": scrapeOnly(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := startScraper(t, cfg, fixtureServer(2), BackendNVML)
+			// The first scrape opens the GPM interval and sets the counters'
+			// base; the second is the steady state.
+			_, err := s.scrape(context.Background())
+			require.NoError(t, err)
+			time.Sleep(gpmMinInterval)
+			m, err := s.scrape(context.Background())
+			require.NoError(t, err)
+			compareGolden(t, name, m)
+		})
+	}
 }
 
 func TestScrapeSimulatedIsMarked(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Backend = BackendSimulated
 	cfg.Simulated.GPUs = 2
-	lib, err := openSimulated(cfg.Simulated)
-	require.NoError(t, err)
-	s := startScraper(t, cfg, lib, BackendSimulated)
 	seen := map[string]bool{}
-	// Two scrapes: GPM compares two samples over 100 ms apart; the first
-	// scrape drains the driver's sample history.
-	for i := range 2 {
-		if i > 0 {
-			time.Sleep(gpmMinInterval)
-		}
-		m, err := s.scrape(context.Background())
-		require.NoError(t, err)
+	// Two scrapes and the ticks between them, flushed: GPM compares two
+	// ticks, the first flush tick drains the driver's sample history.
+	for _, m := range driveSimulated(t, cfg, 2, 8) {
 		backend, ok := m.ResourceMetrics().At(0).Resource().Attributes().Get("gpuviz.backend")
 		require.True(t, ok)
 		assert.Equal(t, "simulated", backend.Str())
@@ -287,10 +296,10 @@ func pointsOf(m pmetric.Metrics, metric string, match map[string]any) map[string
 func TestFailingAndLostGPUsLeaveOthersIntact(t *testing.T) {
 	lib := fixtureServer(4)
 	// GPU 1: one reading fails. GPU 2: lost, every call says so.
-	device(lib, 1).GetPowerUsageFunc = func() (uint32, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+	device(lib, 1).GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
 	lost := device(lib, 2)
 	lost.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST }
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 
 	m, err := s.scrape(context.Background())
 	require.Error(t, err)
@@ -299,14 +308,15 @@ func TestFailingAndLostGPUsLeaveOthersIntact(t *testing.T) {
 	assert.ErrorContains(t, err, "lost")
 	assert.ErrorContains(t, err, "GPU 1")
 
-	power := pointsOf(m, "hw.power", nil)
-	assert.Len(t, power, 2, "power of GPUs 0 and 3 only")
-	assert.Contains(t, power, device(lib, 0).UUID)
-	assert.Contains(t, power, device(lib, 3).UUID)
-	// GPU 1 lost only its power reading.
-	assert.Len(t, pointsOf(m, "hw.temperature", nil), 3)
+	temperature := pointsOf(m, "hw.temperature", nil)
+	assert.Len(t, temperature, 2, "temperature of GPUs 0 and 3 only")
+	assert.Contains(t, temperature, device(lib, 0).UUID)
+	assert.Contains(t, temperature, device(lib, 3).UUID)
+	// GPU 1 lost only its temperature reading.
+	assert.Len(t, pointsOf(m, "hw.power", nil), 3)
 	// The lost GPU made no further calls in this scrape.
-	assert.Empty(t, lost.GetPowerUsageCalls())
+	assert.Empty(t, lost.GetTemperatureCalls())
+	assert.Empty(t, lost.GetFieldValuesCalls())
 
 	state := func(id string) map[string]float64 {
 		out := map[string]float64{}
@@ -325,9 +335,9 @@ func TestFailingAndLostGPUsLeaveOthersIntact(t *testing.T) {
 	// The GPU comes back: it is read again and reported ok.
 	lost.GetUtilizationRatesFunc = device(lib, 0).GetUtilizationRatesFunc
 	m, err = s.scrape(context.Background())
-	require.Error(t, err) // GPU 1's power still fails
+	require.Error(t, err) // GPU 1's temperature still fails
 	assert.NotContains(t, err.Error(), "lost")
-	assert.Len(t, pointsOf(m, "hw.power", nil), 3)
+	assert.Len(t, pointsOf(m, "hw.temperature", nil), 3)
 	assert.Equal(t, []float64{1}, pointsOf(m, "hw.status", map[string]any{"hw.state": "ok"})[lost.UUID])
 }
 
@@ -338,10 +348,10 @@ func TestUnsupportedReadingIsAskedOnce(t *testing.T) {
 		m, err := s.scrape(context.Background())
 		require.NoError(t, err, "NOT_SUPPORTED is not an error")
 		assert.Empty(t, pointsOf(m, "nvidia.gpu.fan.speed", nil))
-		assert.Len(t, pointsOf(m, "hw.power", nil), 1)
+		assert.Len(t, pointsOf(m, "hw.temperature", nil), 1)
 	}
 	assert.Len(t, device(lib, 0).GetFanSpeedCalls(), 1)
-	assert.Len(t, device(lib, 0).GetPowerUsageCalls(), 3)
+	assert.Len(t, device(lib, 0).GetTemperatureCalls(), 3)
 }
 
 func TestMissingSymbolsAreNeverCalled(t *testing.T) {
@@ -358,13 +368,29 @@ func TestMissingSymbolsAreNeverCalled(t *testing.T) {
 	dev.GetTotalEnergyConsumptionFunc = nil
 	dev.GetMemoryInfo_v2Func = nil
 	dev.MemoryInfo = nvml.Memory{Total: 80 << 30, Used: 30 << 30, Free: 50 << 30}
+	// Nor does the driver have the energy field the tick reads first.
+	dev.GetFieldValuesFunc = withoutFields(dev.GetFieldValuesFunc, nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION)
 
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 	m, err := s.scrape(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, pointsOf(m, "hw.energy", nil))
 	assert.Equal(t, []float64{30 << 30}, pointsOf(m, "hw.gpu.memory.usage", nil)[dev.UUID], "v1 memory call is used")
 	assert.Equal(t, []float64{0.375}, pointsOf(m, "hw.gpu.memory.utilization", nil)[dev.UUID])
+}
+
+// withoutFields makes field values answer NOT_SUPPORTED for ids, as a
+// driver that does not know them does.
+func withoutFields(f func([]nvml.FieldValue) nvml.Return, ids ...uint32) func([]nvml.FieldValue) nvml.Return {
+	return func(values []nvml.FieldValue) nvml.Return {
+		ret := f(values)
+		for i := range values {
+			if slices.Contains(ids, values[i].FieldId) {
+				values[i].NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
+			}
+		}
+		return ret
+	}
 }
 
 func TestDisabledMetricsCostNoCalls(t *testing.T) {
@@ -380,7 +406,7 @@ func TestDisabledMetricsCostNoCalls(t *testing.T) {
 	assert.Empty(t, device(lib, 0).GetMemoryInfo_v2Calls())
 	assert.Empty(t, device(lib, 0).GetClockInfoCalls())
 	assert.Empty(t, pointsOf(m, "hw.gpu.memory.usage", nil))
-	assert.Len(t, pointsOf(m, "hw.power", nil), 1)
+	assert.Len(t, pointsOf(m, "hw.temperature", nil), 1)
 }
 
 func TestDeviceSelection(t *testing.T) {

@@ -19,11 +19,17 @@ import (
 
 func TestSamplesAreEmittedOnceWithTheirTimestamps(t *testing.T) {
 	lib := fixtureServer(1)
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	cfg := defaultConfig()
+	cfg.Samples.FlushInterval = cfg.Samples.Interval // every tick drains
+	clock := newVirtualClock(time.Now())
+	d := startDriven(t, cfg, lib, BackendNVML, clock)
 	seen := map[uint64]int{}
-	for range 3 {
-		m, err := s.scrape(context.Background())
-		require.NoError(t, err)
+	for range 4 { // a tick hands on what the ticks before it read
+		clock.advance(cfg.Samples.Interval)
+		m, ok := d.Tick()
+		if !ok || m.ResourceMetrics().Len() == 0 {
+			continue
+		}
 		rm := m.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 		for i := range rm.Len() {
 			if rm.At(i).Name() != "nvidia.gpu.samples.utilization" {
@@ -126,7 +132,7 @@ func TestContainerID(t *testing.T) {
 
 func TestGPMNeedsTwoSamples(t *testing.T) {
 	lib := fixtureServer(1)
-	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 	m, err := s.scrape(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, pointsOf(m, "nvidia.gpu.tensor.activity", nil), "one sample is not an interval")
@@ -159,7 +165,7 @@ func TestNoGPMOnOlderGPUsOrDrivers(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			lib := fixtureServer(1)
 			hide(lib)
-			s := startScraper(t, defaultConfig(), lib, BackendNVML)
+			s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 			for range 2 {
 				time.Sleep(gpmMinInterval)
 				m, err := s.scrape(context.Background())
@@ -238,7 +244,40 @@ func TestNVMLCallsPerScrape(t *testing.T) {
 	}
 	gpm := len(lib.GpmSampleGetCalls()) + len(lib.GpmMetricsGetCalls()) - gpmBefore
 	t.Logf("NVML calls per GPU per scrape: %d device calls %v + %d GPM calls", total, calls, gpm)
-	assert.Equal(t, 23, total)
-	assert.Equal(t, 2, gpm)
+	assert.Equal(t, 17, total)
+	assert.Zero(t, gpm, "GPM is the sampling clock's")
 	assert.Equal(t, 1, calls["GetFieldValues"], "every field value in one batched call")
+}
+
+// TestNVMLCallsPerTick pins the sampling clock's calls per GPU: one batched
+// field-value call (energy, instant power, throttle times) and one GPM
+// sample and computation per tick, plus the four driver sample buffers on
+// a tick that ends a flush interval.
+func TestNVMLCallsPerTick(t *testing.T) {
+	lib := fixtureServer(1)
+	cfg := defaultConfig()
+	clock := newVirtualClock(time.Now())
+	d := startDriven(t, cfg, lib, BackendNVML, clock)
+	perFlush := ticksPerFlush(cfg.Samples)
+	require.Equal(t, 4, perFlush, "1 s of 250 ms ticks")
+	for range perFlush { // the first flush interval learns what is unsupported
+		clock.advance(cfg.Samples.Interval)
+		d.Tick()
+	}
+	before := nvmlCalls(device(lib, 0))
+	gpmBefore := len(lib.GpmSampleGetCalls()) + len(lib.GpmMetricsGetCalls())
+	for range perFlush {
+		clock.advance(cfg.Samples.Interval)
+		d.Tick()
+	}
+	calls := map[string]int{}
+	for name, n := range nvmlCalls(device(lib, 0)) {
+		if d := n - before[name]; d > 0 {
+			calls[name] = d
+		}
+	}
+	gpm := len(lib.GpmSampleGetCalls()) + len(lib.GpmMetricsGetCalls()) - gpmBefore
+	t.Logf("NVML calls per GPU per %d ticks: %v + %d GPM calls", perFlush, calls, gpm)
+	assert.Equal(t, map[string]int{"GetFieldValues": perFlush, "GetSamples": len(sampleKinds)}, calls)
+	assert.Equal(t, 2*perFlush, gpm)
 }

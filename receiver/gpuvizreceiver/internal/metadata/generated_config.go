@@ -745,6 +745,59 @@ func (ms *NvidiaGpuFanSpeedMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuGpmStatusMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.gpm.status metric.
+type NvidiaGpuGpmStatusMetricAttributeKey string
+
+const (
+	NvidiaGpuGpmStatusMetricAttributeKeyHwID              NvidiaGpuGpmStatusMetricAttributeKey = "hw.id"
+	NvidiaGpuGpmStatusMetricAttributeKeyHwName            NvidiaGpuGpmStatusMetricAttributeKey = "hw.name"
+	NvidiaGpuGpmStatusMetricAttributeKeyNvidiaGpuGpmState NvidiaGpuGpmStatusMetricAttributeKey = "nvidia.gpu.gpm.state"
+)
+
+// NvidiaGpuGpmStatusMetricConfig provides config for the nvidia.gpu.gpm.status metric.
+type NvidiaGpuGpmStatusMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuGpmStatusMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuGpmStatusMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuGpmStatusMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuGpmStatusMetricAttributeKeyHwID, NvidiaGpuGpmStatusMetricAttributeKeyHwName, NvidiaGpuGpmStatusMetricAttributeKeyNvidiaGpuGpmState:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.gpm.status doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.gpm.state]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuGpmStatusMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.gpm.status metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuInfoMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.info metric.
 type NvidiaGpuInfoMetricAttributeKey string
 
@@ -2394,6 +2447,7 @@ type MetricsConfig struct {
 	NvidiaGpuClockFrequency                     NvidiaGpuClockFrequencyMetricConfig                     `mapstructure:"nvidia.gpu.clock.frequency"`
 	NvidiaGpuDramActivity                       NvidiaGpuDramActivityMetricConfig                       `mapstructure:"nvidia.gpu.dram.activity"`
 	NvidiaGpuFanSpeed                           NvidiaGpuFanSpeedMetricConfig                           `mapstructure:"nvidia.gpu.fan.speed"`
+	NvidiaGpuGpmStatus                          NvidiaGpuGpmStatusMetricConfig                          `mapstructure:"nvidia.gpu.gpm.status"`
 	NvidiaGpuInfo                               NvidiaGpuInfoMetricConfig                               `mapstructure:"nvidia.gpu.info"`
 	NvidiaGpuMemoryRemapFailed                  NvidiaGpuMemoryRemapFailedMetricConfig                  `mapstructure:"nvidia.gpu.memory.remap.failed"`
 	NvidiaGpuMemoryRemapPending                 NvidiaGpuMemoryRemapPendingMetricConfig                 `mapstructure:"nvidia.gpu.memory.remap.pending"`
@@ -2495,6 +2549,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuFanSpeedMetricAttributeKey{NvidiaGpuFanSpeedMetricAttributeKeyHwID, NvidiaGpuFanSpeedMetricAttributeKeyHwName},
+		},
+		NvidiaGpuGpmStatus: NvidiaGpuGpmStatusMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []NvidiaGpuGpmStatusMetricAttributeKey{NvidiaGpuGpmStatusMetricAttributeKeyHwID, NvidiaGpuGpmStatusMetricAttributeKeyHwName, NvidiaGpuGpmStatusMetricAttributeKeyNvidiaGpuGpmState},
 		},
 		NvidiaGpuInfo: NvidiaGpuInfoMetricConfig{
 			Enabled:             true,

@@ -206,6 +206,36 @@ var MapAttributeNvidiaGpuClockDomain = map[string]AttributeNvidiaGpuClockDomain{
 	"memory":   AttributeNvidiaGpuClockDomainMemory,
 }
 
+// AttributeNvidiaGpuGpmState specifies the value nvidia.gpu.gpm.state attribute.
+type AttributeNvidiaGpuGpmState int
+
+const (
+	_ AttributeNvidiaGpuGpmState = iota
+	AttributeNvidiaGpuGpmStateActive
+	AttributeNvidiaGpuGpmStateInUse
+	AttributeNvidiaGpuGpmStateUnavailable
+)
+
+// String returns the string representation of the AttributeNvidiaGpuGpmState.
+func (av AttributeNvidiaGpuGpmState) String() string {
+	switch av {
+	case AttributeNvidiaGpuGpmStateActive:
+		return "active"
+	case AttributeNvidiaGpuGpmStateInUse:
+		return "in_use"
+	case AttributeNvidiaGpuGpmStateUnavailable:
+		return "unavailable"
+	}
+	return ""
+}
+
+// MapAttributeNvidiaGpuGpmState is a helper map of string to AttributeNvidiaGpuGpmState attribute value.
+var MapAttributeNvidiaGpuGpmState = map[string]AttributeNvidiaGpuGpmState{
+	"active":      AttributeNvidiaGpuGpmStateActive,
+	"in_use":      AttributeNvidiaGpuGpmStateInUse,
+	"unavailable": AttributeNvidiaGpuGpmStateUnavailable,
+}
+
 // AttributeNvidiaGpuMemoryRemapCause specifies the value nvidia.gpu.memory.remap.cause attribute.
 type AttributeNvidiaGpuMemoryRemapCause int
 
@@ -481,6 +511,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "nvidia.gpu.fan.speed",
 		Attributes: []string{"hw.id", "hw.name"},
 	},
+	NvidiaGpuGpmStatus: metricInfo{
+		Name:       "nvidia.gpu.gpm.status",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.gpm.state"},
+	},
 	NvidiaGpuInfo: metricInfo{
 		Name:       "nvidia.gpu.info",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.index", "nvidia.gpu.pci.bus_id"},
@@ -629,6 +663,7 @@ type metricsInfo struct {
 	NvidiaGpuClockFrequency                     metricInfo
 	NvidiaGpuDramActivity                       metricInfo
 	NvidiaGpuFanSpeed                           metricInfo
+	NvidiaGpuGpmStatus                          metricInfo
 	NvidiaGpuInfo                               metricInfo
 	NvidiaGpuMemoryRemapFailed                  metricInfo
 	NvidiaGpuMemoryRemapPending                 metricInfo
@@ -679,7 +714,7 @@ type metricHwEnergy struct {
 // init fills hw.energy metric with initial data.
 func (m *metricHwEnergy) init() {
 	m.data.SetName("hw.energy")
-	m.data.SetDescription("Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer).")
+	m.data.SetDescription("Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read every tick, each point at the driver's own timestamp for the value.")
 	m.data.SetUnit("J")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -1411,7 +1446,7 @@ type metricHwPower struct {
 // init fills hw.power metric with initial data.
 func (m *metricHwPower) init() {
 	m.data.SetName("hw.power")
-	m.data.SetDescription("Power drawn by the GPU board, as NVML reports it (a one-second average on Ampere and newer, except GA100).")
+	m.data.SetDescription("Power drawn by the GPU board. With samples on, the instantaneous power (NVML's POWER_INSTANT field) at every tick, at the driver's timestamp; where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).")
 	m.data.SetUnit("W")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -1992,6 +2027,103 @@ func (m *metricNvidiaGpuFanSpeed) emit(metrics pmetric.MetricSlice) {
 
 func newMetricNvidiaGpuFanSpeed(cfg NvidiaGpuFanSpeedMetricConfig) metricNvidiaGpuFanSpeed {
 	m := metricNvidiaGpuFanSpeed{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuGpmStatus struct {
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        NvidiaGpuGpmStatusMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.gpm.status metric with initial data.
+func (m *metricNvidiaGpuGpmStatus) init() {
+	m.data.SetName("nvidia.gpu.gpm.status")
+	m.data.SetDescription("State of the GPU's GPM counters, 1 for the current state and 0 for the others (nvidia.gpu.gpm.state). in_use means another client holds them; SM, tensor and DRAM activity are missing meanwhile.")
+	m.data.SetUnit("1")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(false)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuGpmStatus) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuGpmStateAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuGpmStatusMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuGpmStatusMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuGpmStatusMetricAttributeKeyNvidiaGpuGpmState) {
+		dp.Attributes().PutStr("nvidia.gpu.gpm.state", nvidiaGpuGpmStateAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuGpmStatus) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuGpmStatus) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuGpmStatus(cfg NvidiaGpuGpmStatusMetricConfig) metricNvidiaGpuGpmStatus {
+	m := metricNvidiaGpuGpmStatus{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -4270,7 +4402,7 @@ type metricNvidiaGpuSamplesMemoryControllerUtilization struct {
 // init fills nvidia.gpu.samples.memory_controller.utilization metric with initial data.
 func (m *metricNvidiaGpuSamplesMemoryControllerUtilization) init() {
 	m.data.SetName("nvidia.gpu.samples.memory_controller.utilization")
-	m.data.SetDescription("The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest. With dozens of points per GPU per scrape, sample metrics carry hw.id alone.")
+	m.data.SetDescription("The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled; drained every flush_interval). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest. With dozens of points per GPU per scrape, sample metrics carry hw.id alone.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -4850,7 +4982,7 @@ type metricNvidiaGpuThrottleTime struct {
 // init fills nvidia.gpu.throttle.time metric with initial data.
 func (m *metricNvidiaGpuThrottleTime) init() {
 	m.data.SetName("nvidia.gpu.throttle.time")
-	m.data.SetDescription("Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them.")
+	m.data.SetDescription("Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them. With samples on, read every tick; the increase between two ticks over their distance is the share of that tick the GPU was throttled.")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -5057,6 +5189,7 @@ type MetricsBuilder struct {
 	metricNvidiaGpuClockFrequency                     metricNvidiaGpuClockFrequency
 	metricNvidiaGpuDramActivity                       metricNvidiaGpuDramActivity
 	metricNvidiaGpuFanSpeed                           metricNvidiaGpuFanSpeed
+	metricNvidiaGpuGpmStatus                          metricNvidiaGpuGpmStatus
 	metricNvidiaGpuInfo                               metricNvidiaGpuInfo
 	metricNvidiaGpuMemoryRemapFailed                  metricNvidiaGpuMemoryRemapFailed
 	metricNvidiaGpuMemoryRemapPending                 metricNvidiaGpuMemoryRemapPending
@@ -5128,6 +5261,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNvidiaGpuClockFrequency:                     newMetricNvidiaGpuClockFrequency(mbc.Metrics.NvidiaGpuClockFrequency),
 		metricNvidiaGpuDramActivity:                       newMetricNvidiaGpuDramActivity(mbc.Metrics.NvidiaGpuDramActivity),
 		metricNvidiaGpuFanSpeed:                           newMetricNvidiaGpuFanSpeed(mbc.Metrics.NvidiaGpuFanSpeed),
+		metricNvidiaGpuGpmStatus:                          newMetricNvidiaGpuGpmStatus(mbc.Metrics.NvidiaGpuGpmStatus),
 		metricNvidiaGpuInfo:                               newMetricNvidiaGpuInfo(mbc.Metrics.NvidiaGpuInfo),
 		metricNvidiaGpuMemoryRemapFailed:                  newMetricNvidiaGpuMemoryRemapFailed(mbc.Metrics.NvidiaGpuMemoryRemapFailed),
 		metricNvidiaGpuMemoryRemapPending:                 newMetricNvidiaGpuMemoryRemapPending(mbc.Metrics.NvidiaGpuMemoryRemapPending),
@@ -5259,6 +5393,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNvidiaGpuClockFrequency.emit(ils.Metrics())
 	mb.metricNvidiaGpuDramActivity.emit(ils.Metrics())
 	mb.metricNvidiaGpuFanSpeed.emit(ils.Metrics())
+	mb.metricNvidiaGpuGpmStatus.emit(ils.Metrics())
 	mb.metricNvidiaGpuInfo.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryRemapFailed.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryRemapPending.emit(ils.Metrics())
@@ -5386,6 +5521,11 @@ func (mb *MetricsBuilder) RecordNvidiaGpuDramActivityDataPoint(ts pcommon.Timest
 // RecordNvidiaGpuFanSpeedDataPoint adds a data point to nvidia.gpu.fan.speed metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuFanSpeedDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	mb.metricNvidiaGpuFanSpeed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
+}
+
+// RecordNvidiaGpuGpmStatusDataPoint adds a data point to nvidia.gpu.gpm.status metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuGpmStatusDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuGpmStateAttributeValue AttributeNvidiaGpuGpmState) {
+	mb.metricNvidiaGpuGpmStatus.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuGpmStateAttributeValue.String())
 }
 
 // RecordNvidiaGpuInfoDataPoint adds a data point to nvidia.gpu.info metric.

@@ -80,6 +80,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["nvidia.gpu.clock.frequency"] = mb.metricNvidiaGpuClockFrequency.config.AggregationStrategy
 			aggMap["nvidia.gpu.dram.activity"] = mb.metricNvidiaGpuDramActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.fan.speed"] = mb.metricNvidiaGpuFanSpeed.config.AggregationStrategy
+			aggMap["nvidia.gpu.gpm.status"] = mb.metricNvidiaGpuGpmStatus.config.AggregationStrategy
 			aggMap["nvidia.gpu.info"] = mb.metricNvidiaGpuInfo.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory.remap.failed"] = mb.metricNvidiaGpuMemoryRemapFailed.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory.remap.pending"] = mb.metricNvidiaGpuMemoryRemapPending.config.AggregationStrategy
@@ -194,6 +195,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuFanSpeedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuGpmStatusDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuGpmStateActive)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuGpmStatusDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuGpmStateInUse)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -401,6 +408,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNvidiaGpuClockFrequency.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuDramActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuFanSpeed.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuGpmStatus.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuInfo.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRemapFailed.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRemapPending.aggDataPoints)
@@ -463,7 +471,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.energy"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer).", mi.Description())
+						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read every tick, each point at the driver's own timestamp for the value.", mi.Description())
 						assert.Equal(t, "J", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -495,7 +503,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.energy"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer).", mi.Description())
+						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read every tick, each point at the driver's own timestamp for the value.", mi.Description())
 						assert.Equal(t, "J", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -928,7 +936,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.power"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Power drawn by the GPU board, as NVML reports it (a one-second average on Ampere and newer, except GA100).", mi.Description())
+						assert.Equal(t, "Power drawn by the GPU board. With samples on, the instantaneous power (NVML's POWER_INSTANT field) at every tick, at the driver's timestamp; where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).", mi.Description())
 						assert.Equal(t, "W", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -958,7 +966,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.power"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Power drawn by the GPU board, as NVML reports it (a one-second average on Ampere and newer, except GA100).", mi.Description())
+						assert.Equal(t, "Power drawn by the GPU board. With samples on, the instantaneous power (NVML's POWER_INSTANT field) at every tick, at the driver's timestamp; where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).", mi.Description())
 						assert.Equal(t, "W", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -1269,6 +1277,60 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("hw.id")
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.gpm.status":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.gpm.status"], "Found a duplicate in the metrics slice: nvidia.gpu.gpm.status")
+						validatedMetrics["nvidia.gpu.gpm.status"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "State of the GPU's GPM counters, 1 for the current state and 0 for the others (nvidia.gpu.gpm.state). in_use means another client holds them; SM, tensor and DRAM activity are missing meanwhile.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuGpmStateAttrVal, ok := dp.Attributes().Get("nvidia.gpu.gpm.state")
+						assert.True(t, ok)
+						assert.Equal(t, "active", nvidiaGpuGpmStateAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.gpm.status"], "Found a duplicate in the metrics slice: nvidia.gpu.gpm.status")
+						validatedMetrics["nvidia.gpu.gpm.status"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "State of the GPU's GPM counters, 1 for the current state and 0 for the others (nvidia.gpu.gpm.state). in_use means another client holds them; SM, tensor and DRAM activity are missing meanwhile.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						assert.False(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.gpm.status"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.gpm.state")
 						assert.False(t, ok)
 					}
 				case "nvidia.gpu.info":
@@ -2552,7 +2614,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["nvidia.gpu.samples.memory_controller.utilization"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest. With dozens of points per GPU per scrape, sample metrics carry hw.id alone.", mi.Description())
+					assert.Equal(t, "The driver's own high-rate samples of memory-controller busy time, each as a data point at its NVML timestamp (samples.enabled; drained every flush_interval). Backends that keep every point (OTLP) see sub-second structure; Prometheus keeps only the latest. With dozens of points per GPU per scrape, sample metrics carry hw.id alone.", mi.Description())
 					assert.Equal(t, "1", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
@@ -2798,7 +2860,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.throttle.time"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them.", mi.Description())
+						assert.Equal(t, "Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them. With samples on, read every tick; the increase between two ticks over their distance is the share of that tick the GPU was throttled.", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -2821,7 +2883,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.throttle.time"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them.", mi.Description())
+						assert.Equal(t, "Time the clocks were held down for a reason since the driver was loaded (NVML's violation-time field values), where the driver offers them. With samples on, read every tick; the increase between two ticks over their distance is the share of that tick the GPU was throttled.", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())

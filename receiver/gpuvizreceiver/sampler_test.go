@@ -1,0 +1,209 @@
+package gpuvizreceiver
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadatatest"
+)
+
+// virtualClock is a clock tests move by hand.
+type virtualClock struct{ ns atomic.Int64 }
+
+func newVirtualClock(t time.Time) *virtualClock {
+	c := &virtualClock{}
+	c.ns.Store(t.UnixNano())
+	return c
+}
+
+func (c *virtualClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *virtualClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// startDriven starts a Driven reading lib on clock.
+func startDriven(t *testing.T, cfg *Config, lib nvml.Interface, backend Backend, clock *virtualClock) *Driven {
+	t.Helper()
+	d := NewDriven(cfg, receivertest.NewNopSettings(metadata.Type), lib, backend, clock.now)
+	require.NoError(t, d.Start(context.Background()))
+	t.Cleanup(func() { require.NoError(t, d.Shutdown(context.Background())) })
+	return d
+}
+
+// driveSimulated runs cfg's simulated server on a virtual clock through
+// scrapes one collection interval apart, ticking in between, and returns
+// every batch the receiver would have handed on.
+func driveSimulated(t *testing.T, cfg *Config, scrapes, ticksPerScrape int) []pmetric.Metrics {
+	t.Helper()
+	clock := newVirtualClock(time.Now())
+	sim := cfg.Simulated
+	lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, clock.now, nvmlsim.WithScenario(sim.Scenario))
+	require.NoError(t, err)
+	require.Equal(t, nvml.SUCCESS, lib.Init())
+	d := startDriven(t, cfg, lib, BackendSimulated, clock)
+	var out []pmetric.Metrics
+	for range scrapes {
+		m, err := d.Scrape(context.Background())
+		require.NoError(t, err)
+		out = append(out, m)
+		for range ticksPerScrape {
+			clock.advance(cfg.Samples.Interval)
+			if m, ok := d.Tick(); ok {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
+}
+
+// liveSampler is a started sampler over the fixture, with a clock the test
+// ticks and the pipeline next.
+type liveSampler struct {
+	sp    *sampler
+	s     *gpuScraper
+	ticks chan time.Time
+	tel   *componenttest.Telemetry
+	at    time.Time
+}
+
+func startSampler(t *testing.T, cfg *Config, lib nvml.Interface, next consumer.Metrics) *liveSampler {
+	t.Helper()
+	s := startScraper(t, cfg, lib, BackendNVML)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	sp, err := newSampler(s, metadatatest.NewSettings(tel), next)
+	require.NoError(t, err)
+	ls := &liveSampler{sp: sp, s: s, ticks: make(chan time.Time), tel: tel, at: time.Now()}
+	sp.ticks = func(time.Duration) (<-chan time.Time, func()) { return ls.ticks, func() {} }
+	sp.wait = 200 * time.Millisecond
+	sp.start()
+	return ls
+}
+
+// tick sends the next tick, one interval after the previous.
+func (ls *liveSampler) tick() {
+	ls.at = ls.at.Add(ls.sp.cfg.Interval)
+	ls.ticks <- ls.at
+}
+
+// outcomes are the receiver_gpuviz_ticks counts by outcome.
+func (ls *liveSampler) outcomes(t *testing.T) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	m, err := ls.tel.GetMetric("otelcol_receiver_gpuviz_ticks")
+	if err != nil {
+		return out // nothing counted yet
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		o, _ := dp.Attributes.Value("outcome")
+		out[o.AsString()] = dp.Value
+	}
+	return out
+}
+
+// seriesPoints returns, per series (metric and attributes), the timestamps
+// of its points across batches, in arrival order.
+func seriesPoints(batches []pmetric.Metrics) map[string][]pcommon.Timestamp {
+	out := map[string][]pcommon.Timestamp{}
+	for _, m := range batches {
+		forEachPointTS(m, func(metric string, attrs map[string]any, ts pcommon.Timestamp, _ float64) {
+			k := fmt.Sprint(metric, attrs)
+			out[k] = append(out[k], ts)
+		})
+	}
+	return out
+}
+
+func forEachPointTS(m pmetric.Metrics, f func(metric string, attrs map[string]any, ts pcommon.Timestamp, v float64)) {
+	rms := m.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				metric := ms.At(k)
+				var dps pmetric.NumberDataPointSlice
+				switch metric.Type() {
+				case pmetric.MetricTypeGauge:
+					dps = metric.Gauge().DataPoints()
+				case pmetric.MetricTypeSum:
+					dps = metric.Sum().DataPoints()
+				default:
+					continue
+				}
+				for l := range dps.Len() {
+					dp := dps.At(l)
+					v := dp.DoubleValue()
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						v = float64(dp.IntValue())
+					}
+					f(metric.Name(), dp.Attributes().AsRaw(), dp.Timestamp(), v)
+				}
+			}
+		}
+	}
+}
+
+// assertStrictlyIncreasing checks that no series has a point twice or out
+// of order, across the batches it was handed on in.
+func assertStrictlyIncreasing(t *testing.T, series map[string][]pcommon.Timestamp) {
+	t.Helper()
+	for k, ts := range series {
+		for i := 1; i < len(ts); i++ {
+			if ts[i] <= ts[i-1] {
+				t.Errorf("%s: point %d at %d after %d: duplicated or out of order", k, i, ts[i], ts[i-1])
+			}
+		}
+	}
+}
+
+func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
+	sink := new(consumertest.MetricsSink)
+	ls := startSampler(t, defaultConfig(), fixtureServer(2), sink)
+	const ticks = 9
+	gpus := int64(len(ls.s.gpus))
+	for n := range int64(ticks) {
+		ls.tick()
+		// Let the workers answer: a tick that finds its GPU still busy is
+		// a miss, which is another test's subject.
+		require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == (n+1)*gpus }, 5*time.Second, time.Millisecond)
+	}
+	require.GreaterOrEqual(t, len(sink.AllMetrics()), 1, "flushes every 4 ticks, before the shutdown's")
+	require.NoError(t, ls.sp.shutdown(context.Background()))
+
+	series := seriesPoints(sink.AllMetrics())
+	assertStrictlyIncreasing(t, series)
+	energy := pointsOf(mergeMetrics(sink.AllMetrics()), "hw.energy", nil)
+	tensor := pointsOf(mergeMetrics(sink.AllMetrics()), "nvidia.gpu.tensor.activity", nil)
+	for _, g := range ls.s.gpus {
+		assert.Len(t, energy[g.id], ticks, "an energy point every tick")
+		assert.Len(t, tensor[g.id], ticks-1, "GPM between consecutive ticks")
+	}
+	assert.Equal(t, map[string]int64{"read": int64(ticks * len(ls.s.gpus))}, ls.outcomes(t))
+}
+
+// mergeMetrics copies batches into one pmetric.Metrics.
+func mergeMetrics(batches []pmetric.Metrics) pmetric.Metrics {
+	all := pmetric.NewMetrics()
+	for _, m := range batches {
+		rms := m.ResourceMetrics()
+		for i := range rms.Len() {
+			rms.At(i).CopyTo(all.ResourceMetrics().AppendEmpty())
+		}
+	}
+	return all
+}

@@ -1,0 +1,402 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
+)
+
+// A tick is the fast readings of one GPU: a GPM sample (per GPU instance in
+// MIG mode), the energy counter, instantaneous power and the cumulative
+// throttle times, and on some ticks the driver's sample buffers. With
+// samples.enabled the sampling clock ticks every samples.interval on a
+// goroutine of the GPU's own; otherwise the scrape ticks once per
+// collection interval. Either way one tickState is touched by one goroutine
+// only, and the reading is plain values, recorded into a MetricsBuilder by
+// whoever owns that builder.
+
+// tickField is one field value of the tick's batched call.
+type tickField uint8
+
+const (
+	fieldEnergy tickField = iota
+	fieldPowerInstant
+	fieldThrottleSwPowerCap
+	fieldThrottleSyncBoost
+	fieldThrottleSwThermal
+	fieldThrottleHwThermal
+	fieldThrottleHwPowerBrake
+	numTickFields
+)
+
+var tickFieldIDs = [numTickFields]uint32{
+	fieldEnergy:               nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION, // mJ
+	fieldPowerInstant:         nvml.FI_DEV_POWER_INSTANT,            // mW; GetPowerUsage is a 1 s average
+	fieldThrottleSwPowerCap:   nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP,
+	fieldThrottleSyncBoost:    nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST,
+	fieldThrottleSwThermal:    nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN,
+	fieldThrottleHwThermal:    nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN,
+	fieldThrottleHwPowerBrake: nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN,
+}
+
+var tickThrottleReasons = [numTickFields]metadata.AttributeNvidiaGpuThrottleReason{
+	fieldThrottleSwPowerCap:   metadata.AttributeNvidiaGpuThrottleReasonSwPowerCap,
+	fieldThrottleSyncBoost:    metadata.AttributeNvidiaGpuThrottleReasonSyncBoost,
+	fieldThrottleSwThermal:    metadata.AttributeNvidiaGpuThrottleReasonSwThermalSlowdown,
+	fieldThrottleHwThermal:    metadata.AttributeNvidiaGpuThrottleReasonHwThermalSlowdown,
+	fieldThrottleHwPowerBrake: metadata.AttributeNvidiaGpuThrottleReasonHwPowerBrake,
+}
+
+func (f tickField) enabled(m *metadata.MetricsConfig) bool {
+	switch f {
+	case fieldEnergy:
+		return m.HwEnergy.Enabled
+	case fieldPowerInstant:
+		return m.HwPower.Enabled
+	}
+	return m.NvidiaGpuThrottleTime.Enabled
+}
+
+// GPM availability, as nvidia.gpu.gpm.status reports it.
+const (
+	gpmUnavailable int32 = iota // no GPM on this GPU or driver, or it failed
+	gpmActive
+	gpmInUse // NVML says another client holds the counters
+)
+
+// migInstance is one MIG compute instance, as the scrape enumerates them.
+type migInstance struct {
+	uuid, profile string
+	gi, ci        int64
+}
+
+// tickState is what one GPU's tick keeps between ticks.
+type tickState struct {
+	dev    nvml.Device
+	logger *zap.Logger
+
+	req   []nvml.FieldValue // the batched call; fields the GPU lacks are dropped
+	kinds []tickField       // req[i] asks for kinds[i]
+	// energyCall and powerCall fall back to the dedicated calls where the
+	// field is missing.
+	energyCall, powerCall bool
+	// last is the newest timestamp emitted per field (µs): a value the
+	// driver has not refreshed since is not emitted twice.
+	last [numTickFields]int64
+
+	gpm       *gpmState // nil when the GPU has no GPM
+	gpmStatus atomic.Int32
+	// migLayout is published by the scrape, which enumerates MIG devices;
+	// migGPM holds the GPM buffers per GPU instance, owned by the tick.
+	migLayout atomic.Pointer[[]migInstance]
+	migGPM    map[int64]*gpmState
+	wantMIG   bool
+
+	// samples: the driver's buffers, drained when a tick asks (nil: not read).
+	samples *sampleState
+
+	reading tickReading // reused every tick
+}
+
+// fieldPoint is one field value as read.
+type fieldPoint struct {
+	kind tickField
+	ts   pcommon.Timestamp
+	v    float64
+}
+
+// gpmValues are the GPM metrics of one interval, by gpmMetrics index.
+type gpmValues struct {
+	ok    bool
+	valid [len(gpmMetrics)]bool
+	v     [len(gpmMetrics)]float64
+}
+
+type migActivity struct {
+	inst migInstance
+	gpm  gpmValues
+}
+
+// driverSample is one entry of a driver sample buffer.
+type driverSample struct {
+	kind int // index into sampleKinds
+	ts   pcommon.Timestamp
+	v    float64
+}
+
+// tickReading is what one tick read, in plain values.
+type tickReading struct {
+	at      pcommon.Timestamp
+	fields  []fieldPoint
+	gpm     gpmValues
+	mig     []migActivity
+	samples []driverSample
+	// failed is the first call that failed this tick (SUCCESS if none);
+	// what the other calls read is kept.
+	failed nvml.Return
+}
+
+func newTickState(cfg *Config, syms symbols, lib nvml.Interface, dev nvml.Device, logger *zap.Logger) *tickState {
+	m := &cfg.Metrics
+	t := &tickState{dev: dev, logger: logger}
+	for f := range numTickFields {
+		if f.enabled(m) {
+			t.req = append(t.req, nvml.FieldValue{FieldId: tickFieldIDs[f]})
+			t.kinds = append(t.kinds, f)
+		}
+	}
+	if syms.gpm && (gpmEnabled(m) || migGPMEnabled(m)) {
+		if sup, ret := lib.GpmQueryDeviceSupport(dev); ret == nvml.SUCCESS && sup.IsSupportedDevice != 0 {
+			t.gpm = newGPMState(lib)
+		}
+	}
+	if t.gpm != nil {
+		t.gpmStatus.Store(gpmActive)
+		t.wantMIG = migGPMEnabled(m)
+	}
+	if cfg.Samples.Enabled && samplesEnabled(m) {
+		t.samples = &sampleState{}
+	}
+	return t
+}
+
+// read makes the tick's calls at now. drain also empties the driver's
+// sample buffers. The reading stays valid until the next read.
+func (t *tickState) read(lib nvml.Interface, syms symbols, now time.Time, drain bool) *tickReading {
+	r := &t.reading
+	r.at = pcommon.NewTimestampFromTime(now)
+	r.fields, r.mig, r.samples = r.fields[:0], r.mig[:0], r.samples[:0]
+	r.gpm = gpmValues{}
+	r.failed = nvml.SUCCESS
+	t.readFields(syms, r)
+	if t.gpm != nil {
+		t.readGPM(lib, now, r)
+	}
+	if drain && t.samples != nil {
+		r.fail(t.samples.drain(t.dev, r))
+	}
+	return r
+}
+
+func (r *tickReading) fail(ret nvml.Return) {
+	if ret != nvml.SUCCESS && r.failed == nvml.SUCCESS {
+		r.failed = ret
+	}
+}
+
+func (t *tickState) readFields(syms symbols, r *tickReading) {
+	if len(t.req) > 0 {
+		for i := range t.req {
+			t.req[i] = nvml.FieldValue{FieldId: t.req[i].FieldId}
+		}
+		if ret := t.dev.GetFieldValues(t.req); ret != nvml.SUCCESS {
+			r.fail(ret)
+		} else {
+			t.takeFields(syms, r)
+		}
+	}
+	if t.energyCall {
+		mj, ret := t.dev.GetTotalEnergyConsumption()
+		r.fail(ret)
+		if ret == nvml.SUCCESS {
+			r.fields = append(r.fields, fieldPoint{fieldEnergy, r.at, float64(mj) / 1000})
+		}
+	}
+	if t.powerCall {
+		mw, ret := t.dev.GetPowerUsage()
+		r.fail(ret)
+		if ret == nvml.SUCCESS {
+			r.fields = append(r.fields, fieldPoint{fieldPowerInstant, r.at, float64(mw) / 1000})
+		}
+	}
+}
+
+// takeFields turns the answered fields into points and drops, for good,
+// the ones the GPU does not have.
+func (t *tickState) takeFields(syms symbols, r *tickReading) {
+	keptReq, keptKinds := t.req[:0], t.kinds[:0]
+	for i := range t.req {
+		v, kind := &t.req[i], t.kinds[i]
+		switch ret := nvml.Return(v.NvmlReturn); ret {
+		case nvml.SUCCESS:
+			ts := r.at
+			if v.Timestamp > 0 {
+				if v.Timestamp <= t.last[kind] {
+					break // not refreshed since the last tick
+				}
+				t.last[kind] = v.Timestamp
+				ts = pcommon.Timestamp(v.Timestamp * 1000)
+			}
+			x := decodeValue(nvml.ValueType(v.ValueType), v.Value)
+			switch kind {
+			case fieldEnergy:
+				x /= 1000 // mJ
+			case fieldPowerInstant:
+				x /= 1000 // mW
+			default:
+				x /= 1e9 // ns
+			}
+			r.fields = append(r.fields, fieldPoint{kind, ts, x})
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_INVALID_ARGUMENT: // an older driver does not know the field
+			switch kind {
+			case fieldEnergy:
+				t.energyCall = syms.totalEnergy
+			case fieldPowerInstant:
+				t.powerCall = true
+			}
+			t.logger.Info("GPU does not support a field value; it will not be asked again",
+				zap.Uint32("field", v.FieldId), zap.Bool("fallback", t.energyCall && kind == fieldEnergy || t.powerCall && kind == fieldPowerInstant))
+			continue
+		default:
+			r.fail(ret)
+		}
+		keptReq, keptKinds = append(keptReq, *v), append(keptKinds, kind)
+	}
+	t.req, t.kinds = keptReq, keptKinds
+}
+
+func (t *tickState) readGPM(lib nvml.Interface, now time.Time, r *tickReading) {
+	layout := t.migLayout.Load()
+	if layout == nil || len(*layout) == 0 {
+		req, ret := t.gpm.measure(lib, now, func(smp nvml.GpmSample) nvml.Return { return lib.GpmSampleGet(t.dev, smp) })
+		if ret == nvml.ERROR_NOT_SUPPORTED && t.inMIGMode() {
+			return // GPM samples GPU instances: wait for the scrape's layout
+		}
+		t.gpmResult(ret)
+		if req != nil {
+			r.gpm.take(req)
+		}
+		t.releaseMIG(lib, nil)
+		return
+	}
+	if !t.wantMIG {
+		return
+	}
+	if t.migGPM == nil {
+		t.migGPM = map[int64]*gpmState{}
+	}
+	live := map[int64]bool{}
+	measured := map[int64]*gpmValues{}
+	for _, inst := range *layout {
+		live[inst.gi] = true
+		v, done := measured[inst.gi]
+		if !done {
+			v = t.measureInstance(lib, now, inst.gi)
+			measured[inst.gi] = v
+		}
+		if v != nil {
+			r.mig = append(r.mig, migActivity{inst: inst, gpm: *v})
+		}
+	}
+	t.releaseMIG(lib, live)
+}
+
+func (t *tickState) inMIGMode() bool {
+	mode, _, ret := t.dev.GetMigMode()
+	return ret == nvml.SUCCESS && mode == nvml.DEVICE_MIG_ENABLE
+}
+
+// measureInstance runs GPU instance gi's GPM interval; nil until it has two
+// samples, or when GPM fails for it.
+func (t *tickState) measureInstance(lib nvml.Interface, now time.Time, gi int64) *gpmValues {
+	buf, ok := t.migGPM[gi]
+	if !ok {
+		buf = newGPMState(lib)
+		t.migGPM[gi] = buf // nil too: NVML could not allocate, do not retry every tick
+	}
+	if buf == nil {
+		return nil
+	}
+	req, ret := buf.measure(lib, now, func(smp nvml.GpmSample) nvml.Return { return lib.GpmMigSampleGet(t.dev, int(gi), smp) })
+	t.gpmResult(ret)
+	if req == nil {
+		return nil
+	}
+	var v gpmValues
+	v.take(req)
+	return &v
+}
+
+// gpmResult follows what GPM calls answer, and says once when another
+// client holds the counters.
+func (t *tickState) gpmResult(ret nvml.Return) {
+	st := gpmActive
+	switch ret {
+	case nvml.SUCCESS:
+	case nvml.ERROR_IN_USE:
+		st = gpmInUse
+	default:
+		st = gpmUnavailable
+	}
+	if prev := t.gpmStatus.Swap(st); prev != st {
+		switch st {
+		case gpmInUse:
+			t.logger.Warn("GPM counters are held by another client (a profiler, or DCGM profiling on the same GPU): SM, tensor and DRAM activity are missing until it lets go; run gpuviz or DCGM profiling on a GPU, not both",
+				zap.Error(ret))
+		case gpmUnavailable:
+			t.logger.Warn("GPM sampling failed: SM, tensor and DRAM activity are missing until it recovers", zap.Error(ret))
+		default:
+			t.logger.Info("GPM sampling works again")
+		}
+	}
+}
+
+// releaseMIG frees the GPM buffers of GPU instances that no longer exist
+// (all of them when live is nil).
+func (t *tickState) releaseMIG(lib nvml.Interface, live map[int64]bool) {
+	for gi, buf := range t.migGPM {
+		if !live[gi] {
+			if buf != nil {
+				buf.free(lib)
+			}
+			delete(t.migGPM, gi)
+		}
+	}
+}
+
+// free releases every GPM buffer; the tick must not run again.
+func (t *tickState) free(lib nvml.Interface) {
+	if t.gpm != nil {
+		t.gpm.free(lib)
+		t.gpm = nil
+	}
+	t.releaseMIG(lib, nil)
+}
+
+func (v *gpmValues) take(req *nvml.GpmMetricsGetType) {
+	v.ok = true
+	for i := range gpmMetrics {
+		m := &req.Metrics[i]
+		v.valid[i] = nvml.Return(m.NvmlReturn) == nvml.SUCCESS
+		v.v[i] = m.Value
+	}
+}
+
+// recordTick records a reading of GPU g into mb.
+func recordTick(mb *metadata.MetricsBuilder, g *gpu, r *tickReading) {
+	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
+	for _, f := range r.fields {
+		switch f.kind {
+		case fieldEnergy:
+			mb.RecordHwEnergyDataPoint(f.ts, f.v, id, name, vendor, model, driver, metadata.AttributeHwTypeGpu)
+		case fieldPowerInstant:
+			mb.RecordHwPowerDataPoint(f.ts, f.v, id, name, vendor, model, driver, metadata.AttributeHwTypeGpu)
+		default:
+			mb.RecordNvidiaGpuThrottleTimeDataPoint(f.ts, f.v, id, name, tickThrottleReasons[f.kind])
+		}
+	}
+	if r.gpm.ok {
+		recordGPM(mb, r.at, g, &r.gpm)
+	}
+	for i := range r.mig {
+		recordMIGGPM(mb, r.at, g, &r.mig[i])
+	}
+	for _, smp := range r.samples {
+		recordSample(mb, g, sampleKinds[smp.kind], smp.ts, smp.v)
+	}
+}
