@@ -46,7 +46,10 @@ func TestLoadConfig(t *testing.T) {
 	deep.Processes = ProcessesConfig{Enabled: true, Top: 3, CommandLine: true}
 	deep.XidEvents.Enabled = false
 
-	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep} {
+	fast := defaultConfig()
+	fast.Samples = SamplesConfig{Enabled: true, Interval: 100 * time.Millisecond, FlushInterval: 500 * time.Millisecond, MaxPendingTicks: 100}
+
+	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep, "fast_samples": fast} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)
 			require.NoError(t, err)
@@ -74,17 +77,22 @@ func TestDefaultConfigNeverSimulates(t *testing.T) {
 
 func TestInvalidConfig(t *testing.T) {
 	for name, want := range map[string]string{
-		"bad_backend":      `backend: "dcgm" is not a backend: use nvml, simulated or auto`,
-		"bad_model":        `simulated.model: unknown simulated GPU model "h300": use one of a100, b200, h100, h200`,
-		"no_gpus":          "simulated.gpus: 0 is out of range: a simulated server has 1 to 64 GPUs",
-		"too_many_gpus":    "simulated.gpus: 65 is out of range",
-		"bad_scenario":     `simulated.scenario: unknown scenario "sterdy": use one of bursty, host_starved, long_context, mixed, power_capped, sequential, steady, tensor_parallel`,
-		"scenario_too_big": "simulated.scenario: scenario steady: llama-3.1-70b does not fit on 1 h200 GPU(s): give the simulated server more GPUs",
-		"bad_device":       `devices[0]: "nvidia0" is neither a GPU index (0, 1, ...) nor a GPU UUID`,
-		"negative_device":  `devices[0]: "-1" is not a GPU index: indexes start at 0`,
-		"mig_device":       `devices[0]: "MIG-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11" is a MIG device: name its physical GPU instead`,
-		"duplicate_device": `devices[1]: "1" is listed twice`,
-		"bad_top":          "processes.top: 0 is out of range: report 1 to 64 processes per GPU",
+		"bad_backend":                `backend: "dcgm" is not a backend: use nvml, simulated or auto`,
+		"bad_model":                  `simulated.model: unknown simulated GPU model "h300": use one of a100, b200, h100, h200`,
+		"no_gpus":                    "simulated.gpus: 0 is out of range: a simulated server has 1 to 64 GPUs",
+		"too_many_gpus":              "simulated.gpus: 65 is out of range",
+		"bad_scenario":               `simulated.scenario: unknown scenario "sterdy": use one of bursty, host_starved, long_context, mixed, power_capped, sequential, steady, tensor_parallel`,
+		"scenario_too_big":           "simulated.scenario: scenario steady: llama-3.1-70b does not fit on 1 h200 GPU(s): give the simulated server more GPUs",
+		"bad_device":                 `devices[0]: "nvidia0" is neither a GPU index (0, 1, ...) nor a GPU UUID`,
+		"negative_device":            `devices[0]: "-1" is not a GPU index: indexes start at 0`,
+		"mig_device":                 `devices[0]: "MIG-5b1a0b8e-7c4e-4f7e-9d7e-2b8c6a1f0e11" is a MIG device: name its physical GPU instead`,
+		"duplicate_device":           `devices[1]: "1" is listed twice`,
+		"bad_top":                    "processes.top: 0 is out of range: report 1 to 64 processes per GPU",
+		"samples_too_fast":           "samples.interval: 50ms is too short: GPM needs at least 100ms between samples",
+		"samples_slower_than_scrape": "samples.interval: 2s is longer than collection_interval (1s)",
+		"flush_before_tick":          "samples.flush_interval: 250ms is shorter than samples.interval (500ms)",
+		"no_pending_ticks":           "samples.max_pending_ticks: 0 is out of range: 1 to 1000",
+		"pending_shorter_than_flush": "samples.max_pending_ticks: 10 ticks do not last one flush_interval (5s at 250ms)",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)

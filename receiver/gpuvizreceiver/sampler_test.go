@@ -3,11 +3,14 @@ package gpuvizreceiver
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -206,4 +209,119 @@ func mergeMetrics(batches []pmetric.Metrics) pmetric.Metrics {
 		}
 	}
 	return all
+}
+
+// hangTicks makes GPU dev's tick calls (the batched field call that asks
+// for instant power) block until release is closed; the scrape's own
+// field call goes through.
+func hangTicks(dev *server.Device, release <-chan struct{}) {
+	answer := dev.GetFieldValuesFunc
+	dev.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
+		if slices.ContainsFunc(values, func(v nvml.FieldValue) bool { return v.FieldId == nvml.FI_DEV_POWER_INSTANT }) {
+			<-release
+		}
+		return answer(values)
+	}
+}
+
+func TestHungGPUStallsNeitherTheOthersNorTheScrape(t *testing.T) {
+	lib := fixtureServer(3)
+	release := make(chan struct{})
+	hangTicks(device(lib, 1), release)
+	sink := new(consumertest.MetricsSink)
+	ls := startSampler(t, defaultConfig(), lib, sink)
+
+	ls.tick()
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2 }, 5*time.Second, time.Millisecond)
+	for n := range int64(3) { // GPU 1 is still in its first call: it misses these
+		ls.tick()
+		require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2*(n+2) }, 5*time.Second, time.Millisecond)
+	}
+	assert.Equal(t, int64(3), ls.outcomes(t)["missed"])
+	assert.True(t, ls.s.gpus[1].tickStalled.Load())
+
+	m, err := ls.s.scrape(context.Background())
+	require.NoError(t, err, "the scrape does not wait for the sampling clock")
+	status := pointsOf(m, "hw.status", map[string]any{"hw.state": "degraded"})
+	assert.Equal(t, []float64{0}, status[device(lib, 0).UUID])
+	assert.Equal(t, []float64{1}, status[device(lib, 1).UUID], "a stalled GPU reports degraded")
+
+	close(release) // the call returns: GPU 1 is read again
+	require.Eventually(t, func() bool { return !ls.s.gpus[1].tickStalled.Load() }, 5*time.Second, time.Millisecond)
+	ls.tick()
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2*4+1+3 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, ls.sp.shutdown(context.Background()))
+	assertStrictlyIncreasing(t, seriesPoints(sink.AllMetrics()))
+	energy := pointsOf(mergeMetrics(sink.AllMetrics()), "hw.energy", nil)
+	assert.Len(t, energy[device(lib, 0).UUID], 5)
+	assert.Len(t, energy[device(lib, 1).UUID], 2, "its first tick (late) and its last")
+}
+
+func TestShutdownAbandonsACallThatNeverReturns(t *testing.T) {
+	lib := fixtureServer(2)
+	release := make(chan struct{})
+	hangTicks(device(lib, 0), release)
+	sink := new(consumertest.MetricsSink)
+	ls := startSampler(t, defaultConfig(), lib, sink)
+	ls.tick()
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 1 }, 5*time.Second, time.Millisecond)
+
+	start := time.Now()
+	require.NoError(t, ls.sp.shutdown(context.Background()))
+	assert.Less(t, time.Since(start), 5*time.Second, "shutdown waits a bounded time")
+	assert.True(t, ls.s.gpus[0].tickAbandoned, "its buffers are not freed under the call")
+	assert.False(t, ls.s.gpus[1].tickAbandoned)
+	assert.Len(t, pointsOf(mergeMetrics(sink.AllMetrics()), "hw.energy", nil)[device(lib, 1).UUID], 1, "what was read is handed on")
+
+	close(release) // let the abandoned call end, so that goleak sees no goroutine left
+	ls.sp.working.Wait()
+}
+
+// blockingSink holds every ConsumeMetrics until release is closed.
+type blockingSink struct {
+	consumertest.MetricsSink
+	release chan struct{}
+}
+
+func (b *blockingSink) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) error {
+	<-b.release
+	return b.MetricsSink.ConsumeMetrics(ctx, md)
+}
+
+func TestSlowPipelineSkipsTicksWithinTheBound(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Samples.FlushInterval = cfg.Samples.Interval // hand on every tick
+	cfg.Samples.MaxPendingTicks = 5
+	require.NoError(t, cfg.Validate())
+	sink := &blockingSink{release: make(chan struct{})}
+	ls := startSampler(t, cfg, fixtureServer(2), sink)
+	const ticks = 20
+	for n := range int64(ticks) {
+		ls.tick()
+		// Dispatched ticks stay pending until the pipeline has taken them:
+		// max_pending_ticks are read, the rest skipped.
+		want := map[string]int64{"read": 2 * min(n+1, 5)}
+		if n >= 5 {
+			want["skipped"] = 2 * (n + 1 - 5)
+		}
+		require.Eventually(t, func() bool { return maps.Equal(ls.outcomes(t), want) }, 5*time.Second, time.Millisecond)
+	}
+	assert.Equal(t, int64(2*(ticks-5)), ls.outcomes(t)["skipped"])
+	assert.Equal(t, int64(5), ls.sp.pending.Load())
+
+	// The pipeline takes the two batches handed on before it stalled (a tick
+	// each); the other three wait in the builder for the next flush tick.
+	close(sink.release)
+	require.Eventually(t, func() bool { return ls.sp.pending.Load() == 3 }, 5*time.Second, time.Millisecond)
+	ls.tick() // hands them on, and is read: the pipeline keeps up again
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2*6 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, ls.sp.shutdown(context.Background()))
+	all := mergeMetrics(sink.AllMetrics())
+	assertStrictlyIncreasing(t, seriesPoints(sink.AllMetrics()))
+	for _, pts := range pointsOf(all, "hw.energy", nil) {
+		assert.Len(t, pts, 6, "nothing read is lost")
+	}
+	for _, pts := range pointsOf(all, "nvidia.gpu.tensor.activity", nil) {
+		assert.Len(t, pts, 5, "the GPM interval after the gap covers it")
+	}
 }

@@ -1,0 +1,204 @@
+package gpuvizreceiver
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+)
+
+// burstScript is decode-like memory-bound work with a 200 ms compute-bound,
+// power-capped burst at burstAt (offsets from the script's start).
+const (
+	burstAt  = 1300 * time.Millisecond
+	burstLen = 200 * time.Millisecond
+)
+
+func burstScript(t0 time.Time) []nvmlsim.Segment {
+	at := func(d time.Duration) int64 { return t0.Add(d).UnixNano() }
+	memoryBound := nvmlsim.Segment{Phase: nvmlsim.PhaseDecode, PowerW: 450, Busy: 1, MemBusy: 0.9, SMActive: 0.5, Tensor: 0.1, DRAM: 0.85}
+	burst := nvmlsim.Segment{Phase: nvmlsim.PhasePrefill, PowerW: 690, PowerCapped: true, Busy: 1, MemBusy: 0.3, SMActive: 0.95, Tensor: 0.9, DRAM: 0.3}
+	before, during, after := memoryBound, burst, memoryBound
+	before.Start, before.End = at(-time.Hour), at(burstAt)
+	during.Start, during.End = at(burstAt), at(burstAt+burstLen)
+	after.Start, after.End = at(burstAt+burstLen), at(time.Hour)
+	return []nvmlsim.Segment{before, during, after}
+}
+
+// readBurst reads the scripted GPU from t0 for (at least) 10 s, the
+// sampling clock ticking when samples are on, and returns every point
+// handed on.
+func readBurst(t *testing.T, cfg *Config) pmetric.Metrics {
+	t.Helper()
+	t0 := time.Unix(1_800_000_000, 0)
+	clock := newVirtualClock(t0)
+	lib, err := nvmlsim.New("h200", 1, 1, clock.now, nvmlsim.WithScript(burstScript(t0)))
+	require.NoError(t, err)
+	require.Equal(t, nvml.SUCCESS, lib.Init())
+	d := startDriven(t, cfg, lib, BackendSimulated, clock)
+	var batches []pmetric.Metrics
+	scrape := func() {
+		m, err := d.Scrape(context.Background())
+		require.NoError(t, err)
+		batches = append(batches, m)
+	}
+	scrape()
+	if cfg.Samples.Enabled {
+		d.Tick() // the tick at t0 opens the GPM interval
+		// One flush interval more: a flush carries the ticks before it.
+		for clock.now().Before(t0.Add(10*time.Second + cfg.Samples.FlushInterval)) {
+			clock.advance(cfg.Samples.Interval)
+			if m, ok := d.Tick(); ok {
+				batches = append(batches, m)
+			}
+		}
+	} else {
+		clock.advance(10 * time.Second)
+	}
+	scrape()
+	return mergeMetrics(batches)
+}
+
+// tickSeries is one metric's points of the scripted GPU in the first 10 s,
+// by time offset.
+func tickSeries(m pmetric.Metrics, metric string, match map[string]any, t0 time.Time) map[time.Duration]float64 {
+	out := map[time.Duration]float64{}
+	forEachPointTS(m, func(name string, attrs map[string]any, ts pcommon.Timestamp, v float64) {
+		if name != metric {
+			return
+		}
+		for k, want := range match {
+			if attrs[k] != want {
+				return
+			}
+		}
+		if at := ts.AsTime().Sub(t0); at <= 10*time.Second {
+			out[at] = v
+		}
+	})
+	return out
+}
+
+// The done-means test of the sampling clock: a 200 ms compute burst inside
+// a memory-bound stretch shows in tick-resolution tensor and DRAM activity,
+// energy and throttle share, at the ticks that hold it and nowhere else; a
+// 10 s scrape averages it away.
+func TestBurstIsVisibleAtTickResolution(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	m := readBurst(t, defaultConfig())
+	assertStrictlyIncreasing(t, seriesPoints([]pmetric.Metrics{m}))
+	interval := defaultConfig().Samples.Interval
+	// The one tick holding the burst ends at 1.5 s: 50 ms memory-bound, 200 ms burst.
+	burstTick := (burstAt + burstLen + interval - 1) / interval * interval
+	share := float64(burstLen) / float64(interval)
+
+	tensor := tickSeries(m, "nvidia.gpu.tensor.activity", nil, t0)
+	dram := tickSeries(m, "nvidia.gpu.dram.activity", nil, t0)
+	require.Len(t, tensor, int(10*time.Second/interval), "a GPM point every tick after the first")
+	for at, v := range tensor {
+		if at == burstTick {
+			assert.InDelta(t, share*0.9+(1-share)*0.1, v, 1e-3, "tensor activity of the burst's tick")
+			assert.InDelta(t, share*0.3+(1-share)*0.85, dram[at], 1e-3, "DRAM activity of the burst's tick")
+			continue
+		}
+		assert.InDelta(t, 0.1, v, 1e-3, "tensor at %v", at)
+		assert.InDelta(t, 0.85, dram[at], 1e-3, "DRAM at %v", at)
+	}
+
+	// Mean power between consecutive energy points, and the throttled
+	// share between consecutive throttle-time points.
+	energy := tickSeries(m, "hw.energy", nil, t0)
+	throttle := tickSeries(m, "nvidia.gpu.throttle.time", map[string]any{"nvidia.gpu.throttle.reason": "sw_power_cap"}, t0)
+	require.Len(t, energy, int(10*time.Second/interval)+1)
+	for at := interval; at <= 10*time.Second; at += interval {
+		watts := (energy[at] - energy[at-interval]) / interval.Seconds()
+		throttled := (throttle[at] - throttle[at-interval]) / interval.Seconds()
+		if at == burstTick {
+			assert.InDelta(t, share*690+(1-share)*450, watts, 1, "power of the burst's tick")
+			assert.InDelta(t, share, throttled, 1e-3, "throttled share of the burst's tick")
+			continue
+		}
+		assert.InDelta(t, 450, watts, 1, "power at %v", at)
+		assert.InDelta(t, 0, throttled, 1e-3, "throttled share at %v", at)
+	}
+
+	// Read once per 10 s scrape, the burst is a blur.
+	scraped := tickSeries(readBurst(t, scrapeOnly()), "nvidia.gpu.tensor.activity", nil, t0)
+	require.Len(t, scraped, 1)
+	for _, v := range scraped {
+		assert.InDelta(t, 0.02*0.9+0.98*0.1, v, 1e-3)
+	}
+}
+
+func TestTickFallsBackWhereTheDriverLacksAField(t *testing.T) {
+	lib := fixtureServer(1)
+	dev := device(lib, 0)
+	dev.GetFieldValuesFunc = withoutFields(dev.GetFieldValuesFunc, nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION, nvml.FI_DEV_POWER_INSTANT)
+	clock := newVirtualClock(time.Now())
+	d := startDriven(t, defaultConfig(), lib, BackendNVML, clock)
+	var batches []pmetric.Metrics
+	for range 8 {
+		clock.advance(defaultConfig().Samples.Interval)
+		if m, ok := d.Tick(); ok {
+			batches = append(batches, m)
+		}
+	}
+	m := mergeMetrics(batches)
+	// The fixture's dedicated calls: 123456789 + GPU mJ, 412345 + GPU mW.
+	assert.Equal(t, []float64{123456.789, 123456.789, 123456.789, 123456.789, 123456.789, 123456.789, 123456.789},
+		pointsOf(m, "hw.energy", nil)[dev.UUID])
+	assert.Len(t, pointsOf(m, "hw.power", nil)[dev.UUID], 7)
+	// Ticks 1-7 were handed on (a flush carries the ticks before it), and
+	// every tick, the first included, fell back.
+	assert.Len(t, dev.GetTotalEnergyConsumptionCalls(), 8, "the fallback from the tick that found the field missing on")
+	assert.Len(t, dev.GetPowerUsageCalls(), 8)
+	assert.Len(t, dev.GetFieldValuesCalls(), 8, "the throttle times are still fields")
+}
+
+func TestGPMHeldElsewhereIsReported(t *testing.T) {
+	lib := fixtureServer(2)
+	inUse := true
+	lib.GpmSampleGetFunc = func(dev nvml.Device, _ nvml.GpmSample) nvml.Return {
+		if inUse && dev == lib.Devices[1] {
+			return nvml.ERROR_IN_USE
+		}
+		return nvml.SUCCESS
+	}
+	clock := newVirtualClock(time.Now())
+	d := startDriven(t, defaultConfig(), lib, BackendNVML, clock)
+	status := func() map[string]map[string]float64 {
+		m, err := d.Scrape(context.Background())
+		require.NoError(t, err)
+		out := map[string]map[string]float64{}
+		forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+			if name == "nvidia.gpu.gpm.status" {
+				id := attrs["hw.id"].(string)
+				if out[id] == nil {
+					out[id] = map[string]float64{}
+				}
+				out[id][attrs["nvidia.gpu.gpm.state"].(string)] = v
+			}
+		})
+		return out
+	}
+	tick := func(n int) {
+		for range n {
+			clock.advance(defaultConfig().Samples.Interval)
+			d.Tick()
+		}
+	}
+	tick(2)
+	got := status()
+	assert.Equal(t, map[string]float64{"active": 1, "in_use": 0, "unavailable": 0}, got[device(lib, 0).UUID])
+	assert.Equal(t, map[string]float64{"active": 0, "in_use": 1, "unavailable": 0}, got[device(lib, 1).UUID])
+	inUse = false // the other client lets go
+	tick(2)
+	assert.Equal(t, map[string]float64{"active": 1, "in_use": 0, "unavailable": 0}, status()[device(lib, 1).UUID])
+}
