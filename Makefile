@@ -11,7 +11,7 @@ TOOLS := $(CURDIR)/.tools
 OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
 DIST := _build/otelcol-gpuviz
 
-.PHONY: all build run test lint generate check-generated unit smoke bench accuracy gpu-check loadgen prometheus demo e2e clean
+.PHONY: all build run test lint generate check-generated unit smoke bench accuracy gpu-check hardware-report loadgen prometheus demo e2e clean
 
 all: build
 
@@ -92,6 +92,12 @@ e2e: build loadgen prometheus
 # against a known workload (see README, "Checking on real hardware").
 gpu-check:
 	scripts/gpu-check
+
+# On a machine with NVIDIA GPUs: NVML call latency, the sampling clock's and a
+# pynvml loop's CPU cost, and gpu-check, into _build/hardware-report/report.md
+# (see docs/hardware.md).
+hardware-report:
+	scripts/hardware-report
 
 clean:
 	rm -rf _build

@@ -167,7 +167,8 @@ func cpuPynvmlCmd(ctx context.Context, args []string) error {
 	cmp := gpucheck.CPUComparison{Name: "pynvml", Variants: []string{"pynvml", "gpuviz"}, Window: c.window, GPUs: c.gpus,
 		Commands: map[string]string{}}
 	if out, err := exec.CommandContext(ctx, *python, "-c", "import pynvml").CombinedOutput(); err != nil {
-		cmp.Skipped = fmt.Sprintf("%s cannot import pynvml (pip package nvidia-ml-py): %s", *python, strings.TrimSpace(string(out)))
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		cmp.Skipped = fmt.Sprintf("%s cannot import pynvml (pip package nvidia-ml-py): %s", *python, lines[len(lines)-1])
 		if werr := writeJSON(c.out, cmp); werr != nil {
 			return werr
 		}
@@ -223,7 +224,7 @@ func runComparison(ctx context.Context, c cpuFlags, cmp *gpucheck.CPUComparison,
 	if err := writeJSON(c.out, cmp); err != nil {
 		return err
 	}
-	fmt.Print(gpucheck.Markdown(gpucheck.ReportInfo{GPUs: c.gpus}, nil, cmp, nil))
+	fmt.Print(gpucheck.ComparisonMarkdown(cmp, c.gpus, cmp.Name == "tick"))
 	if len(failed) > 0 {
 		return errors.New("some runs failed: " + strings.Join(failed, "; "))
 	}

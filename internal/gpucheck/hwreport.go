@@ -282,11 +282,11 @@ func Markdown(info ReportInfo, latency []GPULatency, tick, pynvml *CPUComparison
 	writeCommand(&b, info, "latency")
 
 	b.WriteString("#### Sampling clock CPU cost (whole collector: gpuviz receiver + debug exporter)\n\n")
-	writeComparison(&b, tick, info.GPUs, true)
+	b.WriteString(ComparisonMarkdown(tick, info.GPUs, true))
 	writeCommand(&b, info, "tick")
 
 	b.WriteString("#### Hand-written pynvml loop against the gpuviz receiver, same metrics, same rate\n\n")
-	writeComparison(&b, pynvml, info.GPUs, false)
+	b.WriteString(ComparisonMarkdown(pynvml, info.GPUs, false))
 	writeCommand(&b, info, "pynvml")
 
 	b.WriteString("#### gpu-check\n\n")
@@ -308,9 +308,15 @@ func writeCommand(b *strings.Builder, info ReportInfo, section string) {
 	}
 }
 
-// writeComparison writes the runs of c and its summary: for the tick, each
-// variant's cost over the first (samples off) per GPU; for pynvml, the ratio
-// of the first variant to the second.
+// ComparisonMarkdown is the runs of c and its summary: with perGPU (the
+// tick), each variant's cost over the first (samples off) per GPU; else (the
+// pynvml comparison) the ratio of the first variant to the second.
+func ComparisonMarkdown(c *CPUComparison, gpus int, perGPU bool) string {
+	var b strings.Builder
+	writeComparison(&b, c, gpus, perGPU)
+	return b.String()
+}
+
 func writeComparison(b *strings.Builder, c *CPUComparison, gpus int, perGPU bool) {
 	if c == nil {
 		b.WriteString("not measured (see the report's log)\n\n")
