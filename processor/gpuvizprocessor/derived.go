@@ -75,7 +75,16 @@ type gpuDerived struct {
 	// PCIe counter and link state, to derive rates and capacity.
 	ioPrev         [2]ioPoint
 	linkGen, width float64
+	// Cumulative throttle times per reason, and per group where the last
+	// share was measured from.
+	throttleTotals [numThrottleGroups][throttleSlots]float64
+	throttlePrev   [numThrottleGroups]ioPoint
 }
+
+// minThrottleInterval is the shortest interval a throttled share is
+// measured over: the reasons of one NVML call carry timestamps a few µs
+// apart, and those are one reading, not intervals of their own.
+const minThrottleInterval = 10 * time.Millisecond
 
 type ioPoint struct {
 	ts    time.Time
@@ -169,6 +178,42 @@ func (d *derived) counterRate(k timeline.Key, dir string, ts time.Time, total fl
 		return 0, false
 	}
 	return (total - prev.total) / ts.Sub(prev.ts).Seconds(), true
+}
+
+// setThrottleTotal takes one cumulative throttle time.
+func (d *derived) setThrottleTotal(p throttleTime) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.gpu(p.key).throttleTotals[p.reason][p.slot] = p.total
+}
+
+// throttleShare returns the share of the interval from the group's
+// previous measurement to ts that the clocks were held for the group's
+// reasons, and makes ts the group's latest measurement.
+func (d *derived) throttleShare(k timeline.Key, group throttleGroup, ts time.Time) (float64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.gpu(k)
+	var total float64
+	for _, t := range g.throttleTotals[group] {
+		total += t
+	}
+	prev := &g.throttlePrev[group]
+	last := *prev
+	*prev = ioPoint{ts: ts, total: total, ok: true}
+	if !last.ok || !ts.After(last.ts) || total < last.total { // first, out of order, or the driver reloaded
+		return 0, false
+	}
+	return min((total-last.total)/ts.Sub(last.ts).Seconds(), 1), true
+}
+
+// throttleMeasured reports whether GPU k reports throttle times, whose
+// shares replace the 0/1 throttle flags.
+func (d *derived) throttleMeasured(k timeline.Key) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.gpus[k]
+	return g != nil && (g.throttlePrev[throttlePower].ok || g.throttlePrev[throttleThermal].ok)
 }
 
 // linkCapacity combines the current PCIe generation and width into bytes

@@ -1,8 +1,10 @@
 package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
 
 import (
+	"cmp"
 	"context"
 	"math"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -53,6 +55,18 @@ type pointReader struct {
 	learned  int64
 	refused  map[string]int64
 	throttle map[throttleKey]*throttleState
+	// throttleTimes are the batch's cumulative throttle times, turned into
+	// measured throttled shares once the whole batch is read.
+	throttleTimes []throttleTime
+}
+
+// throttleTime is one point of nvidia.gpu.throttle.time.
+type throttleTime struct {
+	key    timeline.Key
+	ts     time.Time
+	reason throttleGroup
+	slot   int // the reason's index within its group
+	total  float64
 }
 
 type throttleKey struct {
@@ -76,7 +90,11 @@ func (c *core) observe(ctx context.Context, md pmetric.Metrics) {
 			}
 		}
 	}
+	r.throttleShares()
 	for tk, st := range r.throttle {
+		if r.c.derived.throttleMeasured(tk.key) {
+			continue // measured shares beat the flags of the moment
+		}
 		ts := tk.ts.AsTime()
 		r.add(tk.key, timeline.PowerThrottled, ts, boolFloat(st.power))
 		r.add(tk.key, timeline.ThermalThrottled, ts, boolFloat(st.thermal))
@@ -116,7 +134,7 @@ func (r *pointReader) metric(m pmetric.Metric, host string) {
 	case isGauge, name == "hw.energy", name == "hw.gpu.io", name == "nvidia.gpu.pcie.throughput",
 		name == "nvidia.gpu.nvlink.throughput", name == "nvidia.gpu.pcie.link.generation",
 		name == "nvidia.gpu.pcie.link.width", name == "nvidia.gpu.throttle.active", name == "nvidia.gpu.info",
-		name == "nvidia.gpu.process.memory.usage":
+		name == "nvidia.gpu.process.memory.usage", name == "nvidia.gpu.throttle.time":
 	default:
 		return // not a GPU metric the timeline uses
 	}
@@ -168,6 +186,10 @@ func (r *pointReader) metric(m pmetric.Metric, host string) {
 			}
 		case "nvidia.gpu.throttle.active":
 			r.throttleReason(k, dp.Timestamp(), stringAttr(attrs, "nvidia.gpu.throttle.reason"), v != 0)
+		case "nvidia.gpu.throttle.time":
+			if group, slot, ok := throttleReasonGroup(stringAttr(attrs, "nvidia.gpu.throttle.reason")); ok {
+				r.throttleTimes = append(r.throttleTimes, throttleTime{key: k, ts: ts, reason: group, slot: slot, total: v})
+			}
 		case "nvidia.gpu.info":
 			if idx, ok := attrs.Get("nvidia.gpu.index"); ok && idx.Type() == pcommon.ValueTypeInt {
 				r.c.store.SetIndex(k, int(idx.Int()))
@@ -220,6 +242,72 @@ func (r *pointReader) throttleReason(k timeline.Key, ts pcommon.Timestamp, reaso
 		st.power = st.power || active
 	case "sw_thermal_slowdown", "hw_thermal_slowdown":
 		st.thermal = st.thermal || active
+	}
+}
+
+// throttleGroup is what a throttle reason says of a throttled interval.
+type throttleGroup int
+
+const (
+	throttlePower throttleGroup = iota
+	throttleThermal
+	numThrottleGroups
+)
+
+// throttleSlots is the most reasons of one group NVML times.
+const throttleSlots = 2
+
+// throttleReasonGroup places a reason NVML times: sw_power_cap and
+// hw_power_brake are power, the thermal slowdowns thermal; sync_boost is
+// neither.
+func throttleReasonGroup(reason string) (throttleGroup, int, bool) {
+	switch reason {
+	case "sw_power_cap":
+		return throttlePower, 0, true
+	case "hw_power_brake":
+		return throttlePower, 1, true
+	case "sw_thermal_slowdown":
+		return throttleThermal, 0, true
+	case "hw_thermal_slowdown":
+		return throttleThermal, 1, true
+	}
+	return 0, 0, false
+}
+
+// throttleShares turns the batch's cumulative throttle times, in time
+// order per GPU, into the share of each interval the clocks were held.
+func (r *pointReader) throttleShares() {
+	slices.SortFunc(r.throttleTimes, func(a, b throttleTime) int {
+		return cmp.Or(cmp.Compare(a.key.Host, b.key.Host), cmp.Compare(a.key.GPU, b.key.GPU), a.ts.Compare(b.ts))
+	})
+	// The reasons of one reading carry timestamps µs apart: a run of points
+	// of one GPU within minThrottleInterval is one reading, measured once.
+	for i := 0; i < len(r.throttleTimes); {
+		first := r.throttleTimes[i]
+		var groups [numThrottleGroups]bool
+		j := i
+		for ; j < len(r.throttleTimes); j++ {
+			p := r.throttleTimes[j]
+			if p.key != first.key || p.ts.Sub(first.ts) >= minThrottleInterval {
+				break
+			}
+			r.c.derived.setThrottleTotal(p)
+			groups[p.reason] = true
+		}
+		at := r.throttleTimes[j-1].ts
+		for group, seen := range groups {
+			if !seen {
+				continue
+			}
+			if share, ok := r.c.derived.throttleShare(first.key, throttleGroup(group), at); ok {
+				sig := timeline.PowerThrottled
+				if throttleGroup(group) == throttleThermal {
+					sig = timeline.ThermalThrottled
+				}
+				r.add(first.key, sig, at, share)
+			}
+		}
+		i = j
 	}
 }
 

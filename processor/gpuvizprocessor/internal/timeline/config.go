@@ -30,8 +30,8 @@ const (
 	NVLinkRx                       // bytes/s
 	NVLinkTx                       // bytes/s
 	PCIeCapacity                   // bytes/s the PCIe link can carry per direction
-	PowerThrottled                 // 1 while clocks are held by a power reason, else 0
-	ThermalThrottled               // 1 while clocks are held by a thermal reason, else 0
+	PowerThrottled                 // share of the time clocks were held by a power reason (measured from throttle times, else the 0/1 flag)
+	ThermalThrottled               // share of the time clocks were held by a thermal reason, likewise
 	NumSignals                     // the number of signals, not a signal
 )
 

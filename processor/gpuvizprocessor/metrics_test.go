@@ -1,0 +1,131 @@
+package gpuvizprocessor
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// throttleBatch is one GPU's nvidia.gpu.throttle.time points (and
+// throttle.active flags, when active is set) at the given offsets from t0,
+// each reason's later by skew: cumulative seconds per reason.
+func throttleBatch(t0 time.Time, at []time.Duration, totals map[string][]float64, active map[string]int64, skew ...map[string]time.Duration) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("host.name", "node-1")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	sum := ms.AppendEmpty()
+	sum.SetName("nvidia.gpu.throttle.time")
+	dps := sum.SetEmptySum().DataPoints()
+	for reason, vs := range totals {
+		for i, v := range vs {
+			dp := dps.AppendEmpty()
+			var late time.Duration
+			if len(skew) > 0 {
+				late = skew[0][reason]
+			}
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(at[i] + late)))
+			dp.SetDoubleValue(v)
+			dp.Attributes().PutStr("hw.id", "GPU-0")
+			dp.Attributes().PutStr("nvidia.gpu.throttle.reason", reason)
+		}
+	}
+	if active != nil {
+		g := ms.AppendEmpty()
+		g.SetName("nvidia.gpu.throttle.active")
+		for reason, v := range active {
+			dp := g.SetEmptyGauge().DataPoints().AppendEmpty()
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(t0.Add(at[len(at)-1])))
+			dp.SetIntValue(v)
+			dp.Attributes().PutStr("hw.id", "GPU-0")
+			dp.Attributes().PutStr("nvidia.gpu.throttle.reason", reason)
+		}
+	}
+	return md
+}
+
+func TestThrottleTimesBecomeMeasuredShares(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	ticks := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
+	for name, tc := range map[string]struct {
+		totals         map[string][]float64
+		skew           map[string]time.Duration
+		power, thermal []float64 // shares of the intervals ending at ticks[1:]
+	}{
+		"power cap for 200 ms of one tick": {
+			totals: map[string][]float64{"sw_power_cap": {10, 10, 10.2, 10.2}, "sw_thermal_slowdown": {3, 3, 3, 3}},
+			power:  []float64{0, 0.8, 0}, thermal: []float64{0, 0, 0},
+		},
+		"power reasons add up, capped at the whole interval": {
+			totals: map[string][]float64{"sw_power_cap": {0, 0.2, 0.45, 0.45}, "hw_power_brake": {0, 0.1, 0.2, 0.2}},
+			power:  []float64{1, 1, 0},
+		},
+		"the reasons of one reading, µs apart, are measured once": {
+			totals: map[string][]float64{"sw_power_cap": {0, 0.1, 0.1, 0.1}, "hw_power_brake": {0, 0.05, 0.05, 0.05}},
+			skew:   map[string]time.Duration{"hw_power_brake": 3 * time.Microsecond},
+			power:  []float64{0.6, 0, 0},
+		},
+		"thermal slowdown, sync boost ignored": {
+			totals:  map[string][]float64{"hw_thermal_slowdown": {5, 5.05, 5.3, 5.55}, "sync_boost": {0, 0.25, 0.5, 0.75}},
+			thermal: []float64{0.2, 1, 1},
+		},
+		"a driver reload resets the counters: the interval across it takes the next share": {
+			totals: map[string][]float64{"sw_power_cap": {50, 50.1, 0.05, 0.1}},
+			power:  []float64{0.4, 0.2, 0.2},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := newTestCore(t)
+			c.observe(context.Background(), throttleBatch(t0, ticks, tc.totals, nil, tc.skew))
+			k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
+			assert.Equal(t, tc.power, signalValues(c, k, timeline.PowerThrottled, t0, ticks))
+			assert.Equal(t, tc.thermal, signalValues(c, k, timeline.ThermalThrottled, t0, ticks))
+		})
+	}
+}
+
+func TestMeasuredSharesReplaceTheFlags(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	c := newTestCore(t)
+	k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
+	// Flags alone, a scrape a second: the flag of the moment is all there is.
+	c.observe(context.Background(), throttleBatch(t0, []time.Duration{0}, nil, map[string]int64{"sw_power_cap": 1}))
+	c.observe(context.Background(), throttleBatch(t0, []time.Duration{time.Second}, nil, map[string]int64{"sw_power_cap": 1}))
+	flags := []time.Duration{0, time.Second}
+	assert.Equal(t, []float64{1}, signalValues(c, k, timeline.PowerThrottled, t0, flags))
+	// Then throttle times too: the flag at the last tick is dropped.
+	at := []time.Duration{2 * time.Second, 2250 * time.Millisecond}
+	c.observe(context.Background(), throttleBatch(t0, at, map[string][]float64{"sw_power_cap": {1, 1.05}}, map[string]int64{"sw_power_cap": 1}))
+	assert.Equal(t, []float64{0.2}, signalValues(c, k, timeline.PowerThrottled, t0, at))
+}
+
+func newTestCore(t *testing.T) *core {
+	t.Helper()
+	fac := &factory{cores: map[*Config]*core{}}
+	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), createDefaultConfig())
+	require.NoError(t, err)
+	return c
+}
+
+// signalValues are a signal's time-weighted means over the intervals
+// between consecutive ticks (offsets from t0), nil when it covers none.
+func signalValues(c *core, k timeline.Key, sig timeline.Signal, t0 time.Time, ticks []time.Duration) []float64 {
+	var out []float64
+	for i := 1; i < len(ticks); i++ {
+		st := c.store.Window(k, t0.Add(ticks[i-1]), t0.Add(ticks[i])).Stats[sig]
+		if st.Seconds > 0 {
+			out = append(out, math.Round(st.Mean*1e4)/1e4) // µs of skew are below this
+		}
+	}
+	return out
+}
