@@ -52,6 +52,7 @@ import multiprocessing
 import secrets
 import sys
 import time
+import traceback
 import urllib.error
 import urllib.request
 
@@ -532,7 +533,15 @@ def main():
             report({"skipped": {"part": "hf_generate",
                                 "reason": "transformers is not installed: no generate requests"}})
         else:
-            reqs += generate_requests(torch, device, args, uuid)
+            try:
+                reqs += generate_requests(torch, device, args, uuid)
+            except Exception as exc:  # an API change in transformers, out of memory, ...
+                # The synthetic requests are still worth analysing: this part
+                # is reported as not run, with the reason, and the traceback
+                # goes to standard error.
+                traceback.print_exc()
+                report({"skipped": {"part": "hf_generate", "reason": "failed: %s: %s" % (type(exc).__name__, exc)}})
+                torch.cuda.empty_cache()
 
     records = [r.record() for r in reqs]
     for rec in records:

@@ -267,10 +267,12 @@ func check(ctx context.Context, opts options) (result, error) {
 	switch {
 	case wlErr != nil:
 		return result{}, wlErr
-	case runErr != nil:
-		return result{}, runErr
 	case len(points) == 0:
 		return result{}, fmt.Errorf("the collector exported no metrics; see %s", col.log)
+	case runErr != nil:
+		// The phases ran: their table is still worth printing.
+		fmt.Print(gpucheck.Analyze(points, wl.Phases, wl.GPUUUID).Table())
+		return result{}, fmt.Errorf("the join check could not run: %w", runErr)
 	}
 
 	res := result{phases: gpucheck.Analyze(points, wl.Phases, wl.GPUUUID)}
