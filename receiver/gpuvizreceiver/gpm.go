@@ -89,11 +89,21 @@ func (st *gpmState) measure(lib nvml.Interface, now time.Time, take func(nvml.Gp
 	return req, nvml.SUCCESS
 }
 
-// recordGPM records one GPU-wide GPM interval ending at ts.
-func recordGPM(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, v *gpmValues) {
+// gpmUnlabelled are the GPM metrics no bottleneck label reads: recorded
+// on flush ticks only.
+var gpmUnlabelled = map[nvml.GpmMetricId]bool{
+	nvml.GPM_METRIC_SM_OCCUPANCY: true,
+	nvml.GPM_METRIC_FP16_UTIL:    true,
+	nvml.GPM_METRIC_FP32_UTIL:    true,
+	nvml.GPM_METRIC_FP64_UTIL:    true,
+}
+
+// recordGPM records one GPU-wide GPM interval ending at ts; all of it on a
+// flush tick, else what the labels read.
+func recordGPM(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, v *gpmValues, flush bool) {
 	id, name := g.id, g.name
 	for i := range gpmMetrics {
-		if !v.valid[i] {
+		if !v.valid[i] || !flush && gpmUnlabelled[gpmMetrics[i]] {
 			continue
 		}
 		ratio, mibps := v.v[i]/100, v.v[i]*(1<<20)

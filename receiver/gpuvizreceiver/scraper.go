@@ -199,7 +199,7 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 		break
 	}
 	if !s.cfg.Samples.Enabled && !g.lost {
-		r := g.tick.read(s.lib, s.syms, ts.AsTime(), false)
+		r := g.tick.read(s.lib, s.syms, ts.AsTime(), true) // each scrape ends an interval
 		recordTick(s.mb, g, r)
 		if r.failed != nvml.SUCCESS {
 			g.worsen(metadata.AttributeHwStateDegraded)

@@ -53,8 +53,8 @@ func BenchmarkScrape8SimulatedGPUs(b *testing.B) {
 			onlyMetrics(&c.Metrics, foundationMetrics)
 			c.Samples.Enabled, c.Processes.Enabled = false, false
 		}},
-		{"full_without_samples", func(c *Config) { c.Samples.Enabled = false }},
-		{"full", func(*Config) {}},
+		{"samples_off", func(c *Config) { c.Samples.Enabled = false }}, // the scrape makes the fast readings too
+		{"default", func(*Config) {}}, // the fast readings are the sampling clock's
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := defaultConfig()
@@ -91,6 +91,54 @@ func BenchmarkScrape8SimulatedGPUs(b *testing.B) {
 			}
 			b.ReportMetric(float64(points)/8, "points/GPU")
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/8/1000, "µs/GPU")
+		})
+	}
+}
+
+// BenchmarkTick8SimulatedGPUs measures one tick of the sampling clock over a
+// simulated 8-GPU H200 server serving the default scenario, the clock
+// advancing one interval per tick, flushes included (every fourth tick at
+// the defaults: the driver's sample buffers are drained and the builder
+// emptied). The GPUs are read one after the other here; the live clock
+// reads them concurrently. B/op over a flush's ticks is what a pending
+// tick costs in memory (docs/benchmarks.md).
+func BenchmarkTick8SimulatedGPUs(b *testing.B) {
+	for _, interval := range []time.Duration{250 * time.Millisecond, 100 * time.Millisecond} {
+		b.Run(interval.String(), func(b *testing.B) {
+			cfg := defaultConfig()
+			cfg.Backend = BackendSimulated
+			cfg.XidEvents.Enabled = false
+			cfg.Samples.Interval = interval
+			clock := newVirtualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+			sim := cfg.Simulated
+			lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, clock.now, nvmlsim.WithScenario(sim.Scenario))
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := NewDriven(cfg, receivertest.NewNopSettings(metadata.Type), lib, BackendSimulated, clock.now)
+			ctx := context.Background()
+			if err := d.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = d.Shutdown(ctx) }()
+			points, flushes := 0, 0
+			tick := func() {
+				clock.advance(interval)
+				if m, ok := d.Tick(); ok {
+					points += m.DataPointCount()
+					flushes++
+				}
+			}
+			for range 2 * ticksPerFlush(cfg.Samples) { // drain the driver's history, open GPM
+				tick()
+			}
+			points, flushes = 0, 0
+			b.ReportAllocs()
+			for b.Loop() {
+				tick()
+			}
+			b.ReportMetric(float64(points)/float64(b.N)/8, "points/GPU/tick")
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/8/1000, "µs/GPU/tick")
 		})
 	}
 }

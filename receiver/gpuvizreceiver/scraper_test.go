@@ -207,13 +207,18 @@ func TestScrapeGolden(t *testing.T) {
 }
 
 func TestScrapeSimulatedIsMarked(t *testing.T) {
-	cfg := defaultConfig()
-	cfg.Backend = BackendSimulated
-	cfg.Simulated.GPUs = 2
 	seen := map[string]bool{}
 	// Two scrapes and the ticks between them, flushed: GPM compares two
-	// ticks, the first flush tick drains the driver's sample history.
-	for _, m := range driveSimulated(t, cfg, 2, 8) {
+	// ticks. The H200s have GPM; the A100s have not, and their flush ticks
+	// drain the driver's sample buffers instead.
+	var batches []pmetric.Metrics
+	for _, model := range []string{"h200", "a100"} {
+		cfg := defaultConfig()
+		cfg.Backend = BackendSimulated
+		cfg.Simulated.GPUs, cfg.Simulated.Model = 2, model
+		batches = append(batches, driveSimulated(t, cfg, 2, 8)...)
+	}
+	for _, m := range batches {
 		backend, ok := m.ResourceMetrics().At(0).Resource().Attributes().Get("gpuviz.backend")
 		require.True(t, ok)
 		assert.Equal(t, "simulated", backend.Str())

@@ -19,6 +19,8 @@ import (
 
 func TestSamplesAreEmittedOnceWithTheirTimestamps(t *testing.T) {
 	lib := fixtureServer(1)
+	// The driver's buffers are read where GPM is not: an Ampere, say.
+	lib.GpmQueryDeviceSupportFunc = func(nvml.Device) (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, nvml.SUCCESS }
 	cfg := defaultConfig()
 	cfg.Samples.FlushInterval = cfg.Samples.Interval // every tick drains
 	clock := newVirtualClock(time.Now())
@@ -251,10 +253,18 @@ func TestNVMLCallsPerScrape(t *testing.T) {
 
 // TestNVMLCallsPerTick pins the sampling clock's calls per GPU: one batched
 // field-value call (energy, instant power, throttle times) and one GPM
-// sample and computation per tick, plus the four driver sample buffers on
-// a tick that ends a flush interval.
+// sample and computation per tick; without GPM, the four driver sample
+// buffers instead, on a tick that ends a flush interval.
 func TestNVMLCallsPerTick(t *testing.T) {
+	t.Run("GPM", func(t *testing.T) { testNVMLCallsPerTick(t, true) })
+	t.Run("no GPM", func(t *testing.T) { testNVMLCallsPerTick(t, false) })
+}
+
+func testNVMLCallsPerTick(t *testing.T, gpm bool) {
 	lib := fixtureServer(1)
+	if !gpm {
+		lib.GpmQueryDeviceSupportFunc = func(nvml.Device) (nvml.GpmSupport, nvml.Return) { return nvml.GpmSupport{}, nvml.SUCCESS }
+	}
 	cfg := defaultConfig()
 	clock := newVirtualClock(time.Now())
 	d := startDriven(t, cfg, lib, BackendNVML, clock)
@@ -276,8 +286,13 @@ func TestNVMLCallsPerTick(t *testing.T) {
 			calls[name] = d
 		}
 	}
-	gpm := len(lib.GpmSampleGetCalls()) + len(lib.GpmMetricsGetCalls()) - gpmBefore
-	t.Logf("NVML calls per GPU per %d ticks: %v + %d GPM calls", perFlush, calls, gpm)
-	assert.Equal(t, map[string]int{"GetFieldValues": perFlush, "GetSamples": len(sampleKinds)}, calls)
-	assert.Equal(t, 2*perFlush, gpm)
+	gpmCalls := len(lib.GpmSampleGetCalls()) + len(lib.GpmMetricsGetCalls()) - gpmBefore
+	t.Logf("NVML calls per GPU per %d ticks: %v + %d GPM calls", perFlush, calls, gpmCalls)
+	if gpm {
+		assert.Equal(t, map[string]int{"GetFieldValues": perFlush}, calls)
+		assert.Equal(t, 2*perFlush, gpmCalls)
+	} else {
+		assert.Equal(t, map[string]int{"GetFieldValues": perFlush, "GetSamples": len(sampleKinds)}, calls)
+		assert.Zero(t, gpmCalls)
+	}
 }

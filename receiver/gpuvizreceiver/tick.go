@@ -13,7 +13,11 @@ import (
 
 // A tick is the fast readings of one GPU: a GPM sample (per GPU instance in
 // MIG mode), the energy counter, instantaneous power and the cumulative
-// throttle times, and on some ticks the driver's sample buffers. With
+// throttle times. The tick that ends a flush interval also drains the
+// driver's sample buffers, on GPUs without GPM (on the others GPM, energy
+// and instant power at every tick say more, for a quarter of the points),
+// and records what no bottleneck label reads (SM occupancy, FP pipe
+// activity, sync-boost time): points cost every exporter downstream. With
 // samples.enabled the sampling clock ticks every samples.interval on a
 // goroutine of the GPU's own; otherwise the scrape ticks once per
 // collection interval. Either way one tickState is touched by one goroutine
@@ -97,7 +101,7 @@ type tickState struct {
 	migGPM    map[int64]*gpmState
 	wantMIG   bool
 
-	// samples: the driver's buffers, drained when a tick asks (nil: not read).
+	// samples: the driver's buffers, drained on flush ticks (nil: not read).
 	samples *sampleState
 
 	reading tickReading // reused every tick
@@ -131,7 +135,9 @@ type driverSample struct {
 
 // tickReading is what one tick read, in plain values.
 type tickReading struct {
-	at      pcommon.Timestamp
+	at pcommon.Timestamp
+	// flush is set on the tick that ends a flush interval.
+	flush   bool
 	fields  []fieldPoint
 	gpm     gpmValues
 	mig     []migActivity
@@ -159,17 +165,17 @@ func newTickState(cfg *Config, syms symbols, lib nvml.Interface, dev nvml.Device
 		t.gpmStatus.Store(gpmActive)
 		t.wantMIG = migGPMEnabled(m)
 	}
-	if cfg.Samples.Enabled && samplesEnabled(m) {
+	if cfg.Samples.Enabled && samplesEnabled(m) && t.gpm == nil {
 		t.samples = &sampleState{}
 	}
 	return t
 }
 
-// read makes the tick's calls at now. drain also empties the driver's
-// sample buffers. The reading stays valid until the next read.
-func (t *tickState) read(lib nvml.Interface, syms symbols, now time.Time, drain bool) *tickReading {
+// read makes the tick's calls at now; flush marks the tick that ends a
+// flush interval. The reading stays valid until the next read.
+func (t *tickState) read(lib nvml.Interface, syms symbols, now time.Time, flush bool) *tickReading {
 	r := &t.reading
-	r.at = pcommon.NewTimestampFromTime(now)
+	r.at, r.flush = pcommon.NewTimestampFromTime(now), flush
 	r.fields, r.mig, r.samples = r.fields[:0], r.mig[:0], r.samples[:0]
 	r.gpm = gpmValues{}
 	r.failed = nvml.SUCCESS
@@ -177,7 +183,7 @@ func (t *tickState) read(lib nvml.Interface, syms symbols, now time.Time, drain 
 	if t.gpm != nil {
 		t.readGPM(lib, now, r)
 	}
-	if drain && t.samples != nil {
+	if flush && t.samples != nil {
 		r.fail(t.samples.drain(t.dev, r))
 	}
 	return r
@@ -381,6 +387,9 @@ func (v *gpmValues) take(req *nvml.GpmMetricsGetType) {
 func recordTick(mb *metadata.MetricsBuilder, g *gpu, r *tickReading) {
 	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
 	for _, f := range r.fields {
+		if f.kind == fieldThrottleSyncBoost && !r.flush {
+			continue // cumulative: a flush's worth of resolution loses nothing
+		}
 		switch f.kind {
 		case fieldEnergy:
 			mb.RecordHwEnergyDataPoint(f.ts, f.v, id, name, vendor, model, driver, metadata.AttributeHwTypeGpu)
@@ -391,7 +400,7 @@ func recordTick(mb *metadata.MetricsBuilder, g *gpu, r *tickReading) {
 		}
 	}
 	if r.gpm.ok {
-		recordGPM(mb, r.at, g, &r.gpm)
+		recordGPM(mb, r.at, g, &r.gpm, r.flush)
 	}
 	for i := range r.mig {
 		recordMIGGPM(mb, r.at, g, &r.mig[i])

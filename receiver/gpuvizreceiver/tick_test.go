@@ -102,6 +102,9 @@ func TestBurstIsVisibleAtTickResolution(t *testing.T) {
 	tensor := tickSeries(m, "nvidia.gpu.tensor.activity", nil, t0)
 	dram := tickSeries(m, "nvidia.gpu.dram.activity", nil, t0)
 	require.Len(t, tensor, int(10*time.Second/interval), "a GPM point every tick after the first")
+	// What no label reads is recorded on flush ticks only.
+	assert.Len(t, tickSeries(m, "nvidia.gpu.sm.occupancy", nil, t0), 10)
+	assert.Len(t, tickSeries(m, "nvidia.gpu.throttle.time", map[string]any{"nvidia.gpu.throttle.reason": "sync_boost"}, t0), 10)
 	for at, v := range tensor {
 		if at == burstTick {
 			assert.InDelta(t, share*0.9+(1-share)*0.1, v, 1e-3, "tensor activity of the burst's tick")
