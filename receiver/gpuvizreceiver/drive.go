@@ -20,6 +20,7 @@ import (
 type Driven struct {
 	s      *gpuScraper
 	mb     *metadata.MetricsBuilder
+	runs   map[*gpu]*tickRuns
 	ticked int
 }
 
@@ -29,7 +30,7 @@ func NewDriven(cfg *Config, set receiver.Settings, lib nvml.Interface, backend B
 	s := newGPUScraper(cfg, set)
 	s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, backend, nil }
 	s.now = now
-	return &Driven{s: s, mb: metadata.NewMetricsBuilder(s.builderConfig(), set)}
+	return &Driven{s: s, mb: metadata.NewMetricsBuilder(s.builderConfig(), set), runs: map[*gpu]*tickRuns{}}
 }
 
 // Start discovers the GPUs.
@@ -50,11 +51,19 @@ func (d *Driven) Tick() (md pmetric.Metrics, ok bool) {
 	d.ticked++
 	flushTick := d.ticked%ticksPerFlush(cfg) == 0
 	if flushTick {
+		for g, runs := range d.runs {
+			runs.flush(d.mb, g)
+		}
 		md, ok = d.mb.Emit(metadata.WithResource(d.s.resource)), true
 	}
 	at := d.s.now()
 	for _, g := range d.s.gpus {
-		recordTick(d.mb, g, g.tick.read(d.s.lib, d.s.syms, at, flushTick))
+		runs := d.runs[g]
+		if runs == nil {
+			runs = &tickRuns{}
+			d.runs[g] = runs
+		}
+		recordTick(d.mb, g, g.tick.read(d.s.lib, d.s.syms, at, flushTick), runs)
 	}
 	return md, ok
 }

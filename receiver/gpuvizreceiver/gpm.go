@@ -99,38 +99,49 @@ var gpmUnlabelled = map[nvml.GpmMetricId]bool{
 }
 
 // recordGPM records one GPU-wide GPM interval ending at ts; all of it on a
-// flush tick, else what the labels read.
-func recordGPM(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, v *gpmValues, flush bool) {
-	id, name := g.id, g.name
+// flush tick, else what the labels read; with runs, leaving out the inner
+// points of runs of equal values.
+func recordGPM(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, v *gpmValues, flush bool, runs *[len(gpmMetrics)]seriesRun) {
 	for i := range gpmMetrics {
 		if !v.valid[i] || !flush && gpmUnlabelled[gpmMetrics[i]] {
 			continue
 		}
-		ratio, mibps := v.v[i]/100, v.v[i]*(1<<20)
-		switch gpmMetrics[i] {
-		case nvml.GPM_METRIC_SM_UTIL:
-			mb.RecordNvidiaGpuSmActivityDataPoint(ts, ratio, id, name)
-		case nvml.GPM_METRIC_SM_OCCUPANCY:
-			mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, ratio, id, name)
-		case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
-			mb.RecordNvidiaGpuTensorActivityDataPoint(ts, ratio, id, name)
-		case nvml.GPM_METRIC_DRAM_BW_UTIL:
-			mb.RecordNvidiaGpuDramActivityDataPoint(ts, ratio, id, name)
-		case nvml.GPM_METRIC_FP16_UTIL:
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp16)
-		case nvml.GPM_METRIC_FP32_UTIL:
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp32)
-		case nvml.GPM_METRIC_FP64_UTIL:
-			mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp64)
-		case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
-			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionReceive)
-		case nvml.GPM_METRIC_PCIE_TX_PER_SEC:
-			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
-		case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
-			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionReceive)
-		case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
-			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
+		if runs == nil || gpmUnlabelled[gpmMetrics[i]] {
+			recordGPMPoint(mb, ts, g, i, v.v[i])
+			continue
 		}
+		runs[i].take(ts, v.v[i], func(ts pcommon.Timestamp, x float64) { recordGPMPoint(mb, ts, g, i, x) })
+	}
+}
+
+// recordGPMPoint records GPM metric gpmMetrics[i] as NVML reports it
+// (percent, MiB/s).
+func recordGPMPoint(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, g *gpu, i int, value float64) {
+	id, name := g.id, g.name
+	ratio, mibps := value/100, value*(1<<20)
+	switch gpmMetrics[i] {
+	case nvml.GPM_METRIC_SM_UTIL:
+		mb.RecordNvidiaGpuSmActivityDataPoint(ts, ratio, id, name)
+	case nvml.GPM_METRIC_SM_OCCUPANCY:
+		mb.RecordNvidiaGpuSmOccupancyDataPoint(ts, ratio, id, name)
+	case nvml.GPM_METRIC_ANY_TENSOR_UTIL:
+		mb.RecordNvidiaGpuTensorActivityDataPoint(ts, ratio, id, name)
+	case nvml.GPM_METRIC_DRAM_BW_UTIL:
+		mb.RecordNvidiaGpuDramActivityDataPoint(ts, ratio, id, name)
+	case nvml.GPM_METRIC_FP16_UTIL:
+		mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp16)
+	case nvml.GPM_METRIC_FP32_UTIL:
+		mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp32)
+	case nvml.GPM_METRIC_FP64_UTIL:
+		mb.RecordNvidiaGpuPipeActivityDataPoint(ts, ratio, id, name, metadata.AttributeNvidiaGpuPipeFp64)
+	case nvml.GPM_METRIC_PCIE_RX_PER_SEC:
+		mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionReceive)
+	case nvml.GPM_METRIC_PCIE_TX_PER_SEC:
+		mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
+	case nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC:
+		mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionReceive)
+	case nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC:
+		mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, mibps, id, name, metadata.AttributeNetworkIoDirectionTransmit)
 	}
 }
 

@@ -71,13 +71,15 @@ type sampler struct {
 	working sync.WaitGroup // the workers
 }
 
-// tickWorker reads one GPU when asked. busy, since and warned are run's.
+// tickWorker reads one GPU when asked. busy, since, warned and runs are
+// run's.
 type tickWorker struct {
 	g        *gpu
 	requests chan tickRequest
 	busy     bool
 	since    time.Time
 	warned   bool
+	runs     tickRuns
 }
 
 type tickRequest struct {
@@ -253,7 +255,7 @@ func (sp *sampler) record(res tickResult) {
 		w.g.tickStalled.Store(false)
 		sp.logger.Info("a stalled GPU's NVML calls returned: its ticks resume", zap.Int("gpu", w.g.index), zap.String("hw.id", w.g.id))
 	}
-	recordTick(sp.mb, w.g, res.r)
+	recordTick(sp.mb, w.g, res.r, &w.runs)
 	outcome := outcomeRead
 	if res.r.failed != 0 {
 		outcome = outcomeFailed
@@ -267,6 +269,9 @@ func (sp *sampler) record(res tickResult) {
 func (sp *sampler) handOn(wait bool) {
 	if sp.unsent == 0 || (!wait && len(sp.flushes) == cap(sp.flushes)) {
 		return // only run sends: a free slot stays free until it does
+	}
+	for _, w := range sp.workers {
+		w.runs.flush(sp.mb, w.g)
 	}
 	sp.flushes <- batch{md: sp.mb.Emit(metadata.WithResource(sp.scraper.resource)), ticks: sp.unsent}
 	sp.unsent = 0

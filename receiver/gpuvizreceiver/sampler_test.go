@@ -177,6 +177,7 @@ func assertStrictlyIncreasing(t *testing.T, series map[string][]pcommon.Timestam
 func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
 	sink := new(consumertest.MetricsSink)
 	ls := startSampler(t, defaultConfig(), fixtureServer(2), sink)
+	first := ls.at
 	const ticks = 9
 	gpus := int64(len(ls.s.gpus))
 	for n := range int64(ticks) {
@@ -194,9 +195,29 @@ func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
 	tensor := pointsOf(mergeMetrics(sink.AllMetrics()), "nvidia.gpu.tensor.activity", nil)
 	for _, g := range ls.s.gpus {
 		assert.Len(t, energy[g.id], ticks, "an energy point every tick")
-		assert.Len(t, tensor[g.id], ticks-1, "GPM between consecutive ticks")
+		// The fixture's GPM never changes: one run, from the first interval
+		// (ending at tick 2) to the last tick, with its latest point in
+		// every hand-on.
+		require.NotEmpty(t, tensor[g.id])
+		at := pointTimes(sink.AllMetrics(), "nvidia.gpu.tensor.activity", g.id)
+		assert.Equal(t, pcommon.NewTimestampFromTime(first.Add(2*ls.sp.cfg.Interval)), at[0])
+		assert.Equal(t, pcommon.NewTimestampFromTime(ls.at), at[len(at)-1], "the run's end, at the last tick")
 	}
 	assert.Equal(t, map[string]int64{"read": int64(ticks * len(ls.s.gpus))}, ls.outcomes(t))
+}
+
+// pointTimes are the timestamps of GPU id's points of metric, in the order
+// they were handed on.
+func pointTimes(batches []pmetric.Metrics, metric, id string) []pcommon.Timestamp {
+	var out []pcommon.Timestamp
+	for _, m := range batches {
+		forEachPointTS(m, func(name string, attrs map[string]any, ts pcommon.Timestamp, _ float64) {
+			if name == metric && attrs["hw.id"] == id {
+				out = append(out, ts)
+			}
+		})
+	}
+	return out
 }
 
 // mergeMetrics copies batches into one pmetric.Metrics.
@@ -321,7 +342,8 @@ func TestSlowPipelineSkipsTicksWithinTheBound(t *testing.T) {
 	for _, pts := range pointsOf(all, "hw.energy", nil) {
 		assert.Len(t, pts, 6, "nothing read is lost")
 	}
-	for _, pts := range pointsOf(all, "nvidia.gpu.tensor.activity", nil) {
-		assert.Len(t, pts, 5, "the GPM interval after the gap covers it")
+	for id := range pointsOf(all, "nvidia.gpu.tensor.activity", nil) {
+		at := pointTimes(sink.AllMetrics(), "nvidia.gpu.tensor.activity", id)
+		assert.Equal(t, pcommon.NewTimestampFromTime(ls.at), at[len(at)-1], "the GPM interval after the gap covers it")
 	}
 }

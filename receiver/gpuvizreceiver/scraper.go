@@ -200,7 +200,7 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 	}
 	if !s.cfg.Samples.Enabled && !g.lost {
 		r := g.tick.read(s.lib, s.syms, ts.AsTime(), true) // each scrape ends an interval
-		recordTick(s.mb, g, r)
+		recordTick(s.mb, g, r, nil) // a point per scrape: nothing to leave out
 		if r.failed != nvml.SUCCESS {
 			g.worsen(metadata.AttributeHwStateDegraded)
 			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): fast readings: %w", g.index, g.id, r.failed))

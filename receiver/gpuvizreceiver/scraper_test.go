@@ -56,7 +56,10 @@ func fixtureServer(n int) *server.Server {
 			return nvml.Memory_v2{Total: total, Reserved: 512 << 20, Used: used, Free: total - used - 512<<20}, nvml.SUCCESS
 		}
 		dev.GetPowerUsageFunc = func() (uint32, nvml.Return) { return 412345 + k, nvml.SUCCESS }
-		dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) { return 123456789 + uint64(k), nvml.SUCCESS }
+		var energyCalls atomic.Uint64 // the counter grows: 1 J a call
+		dev.GetTotalEnergyConsumptionFunc = func() (uint64, nvml.Return) {
+			return 123456789 + uint64(k) + 1000*energyCalls.Add(1), nvml.SUCCESS
+		}
 		dev.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return 61 + k, nvml.SUCCESS }
 		dev.GetClockInfoFunc = func(c nvml.ClockType) (uint32, nvml.Return) {
 			switch c {
@@ -124,7 +127,8 @@ func fixtureServer(n int) *server.Server {
 
 // fixtureFields answers every field value the receiver asks for with
 // field ID × 1000 + GPU, except retired pages (NOT_SUPPORTED, as on Ampere
-// and newer) and the PCIe byte counters, which grow by 1 GiB per call.
+// and newer), the energy counter, which grows by 1 J per call, and the
+// PCIe byte counters, which grow by 1 GiB per call.
 func fixtureFields(k uint32) func([]nvml.FieldValue) nvml.Return {
 	var calls atomic.Uint64 // the scrape and the sampling clock both call
 	return func(values []nvml.FieldValue) nvml.Return {
@@ -139,6 +143,8 @@ func fixtureFields(k uint32) func([]nvml.FieldValue) nvml.Return {
 				v.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED)
 			case nvml.FI_DEV_PCIE_COUNT_RX_BYTES, nvml.FI_DEV_PCIE_COUNT_TX_BYTES:
 				x = calls << 30
+			case nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+				x += 1000 * calls
 			case nvml.FI_DEV_REMAPPED_PENDING, nvml.FI_DEV_REMAPPED_FAILURE, nvml.FI_DEV_ECC_DBE_VOL_TOTAL:
 				x = 0
 			}

@@ -383,29 +383,41 @@ func (v *gpmValues) take(req *nvml.GpmMetricsGetType) {
 	}
 }
 
-// recordTick records a reading of GPU g into mb.
-func recordTick(mb *metadata.MetricsBuilder, g *gpu, r *tickReading) {
-	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
+// recordTick records a reading of GPU g into mb; with runs, the inner
+// points of runs of equal values are left out (see runs.go).
+func recordTick(mb *metadata.MetricsBuilder, g *gpu, r *tickReading, runs *tickRuns) {
 	for _, f := range r.fields {
 		if f.kind == fieldThrottleSyncBoost && !r.flush {
 			continue // cumulative: a flush's worth of resolution loses nothing
 		}
-		switch f.kind {
-		case fieldEnergy:
-			mb.RecordHwEnergyDataPoint(f.ts, f.v, id, name, vendor, model, driver, metadata.AttributeHwTypeGpu)
-		case fieldPowerInstant:
-			mb.RecordHwPowerDataPoint(f.ts, f.v, id, name, vendor, model, driver, metadata.AttributeHwTypeGpu)
-		default:
-			mb.RecordNvidiaGpuThrottleTimeDataPoint(f.ts, f.v, id, name, tickThrottleReasons[f.kind])
+		if runs == nil {
+			recordField(mb, g, f.kind, f.ts, f.v)
+			continue
 		}
+		runs.fields[f.kind].take(f.ts, f.v, func(ts pcommon.Timestamp, v float64) { recordField(mb, g, f.kind, ts, v) })
 	}
 	if r.gpm.ok {
-		recordGPM(mb, r.at, g, &r.gpm, r.flush)
+		var gpmRuns *[len(gpmMetrics)]seriesRun
+		if runs != nil {
+			gpmRuns = &runs.gpm
+		}
+		recordGPM(mb, r.at, g, &r.gpm, r.flush, gpmRuns)
 	}
 	for i := range r.mig {
 		recordMIGGPM(mb, r.at, g, &r.mig[i])
 	}
 	for _, smp := range r.samples {
 		recordSample(mb, g, sampleKinds[smp.kind], smp.ts, smp.v)
+	}
+}
+
+func recordField(mb *metadata.MetricsBuilder, g *gpu, kind tickField, ts pcommon.Timestamp, v float64) {
+	switch kind {
+	case fieldEnergy:
+		mb.RecordHwEnergyDataPoint(ts, v, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu)
+	case fieldPowerInstant:
+		mb.RecordHwPowerDataPoint(ts, v, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu)
+	default:
+		mb.RecordNvidiaGpuThrottleTimeDataPoint(ts, v, g.id, g.name, tickThrottleReasons[kind])
 	}
 }

@@ -2,6 +2,9 @@ package gpuvizreceiver
 
 import (
 	"context"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,8 +55,9 @@ func readBurst(t *testing.T, cfg *Config) pmetric.Metrics {
 	scrape()
 	if cfg.Samples.Enabled {
 		d.Tick() // the tick at t0 opens the GPM interval
-		// One flush interval more: a flush carries the ticks before it.
-		for clock.now().Before(t0.Add(10*time.Second + cfg.Samples.FlushInterval)) {
+		// Two flush intervals more: a flush carries the ticks before it,
+		// and records the latest point of a run.
+		for clock.now().Before(t0.Add(10*time.Second + 2*cfg.Samples.FlushInterval)) {
 			clock.advance(cfg.Samples.Interval)
 			if m, ok := d.Tick(); ok {
 				batches = append(batches, m)
@@ -66,10 +70,11 @@ func readBurst(t *testing.T, cfg *Config) pmetric.Metrics {
 	return mergeMetrics(batches)
 }
 
-// tickSeries is one metric's points of the scripted GPU in the first 10 s,
-// by time offset.
+// tickSeries is one metric's value at every tick of the first 10 s, by time
+// offset: a point is the value since the previous one, so a run of equal
+// values the receiver left the inner points out of reads back whole.
 func tickSeries(m pmetric.Metrics, metric string, match map[string]any, t0 time.Time) map[time.Duration]float64 {
-	out := map[time.Duration]float64{}
+	points := map[time.Duration]float64{}
 	forEachPointTS(m, func(name string, attrs map[string]any, ts pcommon.Timestamp, v float64) {
 		if name != metric {
 			return
@@ -79,10 +84,24 @@ func tickSeries(m pmetric.Metrics, metric string, match map[string]any, t0 time.
 				return
 			}
 		}
-		if at := ts.AsTime().Sub(t0); at <= 10*time.Second {
-			out[at] = v
-		}
+		points[ts.AsTime().Sub(t0)] = v
 	})
+	return stepsAtTicks(points, defaultConfig().Samples.Interval, 10*time.Second)
+}
+
+// stepsAtTicks reads a series whose points each hold since the previous
+// one at every tick up to end, from its first point on.
+func stepsAtTicks(points map[time.Duration]float64, interval, end time.Duration) map[time.Duration]float64 {
+	at := slices.Sorted(maps.Keys(points))
+	out := map[time.Duration]float64{}
+	if len(at) == 0 {
+		return out
+	}
+	for tick := at[0]; tick <= end; tick += interval {
+		if i, _ := slices.BinarySearch(at, tick); i < len(at) {
+			out[tick] = points[at[i]]
+		}
+	}
 	return out
 }
 
@@ -102,9 +121,14 @@ func TestBurstIsVisibleAtTickResolution(t *testing.T) {
 	tensor := tickSeries(m, "nvidia.gpu.tensor.activity", nil, t0)
 	dram := tickSeries(m, "nvidia.gpu.dram.activity", nil, t0)
 	require.Len(t, tensor, int(10*time.Second/interval), "a GPM point every tick after the first")
-	// What no label reads is recorded on flush ticks only.
-	assert.Len(t, tickSeries(m, "nvidia.gpu.sm.occupancy", nil, t0), 10)
-	assert.Len(t, tickSeries(m, "nvidia.gpu.throttle.time", map[string]any{"nvidia.gpu.throttle.reason": "sync_boost"}, t0), 10)
+	// What no label reads is recorded on flush ticks only (0.75 s, 1.75 s, ...).
+	assert.Equal(t, 10, countPoints(m, "nvidia.gpu.sm.occupancy"))
+	// Runs of equal values keep their ends: tensor activity changes at the
+	// burst's tick only. The first point (0.25 s), the end of the run
+	// before the burst (1.25 s), the burst (1.5 s), the return (1.75 s, a
+	// flush tick too) and the other flush ticks' latest points (0.75 s,
+	// 2.75 s to 9.75 s) are all there is.
+	assert.Equal(t, 4+1+8, countPoints(m, "nvidia.gpu.tensor.activity"))
 	for at, v := range tensor {
 		if at == burstTick {
 			assert.InDelta(t, share*0.9+(1-share)*0.1, v, 1e-3, "tensor activity of the burst's tick")
@@ -154,10 +178,11 @@ func TestTickFallsBackWhereTheDriverLacksAField(t *testing.T) {
 		}
 	}
 	m := mergeMetrics(batches)
-	// The fixture's dedicated calls: 123456789 + GPU mJ, 412345 + GPU mW.
-	assert.Equal(t, []float64{123456.789, 123456.789, 123456.789, 123456.789, 123456.789, 123456.789, 123456.789},
+	// The fixture's dedicated calls: 123456789 mJ + 1 J a call, 412345 mW.
+	assert.Equal(t, []float64{123457.789, 123458.789, 123459.789, 123460.789, 123461.789, 123462.789, 123463.789},
 		pointsOf(m, "hw.energy", nil)[dev.UUID])
-	assert.Len(t, pointsOf(m, "hw.power", nil)[dev.UUID], 7)
+	// A run: its first point (tick 1) and its latest at each hand-on (ticks 3 and 7).
+	assert.Equal(t, []float64{412.345, 412.345, 412.345}, pointsOf(m, "hw.power", nil)[dev.UUID])
 	// Ticks 1-7 were handed on (a flush carries the ticks before it), and
 	// every tick, the first included, fell back.
 	assert.Len(t, dev.GetTotalEnergyConsumptionCalls(), 8, "the fallback from the tick that found the field missing on")
@@ -204,4 +229,85 @@ func TestGPMHeldElsewhereIsReported(t *testing.T) {
 	inUse = false // the other client lets go
 	tick(2)
 	assert.Equal(t, map[string]float64{"active": 1, "in_use": 0, "unavailable": 0}, status()[device(lib, 1).UUID])
+}
+
+// countPoints counts a metric's points in the first 10 s after the burst
+// script's start.
+func countPoints(m pmetric.Metrics, metric string) int {
+	t0 := time.Unix(1_800_000_000, 0)
+	n := 0
+	forEachPointTS(m, func(name string, _ map[string]any, ts pcommon.Timestamp, _ float64) {
+		if name == metric && !ts.AsTime().After(t0.Add(10*time.Second)) {
+			n++
+		}
+	})
+	return n
+}
+
+func TestRunsOfEqualValuesKeepTheirEnds(t *testing.T) {
+	type point struct {
+		tick int
+		v    float64
+	}
+	for name, tc := range map[string]struct {
+		values []float64 // one per tick
+		flush  int       // a hand-on after every flush-th tick (0: none)
+		want   []point
+	}{
+		"changing every tick":  {values: []float64{1, 2, 3}, want: []point{{0, 1}, {1, 2}, {2, 3}}},
+		"a run, then a change": {values: []float64{1, 1, 1, 1, 2}, want: []point{{0, 1}, {3, 1}, {4, 2}}},
+		"a run to the end: its end waits for the next change or hand-on": {values: []float64{5, 5, 5}, want: []point{{0, 5}}},
+		"hand-ons carry the latest point":                                {values: []float64{0, 0, 0, 0, 0, 0, 7}, flush: 2, want: []point{{0, 0}, {1, 0}, {3, 0}, {5, 0}, {6, 7}}},
+		"a hand-on inside a run, then a change":                          {values: []float64{4, 4, 4, 4, 9}, flush: 3, want: []point{{0, 4}, {2, 4}, {3, 4}, {4, 9}}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var run seriesRun
+			var got []point
+			record := func(ts pcommon.Timestamp, x float64) { got = append(got, point{int(ts), x}) }
+			for i, v := range tc.values {
+				run.take(pcommon.Timestamp(i), v, record)
+				if tc.flush > 0 && (i+1)%tc.flush == 0 {
+					run.flush(record)
+				}
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// TestRunsLoseNothing is the property the run compression rests on: read
+// as "each point holds since the previous one", what is recorded gives
+// back every tick's value from the first point to the last recorded one,
+// and a hand-on gives back every tick up to it.
+func TestRunsLoseNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		n := 1 + rng.IntN(60)
+		values := make([]float64, n)
+		for i := range values {
+			if i == 0 || rng.IntN(3) == 0 {
+				values[i] = float64(rng.IntN(4)) // few distinct values: long runs
+			} else {
+				values[i] = values[i-1]
+			}
+		}
+		flushEvery := 1 + rng.IntN(6)
+		var run seriesRun
+		points := map[time.Duration]float64{}
+		last := time.Duration(-1)
+		record := func(ts pcommon.Timestamp, x float64) {
+			require.Greater(t, time.Duration(ts), last, "in time order, once")
+			points[time.Duration(ts)], last = x, time.Duration(ts)
+		}
+		for i, v := range values {
+			run.take(pcommon.Timestamp(i), v, record)
+			if (i+1)%flushEvery == 0 {
+				run.flush(record)
+				require.Equal(t, time.Duration(i), last, "a hand-on carries the latest tick")
+			}
+		}
+		for tick, v := range stepsAtTicks(points, 1, last) {
+			require.Equal(t, values[int(tick)], v, "tick %d of %v (hand-on every %d)", tick, values, flushEvery)
+		}
+	}
 }
