@@ -199,8 +199,10 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 		break
 	}
 	if !s.cfg.Samples.Enabled && !g.lost {
-		r := g.tick.read(s.lib, s.syms, ts.AsTime(), true) // each scrape ends an interval
-		recordTick(s.mb, g, r, nil) // a point per scrape: nothing to leave out
+		// Every scrape ends an interval, and with a point a scrape there is
+		// no run to leave points out of.
+		r := g.tick.read(s.lib, s.syms, ts.AsTime(), true)
+		recordTick(s.mb, g, r, nil)
 		if r.failed != nvml.SUCCESS {
 			g.worsen(metadata.AttributeHwStateDegraded)
 			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): fast readings: %w", g.index, g.id, r.failed))

@@ -53,8 +53,10 @@ func BenchmarkScrape8SimulatedGPUs(b *testing.B) {
 			onlyMetrics(&c.Metrics, foundationMetrics)
 			c.Samples.Enabled, c.Processes.Enabled = false, false
 		}},
-		{"samples_off", func(c *Config) { c.Samples.Enabled = false }}, // the scrape makes the fast readings too
-		{"default", func(*Config) {}}, // the fast readings are the sampling clock's
+		// samples_off: the scrape makes the fast readings too; default: they
+		// are the sampling clock's.
+		{"samples_off", func(c *Config) { c.Samples.Enabled = false }},
+		{"default", func(*Config) {}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg := defaultConfig()
