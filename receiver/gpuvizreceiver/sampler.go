@@ -23,6 +23,13 @@ import (
 // docs/benchmarks.md for what it costs.
 const defaultSampleInterval = 250 * time.Millisecond
 
+// stallAfter is how long a GPU's tick may stay in its NVML calls before
+// the GPU reports degraded (it misses ticks from the first one it is still
+// busy at): at least a second, since without persistence mode a healthy
+// driver can take that long, and so can the simulation computing its next
+// episode.
+func stallAfter(interval time.Duration) time.Duration { return max(interval, time.Second) }
+
 // shutdownWait bounds how long Shutdown waits for a GPU's tick that is
 // still in an NVML call: a cgo call cannot be cancelled, so after this the
 // call is abandoned (and its buffers are left alone).
@@ -221,7 +228,7 @@ func (sp *sampler) run() {
 }
 
 // dispatch asks every idle worker for a tick at the given time. A worker
-// still in its previous tick misses this one; past one interval it is
+// still in its previous tick misses this one; past stallAfter it is
 // stalled, and its GPU reports degraded until the call returns.
 func (sp *sampler) dispatch(at time.Time, drain bool) {
 	ctx := context.Background()
@@ -234,10 +241,10 @@ func (sp *sampler) dispatch(at time.Time, drain bool) {
 	for _, w := range sp.workers {
 		if w.busy {
 			sp.tel.ReceiverGpuvizTicks.Add(ctx, 1, outcomeMissed)
-			if !w.warned && at.Sub(w.since) >= sp.cfg.Interval {
+			if !w.warned && at.Sub(w.since) >= stallAfter(sp.cfg.Interval) {
 				w.warned = true
 				w.g.tickStalled.Store(true)
-				sp.logger.Warn("a GPU's NVML calls have not returned for a whole tick: its ticks are skipped and it reports degraded until they do; the other GPUs are unaffected",
+				sp.logger.Warn("a GPU's NVML calls have not returned: its ticks are skipped and it reports degraded until they do; the other GPUs are unaffected",
 					zap.Int("gpu", w.g.index), zap.String("hw.id", w.g.id), zap.Duration("stalled", at.Sub(w.since)))
 			}
 			continue
