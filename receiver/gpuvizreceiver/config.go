@@ -79,8 +79,8 @@ type SamplesConfig struct {
 // computes metrics over.
 const gpmMinInterval = 100 * time.Millisecond
 
-// maxPendingTicks caps samples.max_pending_ticks at about 4 MiB of pending
-// points per 8 GPUs (see docs/benchmarks.md for bytes per tick).
+// maxPendingTicks caps samples.max_pending_ticks: about 3 KiB of points a
+// pending tick per GPU (docs/benchmarks.md), so at most ~24 MiB for 8 GPUs.
 const maxPendingTicks = 1000
 
 // ProcessesConfig configures per-process GPU use.

@@ -3,6 +3,7 @@ package gpuvizreceiver
 import (
 	"context"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -143,4 +144,50 @@ func BenchmarkTick8SimulatedGPUs(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/8/1000, "µs/GPU/tick")
 		})
 	}
+}
+
+// BenchmarkPendingTickBytes measures what a tick waiting for the pipeline
+// holds: the heap that ticks recorded and not yet handed on keep live, per
+// GPU, on the simulated 8-GPU server (the default scenario's busy GPUs, so
+// few runs to leave points out of). It bounds the receiver's buffer:
+// max_pending_ticks × GPUs × this (docs/benchmarks.md).
+func BenchmarkPendingTickBytes(b *testing.B) {
+	const pending = 40
+	cfg := defaultConfig()
+	cfg.Backend = BackendSimulated
+	cfg.XidEvents.Enabled = false
+	cfg.Samples.FlushInterval = pending * cfg.Samples.Interval // no hand-on while measured
+	clock := newVirtualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	sim := cfg.Simulated
+	lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, clock.now, nvmlsim.WithScenario(sim.Scenario))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewDriven(cfg, receivertest.NewNopSettings(metadata.Type), lib, BackendSimulated, clock.now)
+	ctx := context.Background()
+	if err := d.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = d.Shutdown(ctx) }()
+	tick := func() {
+		clock.advance(cfg.Samples.Interval)
+		d.Tick()
+	}
+	for range pending { // open GPM, fill the episode cache, reach a hand-on
+		tick()
+	}
+	var held float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		for range pending - 1 { // the pending-th tick hands on
+			tick()
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		held = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (pending - 1) / float64(sim.GPUs)
+		tick()
+	}
+	b.ReportMetric(held, "heap-B/GPU/pending-tick")
 }
