@@ -20,7 +20,7 @@ pid=$!
 
 names=(hw.gpu.utilization hw.gpu.memory.usage hw.gpu.memory.limit hw.gpu.memory.utilization
   hw.power hw.energy hw.temperature hw.status nvidia.gpu.info nvidia.gpu.clock.frequency
-  hw.gpu.io hw.errors nvidia.gpu.throttle.active nvidia.gpu.samples.utilization nvidia.gpu.process.memory.usage)
+  hw.gpu.io hw.errors nvidia.gpu.throttle.active nvidia.gpu.throttle.time nvidia.gpu.process.memory.usage)
 deadline=$((SECONDS + 30))
 missing=("${names[@]}")
 while ((SECONDS < deadline)); do
