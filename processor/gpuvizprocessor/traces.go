@@ -147,9 +147,10 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	}
 }
 
-// covered reports whether every span of the batch has GPU samples at or
-// after its end on every GPU it matched. A span that matches no GPU yet
-// waits: the GPU metrics may be on their way.
+// covered reports whether every span of the batch has GPU energy (samples,
+// for a GPU without an energy counter) at or after its end on every GPU it
+// matched. A span that matches no GPU yet waits: the GPU metrics may be on
+// their way.
 func (c *core) covered(b *heldBatch) bool {
 	for i := range b.spans {
 		keys, _ := c.gpus(&b.spans[i])
@@ -157,8 +158,8 @@ func (c *core) covered(b *heldBatch) bool {
 			return false
 		}
 		for _, k := range keys {
-			newest, ok := c.store.Newest(k)
-			if !ok || newest.Before(b.spans[i].req.End) {
+			settled, ok := c.store.Settled(k)
+			if !ok || settled.Before(b.spans[i].req.End) {
 				return false
 			}
 		}

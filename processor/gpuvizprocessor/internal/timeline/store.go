@@ -237,6 +237,24 @@ func (s *Store) Newest(k Key) (time.Time, bool) {
 	return fromNanos(g.newest), true
 }
 
+// Settled returns the time up to which GPU k's energy has arrived: its
+// energy counter's newest point, or, for a GPU without one, its newest point
+// of any signal; false when the GPU is unknown or has no point. The two
+// differ where a source stamps some series ahead of others: a receiver's
+// scrape arrives at once, its sampling clock's ticks a flush later.
+func (s *Store) Settled(k Key) (time.Time, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.gpus[k]
+	if g == nil || !g.hasPoints {
+		return time.Time{}, false
+	}
+	if r := &g.energy; r.n > 0 {
+		return fromNanos(r.at(r.n - 1).ts), true
+	}
+	return fromNanos(g.newest), true
+}
+
 // GPUs returns the GPUs known for host, sorted by GPU id; host "" returns
 // every GPU, sorted by host then GPU id.
 func (s *Store) GPUs(host string) []Key {

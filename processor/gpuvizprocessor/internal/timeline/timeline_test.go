@@ -819,3 +819,23 @@ func BenchmarkIntervals(b *testing.B) {
 		buf = s.Intervals(gpuA, from, to, buf[:0])
 	}
 }
+
+// Settled follows the energy counter, not a series stamped ahead of it: a
+// receiver's scrape (utilisation at 2 s) arrives before its sampling
+// clock's ticks for the same time (energy to 1 s) are handed on.
+func TestSettledFollowsTheEnergy(t *testing.T) {
+	s := newStore(t, nil)
+	_, ok := s.Settled(gpuA)
+	assert.False(t, ok, "an unknown GPU has settled nowhere")
+	addSeries(t, s, gpuA, Utilization, [2]float64{2, 0.9})
+	got, ok := s.Settled(gpuA)
+	require.True(t, ok)
+	assert.Equal(t, at(2), got, "no energy counter: the newest point")
+	for _, sec := range []float64{0, 0.25, 0.5, 0.75, 1} {
+		require.True(t, s.AddEnergy(gpuA, at(sec), 1000+100*sec))
+	}
+	got, _ = s.Settled(gpuA)
+	assert.Equal(t, at(1), got)
+	newest, _ := s.Newest(gpuA)
+	assert.Equal(t, at(2), newest)
+}
