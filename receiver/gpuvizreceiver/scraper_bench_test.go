@@ -109,33 +109,19 @@ func BenchmarkTick8SimulatedGPUs(b *testing.B) {
 	for _, interval := range []time.Duration{250 * time.Millisecond, 100 * time.Millisecond} {
 		b.Run(interval.String(), func(b *testing.B) {
 			cfg := defaultConfig()
-			cfg.Backend = BackendSimulated
-			cfg.XidEvents.Enabled = false
 			cfg.Samples.Interval = interval
-			clock := newVirtualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-			sim := cfg.Simulated
-			lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, clock.now, nvmlsim.WithScenario(sim.Scenario))
-			if err != nil {
-				b.Fatal(err)
-			}
-			d := NewDriven(cfg, receivertest.NewNopSettings(metadata.Type), lib, BackendSimulated, clock.now)
-			ctx := context.Background()
-			if err := d.Start(ctx); err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = d.Shutdown(ctx) }()
-			points, flushes := 0, 0
+			d, clock := startTickBench(b, cfg)
+			points := 0
 			tick := func() {
 				clock.advance(interval)
 				if m, ok := d.Tick(); ok {
 					points += m.DataPointCount()
-					flushes++
 				}
 			}
 			for range 2 * ticksPerFlush(cfg.Samples) { // drain the driver's history, open GPM
 				tick()
 			}
-			points, flushes = 0, 0
+			points = 0
 			b.ReportAllocs()
 			for b.Loop() {
 				tick()
@@ -154,21 +140,8 @@ func BenchmarkTick8SimulatedGPUs(b *testing.B) {
 func BenchmarkPendingTickBytes(b *testing.B) {
 	const pending = 40
 	cfg := defaultConfig()
-	cfg.Backend = BackendSimulated
-	cfg.XidEvents.Enabled = false
 	cfg.Samples.FlushInterval = pending * cfg.Samples.Interval // no hand-on while measured
-	clock := newVirtualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	sim := cfg.Simulated
-	lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, clock.now, nvmlsim.WithScenario(sim.Scenario))
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := NewDriven(cfg, receivertest.NewNopSettings(metadata.Type), lib, BackendSimulated, clock.now)
-	ctx := context.Background()
-	if err := d.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = d.Shutdown(ctx) }()
+	d, clock := startTickBench(b, cfg)
 	tick := func() {
 		clock.advance(cfg.Samples.Interval)
 		d.Tick()
@@ -186,8 +159,28 @@ func BenchmarkPendingTickBytes(b *testing.B) {
 		}
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		held = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (pending - 1) / float64(sim.GPUs)
+		held = float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / (pending - 1) / float64(cfg.Simulated.GPUs)
 		tick()
 	}
 	b.ReportMetric(held, "heap-B/GPU/pending-tick")
+}
+
+// startTickBench starts a Driven over cfg's simulated server (the default
+// 8 H200s, steady) on a virtual clock; it is shut down when b ends.
+func startTickBench(b *testing.B, cfg *Config) (*Driven, *virtualClock) {
+	b.Helper()
+	cfg.Backend = BackendSimulated
+	cfg.XidEvents.Enabled = false // a goroutine blocked in EventSetWait; no tick cost
+	clock := newVirtualClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	sim := cfg.Simulated
+	lib, err := nvmlsim.New(sim.Model, sim.GPUs, sim.Seed, clock.now, nvmlsim.WithScenario(sim.Scenario))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := NewDriven(cfg, receivertest.NewNopSettings(metadata.Type), lib, BackendSimulated, clock.now)
+	if err := d.Start(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = d.Shutdown(context.Background()) })
+	return d, clock
 }

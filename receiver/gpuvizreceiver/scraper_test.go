@@ -21,6 +21,7 @@ import (
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
@@ -257,32 +258,7 @@ func TestScrapeSimulatedIsMarked(t *testing.T) {
 
 // forEachPoint calls f for every number data point, with its attributes.
 func forEachPoint(m pmetric.Metrics, f func(metric string, attrs map[string]any, v float64)) {
-	for i := 0; i < m.ResourceMetrics().Len(); i++ {
-		sms := m.ResourceMetrics().At(i).ScopeMetrics()
-		for j := 0; j < sms.Len(); j++ {
-			ms := sms.At(j).Metrics()
-			for k := 0; k < ms.Len(); k++ {
-				metric := ms.At(k)
-				var dps pmetric.NumberDataPointSlice
-				switch metric.Type() {
-				case pmetric.MetricTypeGauge:
-					dps = metric.Gauge().DataPoints()
-				case pmetric.MetricTypeSum:
-					dps = metric.Sum().DataPoints()
-				default:
-					continue
-				}
-				for l := 0; l < dps.Len(); l++ {
-					dp := dps.At(l)
-					v := dp.DoubleValue()
-					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-						v = float64(dp.IntValue())
-					}
-					f(metric.Name(), dp.Attributes().AsRaw(), v)
-				}
-			}
-		}
-	}
+	forEachPointTS(m, func(metric string, attrs map[string]any, _ pcommon.Timestamp, v float64) { f(metric, attrs, v) })
 }
 
 // pointsOf returns the values of metric per hw.id, for points whose
