@@ -117,42 +117,56 @@ func fieldWidth(v *nvml.FieldValue) uint {
 	return 64
 }
 
+// ask makes the batched call (the answers of the previous one cleared)
+// and passes each entry NVML answered to take. Entries the GPU does not
+// know (NOT_SUPPORTED, or INVALID_ARGUMENT from a driver older than the
+// field) go to dropped instead, and leave the request for good.
+func (req *fieldRequest) ask(dev nvml.Device, take, dropped func(*nvml.FieldValue)) nvml.Return {
+	if len(*req) == 0 {
+		return nvml.SUCCESS
+	}
+	for i := range *req {
+		(*req)[i] = nvml.FieldValue{FieldId: (*req)[i].FieldId, ScopeId: (*req)[i].ScopeId}
+	}
+	if ret := dev.GetFieldValues(*req); ret != nvml.SUCCESS {
+		return ret
+	}
+	kept := (*req)[:0]
+	for i := range *req {
+		v := &(*req)[i]
+		switch nvml.Return(v.NvmlReturn) {
+		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_INVALID_ARGUMENT:
+			dropped(v)
+			continue
+		}
+		take(v)
+		kept = append(kept, *v)
+	}
+	*req = kept
+	return nvml.SUCCESS
+}
+
 // readFields makes the GPU's batched field-value call and records what each
 // field says.
 func (s *gpuScraper) readFields(g *gpu, ts pcommon.Timestamp) nvml.Return {
-	if len(g.fields) == 0 {
-		return nvml.SUCCESS
-	}
-	for i := range g.fields {
-		g.fields[i] = nvml.FieldValue{FieldId: g.fields[i].FieldId, ScopeId: g.fields[i].ScopeId}
-	}
-	if ret := g.dev.GetFieldValues(g.fields); ret != nvml.SUCCESS {
-		return ret
-	}
-	kept := g.fields[:0]
 	var failed bool
-	for i := range g.fields {
-		v := &g.fields[i]
-		switch ret := nvml.Return(v.NvmlReturn); ret {
-		case nvml.SUCCESS:
+	ret := g.fields.ask(g.dev, func(v *nvml.FieldValue) {
+		if nvml.Return(v.NvmlReturn) == nvml.SUCCESS {
 			s.recordField(g, v, ts)
-		case nvml.ERROR_NOT_SUPPORTED:
-			s.logger.Info("GPU does not support a field value; it will not be asked again",
-				zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.Uint32("field", v.FieldId))
-			if v.FieldId == nvml.FI_DEV_PCIE_COUNT_RX_BYTES {
-				g.counters.pcieFromThroughput = true
-			}
-			continue
-		default:
+		} else {
 			failed = true
 		}
-		kept = append(kept, *v)
-	}
-	g.fields = kept
-	if failed {
+	}, func(v *nvml.FieldValue) {
+		s.logger.Info("GPU does not support a field value; it will not be asked again",
+			zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.Uint32("field", v.FieldId))
+		if v.FieldId == nvml.FI_DEV_PCIE_COUNT_RX_BYTES {
+			g.counters.pcieFromThroughput = true
+		}
+	})
+	if ret == nvml.SUCCESS && failed {
 		return nvml.ERROR_UNKNOWN
 	}
-	return nvml.SUCCESS
+	return ret
 }
 
 func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestamp) {

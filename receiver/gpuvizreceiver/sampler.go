@@ -91,7 +91,7 @@ type tickWorker struct {
 
 type tickRequest struct {
 	at    time.Time
-	drain bool
+	flush bool // the tick ends a flush interval
 }
 
 type tickResult struct {
@@ -193,7 +193,7 @@ func (sp *sampler) work(w *tickWorker) {
 		case <-sp.stop:
 			return
 		case req := <-w.requests:
-			sp.results <- tickResult{w, w.g.tick.read(s.lib, s.syms, req.at, req.drain)}
+			sp.results <- tickResult{w, w.g.tick.read(s.lib, s.syms, req.at, req.flush)}
 		}
 	}
 }
@@ -230,7 +230,7 @@ func (sp *sampler) run() {
 // dispatch asks every idle worker for a tick at the given time. A worker
 // still in its previous tick misses this one; past stallAfter it is
 // stalled, and its GPU reports degraded until the call returns.
-func (sp *sampler) dispatch(at time.Time, drain bool) {
+func (sp *sampler) dispatch(at time.Time, flush bool) {
 	ctx := context.Background()
 	if sp.pending.Load() >= int64(sp.cfg.MaxPendingTicks) {
 		sp.tel.ReceiverGpuvizTicks.Add(ctx, int64(len(sp.workers)), outcomeSkipped)
@@ -250,7 +250,7 @@ func (sp *sampler) dispatch(at time.Time, drain bool) {
 			continue
 		}
 		w.busy, w.since = true, at
-		w.requests <- tickRequest{at: at, drain: drain}
+		w.requests <- tickRequest{at: at, flush: flush}
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 // MIG mode), the energy counter, instantaneous power and the cumulative
 // throttle times. The tick that ends a flush interval also drains the
 // driver's sample buffers, on GPUs without GPM (on the others GPM, energy
-// and instant power at every tick say more, for a quarter of the points),
+// and instant power at every tick say more),
 // and records what no bottleneck label reads (SM occupancy, FP pipe
 // activity, sync-boost time): points cost every exporter downstream. With
 // samples.enabled the sampling clock ticks every samples.interval on a
@@ -84,8 +84,7 @@ type tickState struct {
 	dev    nvml.Device
 	logger *zap.Logger
 
-	req   []nvml.FieldValue // the batched call; fields the GPU lacks are dropped
-	kinds []tickField       // req[i] asks for kinds[i]
+	req fieldRequest // the batched call; fields the GPU lacks are dropped
 	// energyCall and powerCall fall back to the dedicated calls where the
 	// field is missing.
 	energyCall, powerCall bool
@@ -153,7 +152,6 @@ func newTickState(cfg *Config, syms symbols, lib nvml.Interface, dev nvml.Device
 	for f := range numTickFields {
 		if f.enabled(m) {
 			t.req = append(t.req, nvml.FieldValue{FieldId: tickFieldIDs[f]})
-			t.kinds = append(t.kinds, f)
 		}
 	}
 	if syms.gpm && (gpmEnabled(m) || migGPMEnabled(m)) {
@@ -196,16 +194,17 @@ func (r *tickReading) fail(ret nvml.Return) {
 }
 
 func (t *tickState) readFields(syms symbols, r *tickReading) {
-	if len(t.req) > 0 {
-		for i := range t.req {
-			t.req[i] = nvml.FieldValue{FieldId: t.req[i].FieldId}
+	r.fail(t.req.ask(t.dev, func(v *nvml.FieldValue) { t.take(v, r) }, func(v *nvml.FieldValue) {
+		kind := kindOf(v.FieldId)
+		switch kind {
+		case fieldEnergy:
+			t.energyCall = syms.totalEnergy
+		case fieldPowerInstant:
+			t.powerCall = true
 		}
-		if ret := t.dev.GetFieldValues(t.req); ret != nvml.SUCCESS {
-			r.fail(ret)
-		} else {
-			t.takeFields(syms, r)
-		}
-	}
+		t.logger.Info("GPU does not support a field value; it will not be asked again",
+			zap.Uint32("field", v.FieldId), zap.Bool("fallback", t.energyCall && kind == fieldEnergy || t.powerCall && kind == fieldPowerInstant))
+	}))
 	if t.energyCall {
 		mj, ret := t.dev.GetTotalEnergyConsumption()
 		r.fail(ret)
@@ -222,48 +221,43 @@ func (t *tickState) readFields(syms symbols, r *tickReading) {
 	}
 }
 
-// takeFields turns the answered fields into points and drops, for good,
-// the ones the GPU does not have.
-func (t *tickState) takeFields(syms symbols, r *tickReading) {
-	keptReq, keptKinds := t.req[:0], t.kinds[:0]
-	for i := range t.req {
-		v, kind := &t.req[i], t.kinds[i]
-		switch ret := nvml.Return(v.NvmlReturn); ret {
-		case nvml.SUCCESS:
-			ts := r.at
-			if v.Timestamp > 0 {
-				if v.Timestamp <= t.last[kind] {
-					break // not refreshed since the last tick
-				}
-				t.last[kind] = v.Timestamp
-				ts = pcommon.Timestamp(v.Timestamp * 1000)
-			}
-			x := decodeValue(nvml.ValueType(v.ValueType), v.Value)
-			switch kind {
-			case fieldEnergy:
-				x /= 1000 // mJ
-			case fieldPowerInstant:
-				x /= 1000 // mW
-			default:
-				x /= 1e9 // ns
-			}
-			r.fields = append(r.fields, fieldPoint{kind, ts, x})
-		case nvml.ERROR_NOT_SUPPORTED, nvml.ERROR_INVALID_ARGUMENT: // an older driver does not know the field
-			switch kind {
-			case fieldEnergy:
-				t.energyCall = syms.totalEnergy
-			case fieldPowerInstant:
-				t.powerCall = true
-			}
-			t.logger.Info("GPU does not support a field value; it will not be asked again",
-				zap.Uint32("field", v.FieldId), zap.Bool("fallback", t.energyCall && kind == fieldEnergy || t.powerCall && kind == fieldPowerInstant))
-			continue
-		default:
-			r.fail(ret)
-		}
-		keptReq, keptKinds = append(keptReq, *v), append(keptKinds, kind)
+// take turns one answered field into a point, at the driver's timestamp
+// for the value; a value not refreshed since the last tick is not taken
+// twice.
+func (t *tickState) take(v *nvml.FieldValue, r *tickReading) {
+	if ret := nvml.Return(v.NvmlReturn); ret != nvml.SUCCESS {
+		r.fail(ret)
+		return
 	}
-	t.req, t.kinds = keptReq, keptKinds
+	kind := kindOf(v.FieldId)
+	ts := r.at
+	if v.Timestamp > 0 {
+		if v.Timestamp <= t.last[kind] {
+			return
+		}
+		t.last[kind] = v.Timestamp
+		ts = pcommon.Timestamp(v.Timestamp * 1000)
+	}
+	x := decodeValue(nvml.ValueType(v.ValueType), v.Value)
+	switch kind {
+	case fieldEnergy:
+		x /= 1000 // mJ
+	case fieldPowerInstant:
+		x /= 1000 // mW
+	default:
+		x /= 1e9 // ns
+	}
+	r.fields = append(r.fields, fieldPoint{kind, ts, x})
+}
+
+// kindOf is the tick field a field ID asks for.
+func kindOf(id uint32) tickField {
+	for f, fid := range tickFieldIDs {
+		if fid == id {
+			return tickField(f)
+		}
+	}
+	panic("gpuvizreceiver: not a tick field")
 }
 
 func (t *tickState) readGPM(lib nvml.Interface, now time.Time, r *tickReading) {
