@@ -77,7 +77,7 @@ type gpuDerived struct {
 	linkGen, width float64
 	// Cumulative throttle times per reason, and per group where the last
 	// share was measured from.
-	throttleTotals [numThrottleGroups][throttleSlots]float64
+	throttleTotals [numThrottleGroups][throttleSlots]ioPoint
 	throttlePrev   [numThrottleGroups]ioPoint
 }
 
@@ -184,7 +184,10 @@ func (d *derived) counterRate(k timeline.Key, dir string, ts time.Time, total fl
 func (d *derived) setThrottleTotal(p throttleTime) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.gpu(p.key).throttleTotals[p.reason][p.slot] = p.total
+	t := &d.gpu(p.key).throttleTotals[p.reason][p.slot]
+	if !t.ok || p.ts.After(t.ts) { // a late batch's older point changes nothing
+		*t = ioPoint{ts: p.ts, total: p.total, ok: true}
+	}
 }
 
 // throttleShare returns the share of the interval from the group's
@@ -196,12 +199,15 @@ func (d *derived) throttleShare(k timeline.Key, group throttleGroup, ts time.Tim
 	g := d.gpu(k)
 	var total float64
 	for _, t := range g.throttleTotals[group] {
-		total += t
+		total += t.total
 	}
 	prev := &g.throttlePrev[group]
+	if prev.ok && !ts.After(prev.ts) { // a late batch: that time is measured already
+		return 0, false
+	}
 	last := *prev
 	*prev = ioPoint{ts: ts, total: total, ok: true}
-	if !last.ok || !ts.After(last.ts) || total < last.total { // first, out of order, or the driver reloaded
+	if !last.ok || total < last.total { // first, or the driver reloaded
 		return 0, false
 	}
 	return min((total-last.total)/ts.Sub(last.ts).Seconds(), 1), true

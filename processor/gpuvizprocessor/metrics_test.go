@@ -94,6 +94,20 @@ func TestThrottleTimesBecomeMeasuredShares(t *testing.T) {
 	}
 }
 
+// Shares do not depend on batches arriving in order: a late batch with
+// older throttle times changes nothing already measured.
+func TestLateThrottleTimesChangeNothing(t *testing.T) {
+	t0 := time.Unix(1_800_000_000, 0)
+	ticks := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
+	c := newTestCore(t)
+	k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
+	c.observe(context.Background(), throttleBatch(t0, ticks[2:], map[string][]float64{"sw_power_cap": {10.2, 10.4}}, nil))
+	c.observe(context.Background(), throttleBatch(t0, ticks[:2], map[string][]float64{"sw_power_cap": {10, 10.1}}, nil))
+	c.observe(context.Background(), throttleBatch(t0, []time.Duration{time.Second}, map[string][]float64{"sw_power_cap": {10.45}}, nil))
+	got := signalValues(c, k, timeline.PowerThrottled, t0, append(ticks[2:], time.Second))
+	assert.Equal(t, []float64{0.8, 0.2}, got)
+}
+
 func TestMeasuredSharesReplaceTheFlags(t *testing.T) {
 	t0 := time.Unix(1_800_000_000, 0)
 	c := newTestCore(t)
