@@ -1,0 +1,317 @@
+package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+)
+
+// Config sets a book's resolution, memory and sampling ratio.
+type Config struct {
+	// Resolution is the width of a bin.
+	Resolution time.Duration
+	// Horizon is how far back from the newest bin the book keeps bins.
+	Horizon time.Duration
+	// SamplingRatio is the share of requests whose spans reach the
+	// processor, in (0, 1].
+	SamplingRatio float64
+}
+
+// Validate names the bad fields.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Resolution < time.Millisecond {
+		errs = append(errs, fmt.Errorf("resolution: %v must be at least 1ms", c.Resolution))
+	}
+	if c.Horizon < 10*c.Resolution {
+		errs = append(errs, fmt.Errorf("horizon: %v must be at least ten resolutions (%v)", c.Horizon, 10*c.Resolution))
+	}
+	if !(c.SamplingRatio > 0 && c.SamplingRatio <= 1) {
+		errs = append(errs, fmt.Errorf("sampling_ratio: %v must be in (0, 1]", c.SamplingRatio))
+	}
+	return errors.Join(errs...)
+}
+
+// BinBytes is the memory one bin takes.
+const BinBytes = 56
+
+// Piece is a stretch of one request at a constant cost rate.
+type Piece struct {
+	Start, End int64   // Unix ns
+	Rate       float64 // cost per second; 0 for time that runs nothing (a queue)
+}
+
+// Totals are a GPU's books over its final bins.
+type Totals struct {
+	Measured   float64 // J the GPU drew in final bins with known energy
+	Attributed float64 // J given to requests
+	Idle       float64 // J of bins no request ran in
+	Unsampled  float64 // J left for the requests sampling kept from view
+	Correction float64 // Measured − the rest: ≤ 0 where early releases got more than their final share
+	// Seconds is the time of final bins per label.
+	Seconds bottleneck.Times
+}
+
+type bin struct {
+	weight  float64 // Σ rate × overlap (s) of admitted requests
+	given   float64 // J given to released requests
+	energy  float64 // J, once frozen
+	present int32   // admitted requests whose window overlaps the bin
+	pending int32   // of those, not yet released
+	label   bottleneck.Label
+	frozen  bool
+	known   bool // energy measured
+	final   bool
+}
+
+// Book is one GPU's books. It is not safe for concurrent use.
+type Book struct {
+	width   int64
+	ratio   float64
+	bins    []bin // circular over absolute bin indexes [lo, hi)
+	lo, hi  int64
+	finalTo int64 // bins below are final
+	started bool
+	totals  Totals
+}
+
+// NewBook returns an empty book; cfg must be valid.
+func NewBook(cfg Config) *Book {
+	n := int((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
+	return &Book{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, bins: make([]bin, n)}
+}
+
+// Index returns the bin holding Unix time t (ns).
+func (b *Book) Index(t int64) int64 {
+	i := t / b.width
+	if t%b.width < 0 {
+		i--
+	}
+	return i
+}
+
+// Start returns where bin i begins, Unix ns.
+func (b *Book) Start(i int64) int64 { return i * b.width }
+
+// Width returns the bin width in ns.
+func (b *Book) Width() int64 { return b.width }
+
+func (b *Book) at(i int64) *bin {
+	n := int64(len(b.bins))
+	return &b.bins[((i%n)+n)%n]
+}
+
+// Range returns the bins [from, to) the book keeps, clipped.
+func (b *Book) Range(from, to int64) (int64, int64) {
+	from, to = max(from, b.lo), min(to, b.hi)
+	return from, max(from, to)
+}
+
+// reach makes bins up to to addressable, dropping the oldest past the
+// horizon (finalised with what they have), and returns [from, to) clipped
+// to what the book keeps. A new book starts half a horizon before from, so
+// requests that began before the first thing it saw still fit.
+func (b *Book) reach(from, to int64) (int64, int64) {
+	n := int64(len(b.bins))
+	if !b.started {
+		b.started = true
+		b.lo = max(min(from, to-n/2), to-n)
+		b.hi, b.finalTo = b.lo, b.lo
+	}
+	if to > b.hi {
+		if to-b.lo > n {
+			newLo := to - n
+			b.finalize(min(newLo, b.hi), true)
+			b.lo = newLo
+			b.finalTo = max(b.finalTo, newLo)
+		}
+		for i := max(b.hi, b.lo); i < to; i++ {
+			*b.at(i) = bin{}
+		}
+		b.hi = to
+	}
+	return b.Range(from, to)
+}
+
+// span returns the bins a window [start, end) overlaps.
+func (b *Book) span(start, end int64) (int64, int64) {
+	if end <= start {
+		return 0, 0
+	}
+	return b.Index(start), b.Index(end-1) + 1
+}
+
+// overlap returns the seconds piece p spends in bin i.
+func (b *Book) overlap(i int64, p Piece) float64 {
+	lo, hi := max(p.Start, i*b.width), min(p.End, (i+1)*b.width)
+	if hi <= lo {
+		return 0
+	}
+	return float64(hi-lo) / 1e9
+}
+
+// window returns the bins the pieces' whole window overlaps.
+func (b *Book) window(pieces []Piece) (int64, int64) {
+	if len(pieces) == 0 {
+		return 0, 0
+	}
+	start, end := pieces[0].Start, pieces[0].End
+	for _, p := range pieces[1:] {
+		start, end = min(start, p.Start), max(end, p.End)
+	}
+	return b.span(start, end)
+}
+
+// Admit adds a request, as its pieces, to the bins it overlaps: they count
+// it as present and waiting, and its pieces' cost as weight.
+func (b *Book) Admit(pieces []Piece) {
+	lo, hi := b.window(pieces)
+	if hi <= lo {
+		return
+	}
+	lo, hi = b.reach(lo, hi)
+	for i := lo; i < hi; i++ {
+		bn := b.at(i)
+		bn.present++
+		bn.pending++
+	}
+	for _, p := range pieces {
+		if p.Rate <= 0 {
+			continue
+		}
+		a, z := b.span(p.Start, p.End)
+		a, z = b.Range(a, z)
+		for i := a; i < z; i++ {
+			b.at(i).weight += p.Rate * b.overlap(i, p)
+		}
+	}
+}
+
+// Release gives an admitted request its share of the frozen bins it ran in:
+// per piece into shares (len(pieces), added to), and returns whether any of
+// its bins had measured energy. Bins not frozen give nothing.
+func (b *Book) Release(pieces []Piece, shares []float64) bool {
+	known := false
+	for k, p := range pieces {
+		if p.Rate <= 0 {
+			continue
+		}
+		a, z := b.Range(b.span(p.Start, p.End))
+		for i := a; i < z; i++ {
+			bn := b.at(i)
+			if !bn.known {
+				continue
+			}
+			known = true
+			if bn.weight <= 0 {
+				continue
+			}
+			part := b.ratio * bn.energy * p.Rate * b.overlap(i, p) / bn.weight
+			shares[k] += part
+			bn.given += part
+			if bn.final {
+				b.totals.Attributed += part
+				b.totals.Correction -= part
+			}
+		}
+	}
+	lo, hi := b.Range(b.window(pieces))
+	for i := lo; i < hi; i++ {
+		if bn := b.at(i); bn.pending > 0 {
+			bn.pending--
+		}
+	}
+	return known
+}
+
+// Unfrozen returns the smallest range holding every bin of [from, to) that
+// is not frozen yet; ok is false when there is none. It makes bins up to to
+// addressable first.
+func (b *Book) Unfrozen(from, to int64) (lo, hi int64, ok bool) {
+	if to <= from {
+		return 0, 0, false
+	}
+	from, to = b.reach(from, to)
+	lo, hi = to, from
+	for i := from; i < to; i++ {
+		if !b.at(i).frozen {
+			lo, hi = min(lo, i), i+1
+		}
+	}
+	return lo, hi, hi > lo
+}
+
+// Freeze fixes bin i's measured energy and label (label "" when nothing
+// covered the bin). A frozen bin is never changed again.
+func (b *Book) Freeze(i int64, energyJ float64, known bool, label bottleneck.Label) {
+	if i < b.lo || i >= b.hi {
+		return
+	}
+	bn := b.at(i)
+	if bn.frozen {
+		return
+	}
+	bn.frozen, bn.known, bn.label = true, known, label
+	if known {
+		bn.energy = energyJ
+	}
+}
+
+// Label returns bin i's label: the frozen one, except that an idle GPU with
+// a request present was starved (host_bound). "" when not frozen or unknown.
+func (b *Book) Label(i int64) bottleneck.Label {
+	if i < b.lo || i >= b.hi {
+		return ""
+	}
+	bn := b.at(i)
+	if bn.label == bottleneck.Idle && bn.present > 0 {
+		return bottleneck.HostBound
+	}
+	return bn.label
+}
+
+// FinalTo returns the first bin that is not final.
+func (b *Book) FinalTo() int64 { return b.finalTo }
+
+// Finalize books the frozen bins from FinalTo up to to, in order, stopping at
+// the first that is not frozen or has a request waiting for release.
+func (b *Book) Finalize(to int64) {
+	if !b.started {
+		return
+	}
+	b.reach(b.finalTo, to)
+	b.finalize(to, false)
+}
+
+// finalize books bins [finalTo, to); force books them even when a request
+// is waiting or they are not frozen (they are being dropped).
+func (b *Book) finalize(to int64, force bool) {
+	to = min(to, b.hi)
+	for ; b.finalTo < to; b.finalTo++ {
+		bn := b.at(b.finalTo)
+		if !force && (!bn.frozen || bn.pending > 0) {
+			return
+		}
+		bn.final = true
+		if l := b.Label(b.finalTo); l != "" {
+			b.totals.Seconds.Add(l, float64(b.width)/1e9)
+		}
+		if !bn.known {
+			continue
+		}
+		b.totals.Measured += bn.energy
+		if bn.weight <= 0 {
+			b.totals.Idle += bn.energy
+			continue
+		}
+		taken := b.ratio * bn.energy
+		b.totals.Unsampled += bn.energy - taken
+		b.totals.Attributed += bn.given
+		b.totals.Correction += taken - bn.given
+	}
+}
+
+// Totals returns the books over final bins.
+func (b *Book) Totals() Totals { return b.totals }

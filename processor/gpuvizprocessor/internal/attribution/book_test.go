@@ -1,0 +1,161 @@
+package attribution
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
+
+func at(s float64) int64 { return t0 + int64(s*1e9) }
+
+func testBook(ratio float64) *Book {
+	return NewBook(Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio})
+}
+
+// freeze gives every bin of [from, to) s the same power, and the bins
+// before, back to the first that is not final, none.
+func freeze(b *Book, from, to float64, watts float64) {
+	lo, hi, ok := b.Unfrozen(min(b.FinalTo(), b.Index(at(from))), b.Index(at(to)))
+	if !ok {
+		return
+	}
+	for i := lo; i < hi; i++ {
+		j := 0.0
+		if b.Start(i) >= at(from) {
+			j = watts * 0.1
+		}
+		b.Freeze(i, j, true, bottleneck.MemoryBound)
+	}
+}
+
+func closeTo(t *testing.T, want, got float64) {
+	t.Helper()
+	assert.InDelta(t, want, got, 1e-9*math.Max(1, math.Abs(want)))
+}
+
+func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
+	b := testBook(1)
+	queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
+	other := []Piece{{at(0), at(2), 1}}
+	b.Admit(queued)
+	b.Admit(other)
+	freeze(b, 0, 2, 100) // 100 W: 100 J per second
+	s1, s2 := make([]float64, 2), make([]float64, 1)
+	b.Release(queued, s1)
+	b.Release(other, s2)
+	closeTo(t, 0, s1[0])
+	closeTo(t, 75, s1[1]) // 3:1 in the second second
+	closeTo(t, 100+25, s2[0])
+	b.Finalize(b.Index(at(2)))
+	tot := b.Totals()
+	closeTo(t, 200, tot.Measured)
+	closeTo(t, 200, tot.Attributed)
+	closeTo(t, 0, tot.Idle)
+	closeTo(t, 0, tot.Correction)
+}
+
+func TestOrderIndependentWithinTheWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	reqs := make([][]Piece, 12)
+	for i := range reqs {
+		s := rng.Float64() * 5
+		q, p, d := s+rng.Float64(), 0.0, 0.0
+		p = q + 0.05 + rng.Float64()*0.3
+		d = p + 0.5 + rng.Float64()*3
+		reqs[i] = []Piece{{at(s), at(q), 0}, {at(q), at(p), 500 + rng.Float64()*1000}, {at(p), at(d), 20 + rng.Float64()*10}}
+	}
+	run := func(order []int) []float64 {
+		b := testBook(1)
+		for _, i := range order { // all arrive before any release: within the window
+			b.Admit(reqs[i])
+		}
+		lo, hi, _ := b.Unfrozen(b.FinalTo(), b.Index(at(12)))
+		for i := lo; i < hi; i++ {
+			b.Freeze(i, 30+float64(i%7), true, bottleneck.ComputeBound)
+		}
+		out := make([]float64, len(reqs))
+		for _, i := range order {
+			sh := make([]float64, 3)
+			b.Release(reqs[i], sh)
+			out[i] = sh[0] + sh[1] + sh[2]
+		}
+		b.Finalize(hi)
+		tot := b.Totals()
+		closeTo(t, tot.Measured, tot.Attributed+tot.Idle+tot.Unsampled+tot.Correction)
+		closeTo(t, 0, tot.Correction)
+		return out
+	}
+	want := run(rng.Perm(len(reqs)))
+	for range 20 {
+		got := run(rng.Perm(len(reqs)))
+		for i := range want {
+			assert.InDelta(t, want[i], got[i], 1e-9*want[i])
+		}
+	}
+}
+
+func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
+	b := testBook(1)
+	early := []Piece{{at(0), at(2), 1}}
+	late := []Piece{{at(1), at(2), 1}}
+	b.Admit(early)
+	freeze(b, 0, 3, 100)
+	s := make([]float64, 1)
+	b.Release(early, s)
+	closeTo(t, 200, s[0]) // alone, as far as anyone knew
+	b.Finalize(b.Index(at(3)))
+	b.Admit(late)
+	s[0] = 0
+	b.Release(late, s)
+	closeTo(t, 50, s[0]) // fair: half of the second second, not the leftovers (none)
+	tot := b.Totals()
+	closeTo(t, 300, tot.Measured)
+	closeTo(t, 250, tot.Attributed)
+	closeTo(t, 100, tot.Idle)
+	closeTo(t, -50, tot.Correction)
+	closeTo(t, tot.Measured, tot.Attributed+tot.Idle+tot.Unsampled+tot.Correction)
+}
+
+func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
+	b := testBook(0.25)
+	r := []Piece{{at(0), at(1), 1}}
+	b.Admit(r)
+	freeze(b, 0, 1, 100)
+	s := make([]float64, 1)
+	b.Release(r, s)
+	closeTo(t, 25, s[0])
+	b.Finalize(b.Index(at(1)))
+	tot := b.Totals()
+	closeTo(t, 75, tot.Unsampled)
+	closeTo(t, 0, tot.Correction)
+}
+
+func TestWaitingRequestHoldsFinalisation(t *testing.T) {
+	b := testBook(1)
+	r := []Piece{{at(0.5), at(1), 1}}
+	b.Admit(r)
+	freeze(b, 0, 2, 100)
+	b.Finalize(b.Index(at(2)))
+	require.Equal(t, b.Index(at(0.5)), b.FinalTo())
+	b.Release(r, make([]float64, 1))
+	b.Finalize(b.Index(at(2)))
+	require.Equal(t, b.Index(at(2)), b.FinalTo())
+	assert.Equal(t, bottleneck.MemoryBound, b.Label(b.Index(at(0.6))))
+}
+
+func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
+	b := testBook(1)
+	b.Admit([]Piece{{at(0), at(1), 1}})
+	b.Admit([]Piece{{at(600), at(601), 1}}) // ten minutes later: the first is dropped
+	lo, hi := b.Range(b.Index(at(0)), b.Index(at(601)))
+	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
+	assert.Greater(t, lo, b.Index(at(1)))
+}

@@ -1,0 +1,31 @@
+// Package attribution keeps, per GPU, the books of its energy: which
+// requests ran in each stretch of time, what each was given, and what no one
+// could take.
+//
+// Time is cut into fixed bins (Config.Resolution). A request is admitted as
+// pieces, each a stretch at a constant cost rate (its queue at rate 0, its
+// prefill and decode at their estimated rates); admission adds each piece's
+// rate × overlap to the bins' weight. A bin's energy, once measured and
+// frozen, goes to the requests that ran in it in proportion to their weight:
+// request r gets ratio × E × w_r / W, where W is the weight of every request
+// admitted so far and ratio is the sampling ratio (with head sampling the
+// visible requests stand for 1/ratio as many). Because every request sees
+// every other request admitted before its release, requests admitted within
+// the caller's settle window of each other are split as if they had arrived
+// together, whatever the order or batching.
+//
+// A bin becomes final once no admitted request over it is waiting for its
+// release and the caller says so (Finalize): its energy is then booked as
+// idle (no weight), unsampled (1 − ratio of the rest) or attributed (what its
+// requests were given), and the difference between what the requests were
+// given and ratio × E — requests released before later ones were admitted
+// got more than their final share — as correction. A request admitted after
+// its bins are final still gets its full fair share; that share is booked as
+// attributed and subtracted from correction. So, over final bins, exactly:
+//
+//	attributed + idle + unsampled + correction = measured energy
+//
+// Memory is bounded: Config.Horizon / Config.Resolution bins of 56 bytes per
+// GPU; older bins are finalised and dropped as time moves on, and requests
+// reaching before the oldest bin get no energy for that part.
+package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
