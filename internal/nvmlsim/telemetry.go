@@ -58,6 +58,12 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 			x = uint64(d.acc.PCIeTxBytes)
 		case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
 			x = uint64(d.acc.NVLinkBytes / 1024) // NVML counts KiB
+		case nvml.FI_DEV_NVLINK_LINK_COUNT:
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			x = uint64(d.model.NVLinks)
+		case nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON: // per link and direction; every link is up
+			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
+			x = uint64(d.model.NVLinkSpeedMBps)
 		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SYNC_BOOST,
 			nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN, nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN,
 			nvml.FI_DEV_ECC_SBE_VOL_TOTAL, nvml.FI_DEV_ECC_DBE_VOL_TOTAL, nvml.FI_DEV_PCIE_REPLAY_COUNTER,

@@ -203,3 +203,54 @@ func TestMIGMode(t *testing.T) {
 	require.Equal(t, nvml.SUCCESS, s.GpmMigSampleGet(d, 1, s1))
 	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, s.GpmMigSampleGet(d, 5, s1))
 }
+
+// TestNVLinkFields: the link count and the common per-link speed are the
+// model's, as NVML types them, and the capacity they make bounds what the
+// simulated traffic moves: the engine's all-reduce runs against the nominal
+// data rate, which NVML's signalling rate is at or just above.
+func TestNVLinkFields(t *testing.T) {
+	want := map[string][2]uint32{"a100": {12, 25_000}, "h100": {18, 26_562}, "h200": {18, 26_562}, "b200": {18, 53_125}}
+	for _, name := range Models() {
+		t.Run(name, func(t *testing.T) {
+			c := newClock()
+			d := mustServer(t, name, 1, 1, c).Device(0)
+			vals := []nvml.FieldValue{{FieldId: nvml.FI_DEV_NVLINK_LINK_COUNT}, {FieldId: nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON}}
+			require.Equal(t, nvml.SUCCESS, d.GetFieldValues(vals))
+			for i, v := range vals {
+				assert.Equal(t, nvml.SUCCESS, nvml.Return(v.NvmlReturn))
+				assert.Equal(t, uint32(nvml.VALUE_TYPE_UNSIGNED_INT), v.ValueType)
+				assert.Equal(t, want[name][i], binary.LittleEndian.Uint32(v.Value[:]), "field %d", v.FieldId)
+			}
+			m, err := LookupModel(name)
+			require.NoError(t, err)
+			capacity := float64(want[name][0]) * float64(want[name][1]) * 1e6
+			assert.Equal(t, capacity, m.NVLinkCapacity())
+			assert.LessOrEqual(t, m.NVLinkBytesPerSecond, capacity)
+			assert.Greater(t, m.NVLinkBytesPerSecond, 0.9*capacity)
+
+			// The sequential schedule's segments and GPM's reading of them.
+			peak := 0.0
+			for w := range int64(20) {
+				for _, seg := range d.Schedule().Segments(w) {
+					peak = max(peak, float64(seg.NVLink))
+				}
+			}
+			assert.Positive(t, peak)
+			assert.Less(t, peak, m.NVLinkBytesPerSecond)
+
+			// The batching engine's tensor-parallel all-reduce.
+			node, err := NewNode(name, "tensor_parallel", 8, 1)
+			require.NoError(t, err)
+			ep := node.Episode(0)
+			peak = 0
+			for gpu := range 8 {
+				for _, seg := range node.Segments(ep, gpu) {
+					peak = max(peak, float64(seg.NVLink))
+				}
+			}
+			t.Logf("tensor_parallel peak: %.3g B/s, %.0f%% of NVLink capacity", peak, 100*peak/capacity)
+			assert.Positive(t, peak)
+			assert.Less(t, peak, m.NVLinkBytesPerSecond, "NCCL's efficiency keeps it below the data rate")
+		})
+	}
+}
