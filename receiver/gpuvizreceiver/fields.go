@@ -26,6 +26,10 @@ var (
 	pcieBytes    = func(m *metadata.MetricsConfig) bool { return m.HwGpuIo.Enabled }
 	nvlinkBytes  = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuNvlinkIo.Enabled }
 	nvlinkErrors = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuNvlinkErrors.Enabled }
+	// NVLink capacity is read every scrape, not once at discovery: a link
+	// can retrain at a lower speed or go down, and the two fields ride in
+	// the batched call that is made anyway.
+	nvlinkCapacity = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuNvlinkCapacity.Enabled }
 	// Health fields are read whenever hw.status is on, since they decide it.
 	eccErrors    = func(m *metadata.MetricsConfig) bool { return m.HwErrors.Enabled || m.HwStatus.Enabled }
 	remapRows    = func(m *metadata.MetricsConfig) bool { return m.NvidiaGpuMemoryRemappedRows.Enabled }
@@ -49,6 +53,8 @@ var fieldSpecs = []fieldSpec{
 	{nvml.FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL, nvlinkErrors},
 	{nvml.FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL, nvlinkErrors},
 	{nvml.FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL, nvlinkErrors},
+	{nvml.FI_DEV_NVLINK_LINK_COUNT, nvlinkCapacity},
+	{nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON, nvlinkCapacity},
 	{nvml.FI_DEV_ECC_SBE_VOL_TOTAL, eccErrors},
 	{nvml.FI_DEV_ECC_DBE_VOL_TOTAL, eccErrors},
 	{nvml.FI_DEV_REMAPPED_COR, remapRows},
@@ -150,11 +156,14 @@ func (req *fieldRequest) ask(dev nvml.Device, take, dropped func(*nvml.FieldValu
 // field says.
 func (s *gpuScraper) readFields(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	var failed bool
+	var links nvlinkCapacityFields
 	ret := g.fields.ask(g.dev, func(v *nvml.FieldValue) {
-		if nvml.Return(v.NvmlReturn) == nvml.SUCCESS {
-			s.recordField(g, v, ts)
-		} else {
+		if nvml.Return(v.NvmlReturn) != nvml.SUCCESS {
 			failed = true
+			return
+		}
+		if !links.take(v) {
+			s.recordField(g, v, ts)
 		}
 	}, func(v *nvml.FieldValue) {
 		s.logger.Info("GPU does not support a field value; it will not be asked again",
@@ -163,10 +172,44 @@ func (s *gpuScraper) readFields(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			g.counters.pcieFromThroughput = true
 		}
 	})
+	if bps, ok := links.bytesPerSecond(); ok {
+		s.mb.RecordNvidiaGpuNvlinkCapacityDataPoint(ts, bps, g.id, g.name)
+	}
 	if ret == nvml.SUCCESS && failed {
 		return nvml.ERROR_UNKNOWN
 	}
 	return ret
+}
+
+// nvlinkCapacityFields gathers the two fields nvidia.gpu.nvlink.capacity
+// is made of from one batched call.
+type nvlinkCapacityFields struct {
+	count, speedMBps     uint64
+	haveCount, haveSpeed bool
+}
+
+// take keeps v if it is one of the capacity's fields.
+func (c *nvlinkCapacityFields) take(v *nvml.FieldValue) bool {
+	x := uint64(decodeValue(nvml.ValueType(v.ValueType), v.Value))
+	switch v.FieldId {
+	case nvml.FI_DEV_NVLINK_LINK_COUNT:
+		c.count, c.haveCount = x, true
+	case nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+		c.speedMBps, c.haveSpeed = x, true
+	default:
+		return false
+	}
+	return true
+}
+
+// bytesPerSecond is the links' capacity per direction: NVML's speed is per
+// link and direction, in MB/s of 10^6 bytes. A GPU that answered only one
+// of the fields, or counts no links, has none to report.
+func (c *nvlinkCapacityFields) bytesPerSecond() (int64, bool) {
+	if !c.haveCount || !c.haveSpeed || c.count == 0 {
+		return 0, false
+	}
+	return int64(c.count * c.speedMBps * 1_000_000), true
 }
 
 func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestamp) {

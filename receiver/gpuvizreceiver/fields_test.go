@@ -94,3 +94,75 @@ func TestPCIeBytesFallBackToThroughput(t *testing.T) {
 	assert.InDelta(t, float64(before)+3e9, got[0], 0.05e9)
 	assert.Len(t, dev.GetPcieThroughputCalls(), 8, "two calls in each of the 4 scrapes: the first scrape already falls back")
 }
+
+// TestNVLinkCapacity: links × the common per-link speed, MB/s of 10^6 bytes,
+// from the scrape's batched call, every scrape.
+func TestNVLinkCapacity(t *testing.T) {
+	lib := fixtureServer(2)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	for range 2 {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err)
+		got := pointsOf(m, "nvidia.gpu.nvlink.capacity", nil)
+		for k := range 2 {
+			assert.Equal(t, []float64{18 * float64(26_562+k) * 1e6}, got[device(lib, k).UUID])
+		}
+	}
+	// Both fields ride in the scrape's one batched call, with the others.
+	var withCapacity int
+	for _, call := range device(lib, 0).GetFieldValuesCalls() {
+		ids := map[uint32]bool{}
+		for _, v := range call.FieldValues {
+			ids[v.FieldId] = true
+		}
+		if ids[nvml.FI_DEV_NVLINK_LINK_COUNT] {
+			withCapacity++
+			assert.True(t, ids[nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON] && ids[nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX])
+		}
+	}
+	assert.Equal(t, 2, withCapacity, "one call per scrape")
+}
+
+// TestNoNVLinkNoCapacity: a GPU without NVLink (a PCIe board) answers
+// NOT_SUPPORTED for the link count and speed: it reports no capacity, no
+// error, and is not asked again; a GPU that counts no links reports none
+// either.
+func TestNoNVLinkNoCapacity(t *testing.T) {
+	lib := fixtureServer(2)
+	for k, answer := range map[int]func(v *nvml.FieldValue){
+		0: func(v *nvml.FieldValue) { v.NvmlReturn = uint32(nvml.ERROR_NOT_SUPPORTED) },
+		1: func(v *nvml.FieldValue) {
+			if v.FieldId == nvml.FI_DEV_NVLINK_LINK_COUNT {
+				binary.LittleEndian.PutUint64(v.Value[:], 0)
+			}
+		},
+	} {
+		dev := device(lib, k)
+		fields := dev.GetFieldValuesFunc
+		dev.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
+			ret := fields(values)
+			for i := range values {
+				if id := values[i].FieldId; id == nvml.FI_DEV_NVLINK_LINK_COUNT || id == nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON {
+					answer(&values[i])
+				}
+			}
+			return ret
+		}
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	asked := len(s.gpus[0].fields)
+	for range 2 {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err)
+		assert.Empty(t, pointsOf(m, "nvidia.gpu.nvlink.capacity", nil))
+		assert.NotEmpty(t, pointsOf(m, "nvidia.gpu.nvlink.io", nil), "the other fields are still read")
+		ok := pointsOf(m, "hw.status", map[string]any{"hw.state": "ok"})
+		for k := range 2 {
+			assert.Equal(t, []float64{1}, ok[device(lib, k).UUID], "GPU %d is ok", k)
+		}
+	}
+	assert.Len(t, s.gpus[0].fields, asked-3-2, "retired pages and the two NVLink fields left the request")
+	for _, f := range s.gpus[0].fields {
+		assert.NotContains(t, []uint32{nvml.FI_DEV_NVLINK_LINK_COUNT, nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON}, f.FieldId)
+	}
+}

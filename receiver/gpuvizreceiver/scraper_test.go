@@ -128,8 +128,9 @@ func fixtureServer(n int) *server.Server {
 
 // fixtureFields answers every field value the receiver asks for with
 // field ID × 1000 + GPU, except retired pages (NOT_SUPPORTED, as on Ampere
-// and newer), the energy counter, which grows by 1 J per call, and the
-// PCIe byte counters, which grow by 1 GiB per call.
+// and newer), the energy counter, which grows by 1 J per call, the PCIe
+// byte counters, which grow by 1 GiB per call, and the NVLinks, which are
+// an H100's: 18 links of 26562 + GPU MB/s, as unsigned ints.
 func fixtureFields(k uint32) func([]nvml.FieldValue) nvml.Return {
 	var calls atomic.Uint64 // the scrape and the sampling clock both call
 	return func(values []nvml.FieldValue) nvml.Return {
@@ -148,6 +149,10 @@ func fixtureFields(k uint32) func([]nvml.FieldValue) nvml.Return {
 				x += 1000 * calls
 			case nvml.FI_DEV_REMAPPED_PENDING, nvml.FI_DEV_REMAPPED_FAILURE, nvml.FI_DEV_ECC_DBE_VOL_TOTAL:
 				x = 0
+			case nvml.FI_DEV_NVLINK_LINK_COUNT:
+				v.ValueType, x = uint32(nvml.VALUE_TYPE_UNSIGNED_INT), 18
+			case nvml.FI_DEV_NVLINK_SPEED_MBPS_COMMON:
+				v.ValueType, x = uint32(nvml.VALUE_TYPE_UNSIGNED_INT), 26_562+uint64(k)
 			}
 			binary.LittleEndian.PutUint64(v.Value[:], x)
 		}
@@ -241,7 +246,7 @@ func TestScrapeSimulatedIsMarked(t *testing.T) {
 		"hw.power", "hw.energy", "hw.temperature", "hw.status", "nvidia.gpu.memory_controller.utilization",
 		"nvidia.gpu.clock.frequency", "nvidia.gpu.power.limit", "nvidia.gpu.performance_state", "nvidia.gpu.info",
 		"hw.errors", "hw.gpu.io", "nvidia.gpu.throttle.active", "nvidia.gpu.throttle.time", "nvidia.gpu.nvlink.io",
-		"nvidia.gpu.nvlink.errors", "nvidia.gpu.pcie.link.generation", "nvidia.gpu.pcie.link.width", "nvidia.gpu.pcie.replays",
+		"nvidia.gpu.nvlink.errors", "nvidia.gpu.nvlink.capacity", "nvidia.gpu.pcie.link.generation", "nvidia.gpu.pcie.link.width", "nvidia.gpu.pcie.replays",
 		"nvidia.gpu.memory.remapped_rows", "nvidia.gpu.memory.remap.pending", "nvidia.gpu.memory.remap.failed",
 		"nvidia.gpu.sm.activity", "nvidia.gpu.sm.occupancy", "nvidia.gpu.tensor.activity", "nvidia.gpu.dram.activity",
 		"nvidia.gpu.pipe.activity", "nvidia.gpu.pcie.throughput", "nvidia.gpu.nvlink.throughput",

@@ -1397,6 +1397,58 @@ func (ms *NvidiaGpuMigTensorActivityMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuNvlinkCapacityMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.nvlink.capacity metric.
+type NvidiaGpuNvlinkCapacityMetricAttributeKey string
+
+const (
+	NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID   NvidiaGpuNvlinkCapacityMetricAttributeKey = "hw.id"
+	NvidiaGpuNvlinkCapacityMetricAttributeKeyHwName NvidiaGpuNvlinkCapacityMetricAttributeKey = "hw.name"
+)
+
+// NvidiaGpuNvlinkCapacityMetricConfig provides config for the nvidia.gpu.nvlink.capacity metric.
+type NvidiaGpuNvlinkCapacityMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuNvlinkCapacityMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuNvlinkCapacityMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuNvlinkCapacityMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwName:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.nvlink.capacity doesn't have an attribute %v, valid attributes: [hw.id, hw.name]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.nvlink.capacity metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuNvlinkErrorsMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.nvlink.errors metric.
 type NvidiaGpuNvlinkErrorsMetricAttributeKey string
 
@@ -2459,6 +2511,7 @@ type MetricsConfig struct {
 	NvidiaGpuMigMemoryUsage                     NvidiaGpuMigMemoryUsageMetricConfig                     `mapstructure:"nvidia.gpu.mig.memory.usage"`
 	NvidiaGpuMigSmActivity                      NvidiaGpuMigSmActivityMetricConfig                      `mapstructure:"nvidia.gpu.mig.sm.activity"`
 	NvidiaGpuMigTensorActivity                  NvidiaGpuMigTensorActivityMetricConfig                  `mapstructure:"nvidia.gpu.mig.tensor.activity"`
+	NvidiaGpuNvlinkCapacity                     NvidiaGpuNvlinkCapacityMetricConfig                     `mapstructure:"nvidia.gpu.nvlink.capacity"`
 	NvidiaGpuNvlinkErrors                       NvidiaGpuNvlinkErrorsMetricConfig                       `mapstructure:"nvidia.gpu.nvlink.errors"`
 	NvidiaGpuNvlinkIo                           NvidiaGpuNvlinkIoMetricConfig                           `mapstructure:"nvidia.gpu.nvlink.io"`
 	NvidiaGpuNvlinkThroughput                   NvidiaGpuNvlinkThroughputMetricConfig                   `mapstructure:"nvidia.gpu.nvlink.throughput"`
@@ -2609,6 +2662,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuMigTensorActivityMetricAttributeKey{NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile},
+		},
+		NvidiaGpuNvlinkCapacity: NvidiaGpuNvlinkCapacityMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuNvlinkCapacityMetricAttributeKey{NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwName},
 		},
 		NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 			Enabled:             true,

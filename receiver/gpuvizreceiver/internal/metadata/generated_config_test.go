@@ -151,6 +151,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuMigTensorActivityMetricAttributeKey{NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile},
 					},
+					NvidiaGpuNvlinkCapacity: NvidiaGpuNvlinkCapacityMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuNvlinkCapacityMetricAttributeKey{NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwName},
+					},
 					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -389,6 +394,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuMigTensorActivityMetricAttributeKey{NvidiaGpuMigTensorActivityMetricAttributeKeyHwID, NvidiaGpuMigTensorActivityMetricAttributeKeyHwName, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigGpuInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigComputeInstanceID, NvidiaGpuMigTensorActivityMetricAttributeKeyNvidiaGpuMigProfile},
 					},
+					NvidiaGpuNvlinkCapacity: NvidiaGpuNvlinkCapacityMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuNvlinkCapacityMetricAttributeKey{NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwName},
+					},
 					NvidiaGpuNvlinkErrors: NvidiaGpuNvlinkErrorsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -502,7 +512,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuGpmStatusMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuGpmStatusMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkCapacityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -803,6 +813,18 @@ func TestNvidiaGpuMigTensorActivityMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.mig.tensor.activity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, nvidia.gpu.mig.gpu_instance_id, nvidia.gpu.mig.compute_instance_id, nvidia.gpu.mig.profile]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuMigTensorActivity
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuNvlinkCapacityMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuNvlinkCapacity
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuNvlinkCapacityMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.nvlink.capacity doesn't have an attribute invalid, valid attributes: [hw.id, hw.name]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuNvlinkCapacity
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -559,6 +559,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "nvidia.gpu.mig.tensor.activity",
 		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "nvidia.gpu.mig.gpu_instance_id", "nvidia.gpu.mig.compute_instance_id", "nvidia.gpu.mig.profile"},
 	},
+	NvidiaGpuNvlinkCapacity: metricInfo{
+		Name:       "nvidia.gpu.nvlink.capacity",
+		Attributes: []string{"hw.id", "hw.name"},
+	},
 	NvidiaGpuNvlinkErrors: metricInfo{
 		Name:       "nvidia.gpu.nvlink.errors",
 		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.nvlink.error.type"},
@@ -675,6 +679,7 @@ type metricsInfo struct {
 	NvidiaGpuMigMemoryUsage                     metricInfo
 	NvidiaGpuMigSmActivity                      metricInfo
 	NvidiaGpuMigTensorActivity                  metricInfo
+	NvidiaGpuNvlinkCapacity                     metricInfo
 	NvidiaGpuNvlinkErrors                       metricInfo
 	NvidiaGpuNvlinkIo                           metricInfo
 	NvidiaGpuNvlinkThroughput                   metricInfo
@@ -3233,6 +3238,98 @@ func newMetricNvidiaGpuMigTensorActivity(cfg NvidiaGpuMigTensorActivityMetricCon
 	return m
 }
 
+type metricNvidiaGpuNvlinkCapacity struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        NvidiaGpuNvlinkCapacityMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.nvlink.capacity metric with initial data.
+func (m *metricNvidiaGpuNvlinkCapacity) init() {
+	m.data.SetName("nvidia.gpu.nvlink.capacity")
+	m.data.SetDescription("Bytes per second the GPU's NVLinks can carry in each direction, all links together: NVML's link count (FI_DEV_NVLINK_LINK_COUNT) × the common speed of the active links (FI_DEV_NVLINK_SPEED_MBPS_COMMON: per link and direction, in MB/s of 10^6 bytes; the figure nvidia-smi nvlink -s prints in GB/s). Receive and transmit each have this capacity: nvidia.gpu.nvlink.throughput of a direction over it is that direction's share. It is the lanes' signalling rate, which payload never reaches (an H100 link signals 26.5625 GB/s against a nominal 25). NVML counts the links present, including any that are down. Absent on GPUs without NVLink.")
+	m.data.SetUnit("By/s")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuNvlinkCapacity) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuNvlinkCapacityMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuNvlinkCapacity) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuNvlinkCapacity) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuNvlinkCapacity(cfg NvidiaGpuNvlinkCapacityMetricConfig) metricNvidiaGpuNvlinkCapacity {
+	m := metricNvidiaGpuNvlinkCapacity{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricNvidiaGpuNvlinkErrors struct {
 	data          pmetric.Metric                    // data buffer for generated metric.
 	config        NvidiaGpuNvlinkErrorsMetricConfig // metric config provided by user.
@@ -3437,7 +3534,7 @@ type metricNvidiaGpuNvlinkThroughput struct {
 // init fills nvidia.gpu.nvlink.throughput metric with initial data.
 func (m *metricNvidiaGpuNvlinkThroughput) init() {
 	m.data.SetName("nvidia.gpu.nvlink.throughput")
-	m.data.SetDescription("NVLink bandwidth between two GPM samples, all links together (GPM NVLINK_TOTAL_RX/TX_PER_SEC).")
+	m.data.SetDescription("NVLink bandwidth between two GPM samples, all links together, per direction (GPM NVLINK_TOTAL_RX/TX_PER_SEC, MiB/s converted to bytes). Each direction is bounded by nvidia.gpu.nvlink.capacity, the same for receive and transmit, so throughput over capacity is that direction's share of what the links can carry.")
 	m.data.SetUnit("By/s")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -5201,6 +5298,7 @@ type MetricsBuilder struct {
 	metricNvidiaGpuMigMemoryUsage                     metricNvidiaGpuMigMemoryUsage
 	metricNvidiaGpuMigSmActivity                      metricNvidiaGpuMigSmActivity
 	metricNvidiaGpuMigTensorActivity                  metricNvidiaGpuMigTensorActivity
+	metricNvidiaGpuNvlinkCapacity                     metricNvidiaGpuNvlinkCapacity
 	metricNvidiaGpuNvlinkErrors                       metricNvidiaGpuNvlinkErrors
 	metricNvidiaGpuNvlinkIo                           metricNvidiaGpuNvlinkIo
 	metricNvidiaGpuNvlinkThroughput                   metricNvidiaGpuNvlinkThroughput
@@ -5273,6 +5371,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNvidiaGpuMigMemoryUsage:                     newMetricNvidiaGpuMigMemoryUsage(mbc.Metrics.NvidiaGpuMigMemoryUsage),
 		metricNvidiaGpuMigSmActivity:                      newMetricNvidiaGpuMigSmActivity(mbc.Metrics.NvidiaGpuMigSmActivity),
 		metricNvidiaGpuMigTensorActivity:                  newMetricNvidiaGpuMigTensorActivity(mbc.Metrics.NvidiaGpuMigTensorActivity),
+		metricNvidiaGpuNvlinkCapacity:                     newMetricNvidiaGpuNvlinkCapacity(mbc.Metrics.NvidiaGpuNvlinkCapacity),
 		metricNvidiaGpuNvlinkErrors:                       newMetricNvidiaGpuNvlinkErrors(mbc.Metrics.NvidiaGpuNvlinkErrors),
 		metricNvidiaGpuNvlinkIo:                           newMetricNvidiaGpuNvlinkIo(mbc.Metrics.NvidiaGpuNvlinkIo),
 		metricNvidiaGpuNvlinkThroughput:                   newMetricNvidiaGpuNvlinkThroughput(mbc.Metrics.NvidiaGpuNvlinkThroughput),
@@ -5405,6 +5504,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNvidiaGpuMigMemoryUsage.emit(ils.Metrics())
 	mb.metricNvidiaGpuMigSmActivity.emit(ils.Metrics())
 	mb.metricNvidiaGpuMigTensorActivity.emit(ils.Metrics())
+	mb.metricNvidiaGpuNvlinkCapacity.emit(ils.Metrics())
 	mb.metricNvidiaGpuNvlinkErrors.emit(ils.Metrics())
 	mb.metricNvidiaGpuNvlinkIo.emit(ils.Metrics())
 	mb.metricNvidiaGpuNvlinkThroughput.emit(ils.Metrics())
@@ -5581,6 +5681,11 @@ func (mb *MetricsBuilder) RecordNvidiaGpuMigSmActivityDataPoint(ts pcommon.Times
 // RecordNvidiaGpuMigTensorActivityDataPoint adds a data point to nvidia.gpu.mig.tensor.activity metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuMigTensorActivityDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, nvidiaGpuMigGpuInstanceIDAttributeValue int64, nvidiaGpuMigComputeInstanceIDAttributeValue int64, nvidiaGpuMigProfileAttributeValue string) {
 	mb.metricNvidiaGpuMigTensorActivity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, nvidiaGpuMigGpuInstanceIDAttributeValue, nvidiaGpuMigComputeInstanceIDAttributeValue, nvidiaGpuMigProfileAttributeValue)
+}
+
+// RecordNvidiaGpuNvlinkCapacityDataPoint adds a data point to nvidia.gpu.nvlink.capacity metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuNvlinkCapacityDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
+	mb.metricNvidiaGpuNvlinkCapacity.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
 }
 
 // RecordNvidiaGpuNvlinkErrorsDataPoint adds a data point to nvidia.gpu.nvlink.errors metric.

@@ -92,6 +92,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["nvidia.gpu.mig.memory.usage"] = mb.metricNvidiaGpuMigMemoryUsage.config.AggregationStrategy
 			aggMap["nvidia.gpu.mig.sm.activity"] = mb.metricNvidiaGpuMigSmActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.mig.tensor.activity"] = mb.metricNvidiaGpuMigTensorActivity.config.AggregationStrategy
+			aggMap["nvidia.gpu.nvlink.capacity"] = mb.metricNvidiaGpuNvlinkCapacity.config.AggregationStrategy
 			aggMap["nvidia.gpu.nvlink.errors"] = mb.metricNvidiaGpuNvlinkErrors.config.AggregationStrategy
 			aggMap["nvidia.gpu.nvlink.io"] = mb.metricNvidiaGpuNvlinkIo.config.AggregationStrategy
 			aggMap["nvidia.gpu.nvlink.throughput"] = mb.metricNvidiaGpuNvlinkThroughput.config.AggregationStrategy
@@ -270,6 +271,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordNvidiaGpuNvlinkCapacityDataPoint(ts, 1, "hw.id-val", "hw.name-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuNvlinkCapacityDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNvidiaGpuNvlinkErrorTypeCrcFlit)
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuNvlinkErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNvidiaGpuNvlinkErrorTypeCrcData)
@@ -420,6 +427,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNvidiaGpuMigMemoryUsage.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMigSmActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMigTensorActivity.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuNvlinkCapacity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuNvlinkErrors.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuNvlinkIo.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuNvlinkThroughput.aggDataPoints)
@@ -1979,6 +1987,51 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("nvidia.gpu.mig.profile")
 						assert.False(t, ok)
 					}
+				case "nvidia.gpu.nvlink.capacity":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.capacity"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.capacity")
+						validatedMetrics["nvidia.gpu.nvlink.capacity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Bytes per second the GPU's NVLinks can carry in each direction, all links together: NVML's link count (FI_DEV_NVLINK_LINK_COUNT) × the common speed of the active links (FI_DEV_NVLINK_SPEED_MBPS_COMMON: per link and direction, in MB/s of 10^6 bytes; the figure nvidia-smi nvlink -s prints in GB/s). Receive and transmit each have this capacity: nvidia.gpu.nvlink.throughput of a direction over it is that direction's share. It is the lanes' signalling rate, which payload never reaches (an H100 link signals 26.5625 GB/s against a nominal 25). NVML counts the links present, including any that are down. Absent on GPUs without NVLink.", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.capacity"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.capacity")
+						validatedMetrics["nvidia.gpu.nvlink.capacity"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Bytes per second the GPU's NVLinks can carry in each direction, all links together: NVML's link count (FI_DEV_NVLINK_LINK_COUNT) × the common speed of the active links (FI_DEV_NVLINK_SPEED_MBPS_COMMON: per link and direction, in MB/s of 10^6 bytes; the figure nvidia-smi nvlink -s prints in GB/s). Receive and transmit each have this capacity: nvidia.gpu.nvlink.throughput of a direction over it is that direction's share. It is the lanes' signalling rate, which payload never reaches (an H100 link signals 26.5625 GB/s against a nominal 25). NVML counts the links present, including any that are down. Absent on GPUs without NVLink.", mi.Description())
+						assert.Equal(t, "By/s", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.nvlink.capacity"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+					}
 				case "nvidia.gpu.nvlink.errors":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["nvidia.gpu.nvlink.errors"], "Found a duplicate in the metrics slice: nvidia.gpu.nvlink.errors")
@@ -2093,7 +2146,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.nvlink.throughput"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "NVLink bandwidth between two GPM samples, all links together (GPM NVLINK_TOTAL_RX/TX_PER_SEC).", mi.Description())
+						assert.Equal(t, "NVLink bandwidth between two GPM samples, all links together, per direction (GPM NVLINK_TOTAL_RX/TX_PER_SEC, MiB/s converted to bytes). Each direction is bounded by nvidia.gpu.nvlink.capacity, the same for receive and transmit, so throughput over capacity is that direction's share of what the links can carry.", mi.Description())
 						assert.Equal(t, "By/s", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -2114,7 +2167,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.nvlink.throughput"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "NVLink bandwidth between two GPM samples, all links together (GPM NVLINK_TOTAL_RX/TX_PER_SEC).", mi.Description())
+						assert.Equal(t, "NVLink bandwidth between two GPM samples, all links together, per direction (GPM NVLINK_TOTAL_RX/TX_PER_SEC, MiB/s converted to bytes). Each direction is bounded by nvidia.gpu.nvlink.capacity, the same for receive and transmit, so throughput over capacity is that direction's share of what the links can carry.", mi.Description())
 						assert.Equal(t, "By/s", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
