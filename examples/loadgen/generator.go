@@ -37,10 +37,16 @@ type generator struct {
 // the host.name the collector's receiver reports.
 func newGenerator(cfg config, start int64, exp *exporter, host string, logger *log.Logger, rng *rand.Rand) (*generator, error) {
 	g := &generator{exp: exp, counts: map[string]int64{}, last: start, logger: logger, progress: start + int64(progressEvery)}
-	if cfg.Mode == modeSynthetic {
-		g.synthetic = newSyntheticSource(start, cfg.Rate, cfg.Concurrency, defaultShape, rng)
+	if cfg.Mode == modeSynthetic || cfg.Mode == modeFlood {
+		var inner requestSource
+		if cfg.Mode == modeFlood {
+			inner = newFloodSource(start, cfg.Rate, rng)
+		} else {
+			g.synthetic = newSyntheticSource(start, cfg.Rate, cfg.Concurrency, defaultShape, rng)
+			inner = g.synthetic
+		}
 		src := &legacySource{
-			inner:    g.synthetic,
+			inner:    inner,
 			families: cfg.Families, match: cfg.Match, service: cfg.Service, host: host,
 		}
 		if cfg.Match == matchAttribute {

@@ -16,6 +16,11 @@
 // and run with random phase lengths, at most --concurrency at once: for
 // pointing at a collector that reads real GPUs.
 //
+// In flood mode requests end at a fixed rate (--rate per second, evenly
+// spaced, no concurrency bound), each 0.5 to 3.5 s long: a steady span rate
+// for measuring what the collector costs per span
+// (scripts/measure-processor.sh).
+//
 // See README.md in this directory.
 package main
 
@@ -41,6 +46,7 @@ import (
 const (
 	modeSimulated = "simulated"
 	modeSynthetic = "synthetic"
+	modeFlood     = "flood"
 
 	// scenarioSequential is nvmlsim's schedule: one request at a time per
 	// GPU, no engine.
@@ -92,7 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Endpoint, "endpoint", defaultGRPCEndpoint, "OTLP receiver as host:port (with --protocol http and no --endpoint: "+defaultHTTPEndpoint+")")
 	fs.StringVar(&cfg.Protocol, "protocol", "grpc", "OTLP protocol: grpc or http (http posts to /v1/traces)")
 	fs.BoolVar(&cfg.Insecure, "insecure", true, "plain-text connection (no TLS)")
-	fs.StringVar(&cfg.Mode, "mode", modeSimulated, "simulated (the requests of the collector's simulated GPUs) or synthetic (random requests)")
+	fs.StringVar(&cfg.Mode, "mode", modeSimulated, "simulated (the requests of the collector's simulated GPUs), synthetic (random requests) or flood (requests ending at a fixed rate)")
 	fs.StringVar(&cfg.SimModel, "sim-model", "h200", "simulated GPU model: must equal the collector's simulated.model ("+strings.Join(nvmlsim.Models(), ", ")+")")
 	fs.IntVar(&cfg.SimGPUs, "sim-gpus", 8, "simulated GPUs: must equal the collector's simulated.gpus")
 	fs.Uint64Var(&cfg.SimSeed, "sim-seed", 1, "simulation seed: must equal the collector's simulated.seed")
@@ -101,7 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Match, "match", matchProcess, "--scenario sequential and --mode synthetic: GPU hint on the spans: process (resource process.pid = the simulated worker's), attribute (resource gpu.uuid = the GPU UUID) or host (none)")
 	fs.StringVar(&families, "families", infersim.FamilyVLLM, "--scenario sequential and --mode synthetic: comma-separated span families to emit: "+strings.Join(legacyFamilies, ", "))
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to run; 0: until SIGINT or SIGTERM")
-	fs.Float64Var(&cfg.Rate, "rate", 5, "synthetic mode: mean arrivals per second (Poisson)")
+	fs.Float64Var(&cfg.Rate, "rate", 5, "synthetic mode: mean arrivals per second (Poisson); flood mode: requests (spans per family) ending per second")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "synthetic mode: most requests in the model at once")
 	fs.StringVar(&cfg.Service, "service", "vllm", "--scenario sequential and --mode synthetic: service.name of the vLLM spans (TGI and Triton use their servers' own)")
 	fs.StringVar(&cfg.GPUUUID, "gpu-uuid", "", "synthetic mode with --match attribute: the GPU UUID to put on the spans")
@@ -134,16 +140,19 @@ func (c *config) validate() error {
 		return fmt.Errorf("--endpoint %q: want host:port", c.Endpoint)
 	case c.Protocol != "grpc" && c.Protocol != "http":
 		return fmt.Errorf("--protocol %q: want grpc or http", c.Protocol)
-	case c.Mode != modeSimulated && c.Mode != modeSynthetic:
-		return fmt.Errorf("--mode %q: want simulated or synthetic", c.Mode)
+	case c.Mode != modeSimulated && c.Mode != modeSynthetic && c.Mode != modeFlood:
+		return fmt.Errorf("--mode %q: want simulated, synthetic or flood", c.Mode)
 	case c.Duration < 0:
 		return fmt.Errorf("--duration %v: must not be negative", c.Duration)
 	}
-	if c.Mode == modeSynthetic {
+	if c.Mode == modeSynthetic || c.Mode == modeFlood {
 		for _, f := range []string{"scenario", "truth"} {
 			if c.set[f] {
 				return fmt.Errorf("--%s applies to --mode simulated only", f)
 			}
+		}
+		if c.Mode == modeFlood && c.set["concurrency"] {
+			return errors.New("--concurrency applies to --mode synthetic only: flood mode has no bound on requests at once")
 		}
 		if err := c.validateLegacy(); err != nil {
 			return err
@@ -154,7 +163,7 @@ func (c *config) validate() error {
 		case c.Concurrency < 1:
 			return fmt.Errorf("--concurrency %d: want at least 1", c.Concurrency)
 		case c.Match == matchAttribute && c.GPUUUID == "":
-			return errors.New("--match attribute in synthetic mode needs --gpu-uuid (the GPU the requests ran on)")
+			return fmt.Errorf("--match attribute in %s mode needs --gpu-uuid (the GPU the requests ran on)", c.Mode)
 		}
 		return nil
 	}
