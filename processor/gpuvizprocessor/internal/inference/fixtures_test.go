@@ -130,6 +130,28 @@ func genAIEmbeddings() fixture {
 	return f
 }
 
+// genAIClient is the application's call as
+// opentelemetry-instrumentation-openai-v2 traces it: a CLIENT span whose
+// context the library propagates, so the server's span is its child.
+func genAIClient() fixture {
+	f := newFixture("chat meta-llama/Llama-3.1-8B-Instruct", ptrace.SpanKindClient, at(0), at(2*time.Second))
+	pythonResource(f.res, "chat-app")
+	a := f.span.Attributes()
+	a.PutStr("gen_ai.operation.name", "chat")
+	a.PutStr("gen_ai.provider.name", "openai")
+	a.PutStr("gen_ai.request.model", "meta-llama/Llama-3.1-8B-Instruct")
+	a.PutInt("gen_ai.request.max_tokens", 256)
+	a.PutDouble("gen_ai.request.temperature", 0.7)
+	a.PutStr("server.address", "vllm-0")
+	a.PutInt("server.port", 8000)
+	a.PutStr("gen_ai.response.id", "chatcmpl-5f0e7c3a")
+	a.PutStr("gen_ai.response.model", "meta-llama/Llama-3.1-8B-Instruct")
+	a.PutEmptySlice("gen_ai.response.finish_reasons").AppendEmpty().SetStr("stop")
+	a.PutInt("gen_ai.usage.input_tokens", 512)
+	a.PutInt("gen_ai.usage.output_tokens", 128)
+	return f
+}
+
 // tgiCodeAttrs are what tracing-opentelemetry adds to every span.
 func tgiCodeAttrs(a pcommon.Map, namespace, file string, line int64) {
 	a.PutStr("code.filepath", file)

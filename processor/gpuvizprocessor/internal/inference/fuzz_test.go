@@ -33,6 +33,7 @@ var fuzzEvents = []string{
 
 // fuzzSpan builds a span and resource from fuzz input:
 //   - nameSel picks a family's span name (or name when out of range);
+//   - kind is the span kind (modulo the six kinds);
 //   - startSel: with the top bit set, the start timestamp as is; else t0 plus
 //     up to an hour;
 //   - attrs: (key, kind) byte pairs; kind's top bit puts the attribute on the
@@ -40,12 +41,13 @@ var fuzzEvents = []string{
 //     duration or number made from ival, a bool, a slice, a map, bytes;
 //   - events: (name, offset) triples, offset a signed 16-bit count of
 //     100 µs steps from the start.
-func fuzzSpan(nameSel uint8, name string, startSel uint64, dur int64, attrs []byte, sval string, ival int64, dval float64, events []byte) (ptrace.Span, pcommon.Resource) {
+func fuzzSpan(nameSel uint8, name string, kind uint8, startSel uint64, dur int64, attrs []byte, sval string, ival int64, dval float64, events []byte) (ptrace.Span, pcommon.Resource) {
 	span, res := ptrace.NewSpan(), pcommon.NewResource()
 	if int(nameSel) < len(fuzzNames) {
 		name = fuzzNames[nameSel]
 	}
 	span.SetName(name)
+	span.SetKind(ptrace.SpanKind(kind % 6))
 	start := startSel
 	if startSel>>63 == 0 {
 		start = uint64(t0.UnixNano()) + startSel%uint64(time.Hour)
@@ -100,19 +102,21 @@ func fuzzSpan(nameSel uint8, name string, startSel uint64, dur int64, attrs []by
 
 func FuzzRecognize(f *testing.F) {
 	sec := int64(time.Second)
-	// One seed per family, shaped like the fixtures.
-	f.Add(uint8(0), "", uint64(0), 2*sec, []byte{0, 3, 1, 3, 2, 3, 6, 4, 7, 4, 10, 0}, "m", int64(300_000), 0.1, []byte{})
-	f.Add(uint8(1), "", uint64(5), 3*sec, []byte{12, 0, 13, 2, 8, 4, 9, 4, 30, 4, 31, 0x80}, "chat", int64(7), 0.25, []byte{})
-	f.Add(uint8(2), "", uint64(5), 3*sec, []byte{14, 5, 15, 5, 16, 5, 17, 5, 18, 5, 20, 0x80}, "text-generation-inference.router", int64(900_000_000), 0.0, []byte{})
-	f.Add(uint8(6), "", uint64(5), sec, []byte{19, 0}, "text_generation_router_v3::backend", int64(0), 0.0, []byte{})
-	f.Add(uint8(9), "", uint64(5), sec/50, []byte{21, 0}, "resnet50", int64(0), 0.0, []byte{0, 0, 0, 1, 0, 10, 2, 0, 40, 3, 0, 50, 4, 0, 150, 5, 0, 180, 6, 0, 200})
-	f.Add(uint8(10), "", uint64(5), sec/100, []byte{}, "", int64(0), 0.0, []byte{2, 0, 0, 5, 0, 100, 5, 0, 90})
-	f.Add(uint8(12), "", uint64(5), sec, []byte{22, 4, 23, 3, 24, 5, 25, 4, 27, 0x80}, "0,1,GPU-a", int64(123_456_789), 0.5, []byte{})
-	f.Add(uint8(200), "weird", uint64(1<<63|1), -sec, []byte{0, 0, 1, 1, 2, 2}, "1.5", int64(-1), -0.5, []byte{2, 255, 255})
+	// One seed per family, shaped like the fixtures; kinds: 1 internal, 2
+	// server, 3 client.
+	f.Add(uint8(0), "", uint8(2), uint64(0), 2*sec, []byte{0, 3, 1, 3, 2, 3, 6, 4, 7, 4, 10, 0}, "m", int64(300_000), 0.1, []byte{})
+	f.Add(uint8(1), "", uint8(2), uint64(5), 3*sec, []byte{12, 0, 13, 2, 8, 4, 9, 4, 30, 4, 31, 0x80}, "chat", int64(7), 0.25, []byte{})
+	f.Add(uint8(1), "", uint8(3), uint64(5), 3*sec, []byte{12, 0, 10, 0, 8, 4, 9, 4}, "chat", int64(7), 0.25, []byte{})
+	f.Add(uint8(2), "", uint8(1), uint64(5), 3*sec, []byte{14, 5, 15, 5, 16, 5, 17, 5, 18, 5, 20, 0x80}, "text-generation-inference.router", int64(900_000_000), 0.0, []byte{})
+	f.Add(uint8(6), "", uint8(1), uint64(5), sec, []byte{19, 0}, "text_generation_router_v3::backend", int64(0), 0.0, []byte{})
+	f.Add(uint8(9), "", uint8(2), uint64(5), sec/50, []byte{21, 0}, "resnet50", int64(0), 0.0, []byte{0, 0, 0, 1, 0, 10, 2, 0, 40, 3, 0, 50, 4, 0, 150, 5, 0, 180, 6, 0, 200})
+	f.Add(uint8(10), "", uint8(2), uint64(5), sec/100, []byte{}, "", int64(0), 0.0, []byte{2, 0, 0, 5, 0, 100, 5, 0, 90})
+	f.Add(uint8(12), "", uint8(2), uint64(5), sec, []byte{22, 4, 23, 3, 24, 5, 25, 4, 27, 0x80}, "0,1,GPU-a", int64(123_456_789), 0.5, []byte{})
+	f.Add(uint8(200), "weird", uint8(0), uint64(1<<63|1), -sec, []byte{0, 0, 1, 1, 2, 2}, "1.5", int64(-1), -0.5, []byte{2, 255, 255})
 
 	r := newTestRecognizer(f)
-	f.Fuzz(func(t *testing.T, nameSel uint8, name string, startSel uint64, dur int64, attrs []byte, sval string, ival int64, dval float64, events []byte) {
-		span, res := fuzzSpan(nameSel, name, startSel, dur, attrs, sval, ival, dval, events)
+	f.Fuzz(func(t *testing.T, nameSel uint8, name string, kind uint8, startSel uint64, dur int64, attrs []byte, sval string, ival int64, dval float64, events []byte) {
+		span, res := fuzzSpan(nameSel, name, kind, startSel, dur, attrs, sval, ival, dval, events)
 		spanCopy, resCopy := ptrace.NewSpan(), pcommon.NewResource()
 		span.CopyTo(spanCopy)
 		res.CopyTo(resCopy)
@@ -151,6 +155,9 @@ func checkRequest(t *testing.T, req Request) {
 	t.Helper()
 	if req.Family == "" {
 		t.Fatalf("bad family %q", req.Family)
+	}
+	if req.Client && (req.Aggregate || req.Family != FamilyGenAI) {
+		t.Fatalf("client span of family %q, aggregate %v", req.Family, req.Aggregate)
 	}
 	if req.End.Before(req.Start) || req.Start.IsZero() {
 		t.Fatalf("window %v .. %v", req.Start, req.End)

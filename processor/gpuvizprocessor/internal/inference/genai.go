@@ -32,6 +32,12 @@ func genAINotInference(op string) bool {
 // invoke_workflow). With gen_ai.response.time_to_first_chunk (seconds),
 // phases are prefill [start, start+ttfc] and decode [then, end]; without it,
 // one inference phase covers the span.
+//
+// A span of kind CLIENT is the application's call (opentelemetry-
+// instrumentation-openai-v2 and the like, whose propagated context makes
+// the server's span its child): it is recognised the same way, marked
+// Client, since the server's span accounts for the request. Every other
+// kind (SERVER, INTERNAL, unset) is the server side.
 func (r *Recognizer) recognizeGenAI(span ptrace.Span, req *Request, d *draft, now time.Time) (bool, string) {
 	attrs := span.Attributes()
 	op, ok := attrs.Get(attrOperationName)
@@ -59,6 +65,7 @@ func (r *Recognizer) recognizeGenAI(span ptrace.Span, req *Request, d *draft, no
 		return true, reason
 	}
 	u.apply(req, d, false)
+	req.Client = span.Kind() == ptrace.SpanKindClient
 	if ttfc < 0 {
 		return true, d.add(PhaseInference, d.start, d.end)
 	}

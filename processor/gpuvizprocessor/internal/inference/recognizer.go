@@ -66,6 +66,12 @@ type Request struct {
 	// is worth enriching, but counting it as a request would count the
 	// request twice (in energy shares and per-request metrics).
 	Aggregate bool
+	// Client marks a client's view of a request another span (the
+	// server's) accounts for: enriched with the GPU statistics of its
+	// window, but it takes no energy share and is not counted as a request.
+	// GenAI spans of kind CLIENT (the application's call, whose child is the
+	// server's span) are.
+	Client bool
 }
 
 // Verdict is Recognize's classification of a span.

@@ -54,7 +54,13 @@ func TestRecognizeGolden(t *testing.T) {
 		{"genai embeddings", genAIEmbeddings(), Request{
 			Family: "genai", Start: at(0), End: at(40 * ms),
 			Phases:      []Phase{ph("inference", 0, 40*ms)},
-			InputTokens: 64, OutputTokens: -1, Model: "bge-large",
+			InputTokens: 64, OutputTokens: -1, Model: "bge-large", Client: true,
+		}},
+		{"genai client", genAIClient(), Request{
+			Family: "genai", Start: at(0), End: at(2 * time.Second),
+			Phases:      []Phase{ph("inference", 0, 2*time.Second)},
+			InputTokens: 512, OutputTokens: 128, Model: "meta-llama/Llama-3.1-8B-Instruct",
+			PID: 4242, Host: "gpu-node-7", Client: true,
 		}},
 		{"tgi generate", tgiGenerate(), Request{
 			Family: "tgi", Start: at(0), End: at(1500*ms + 40*time.Microsecond),
@@ -230,6 +236,9 @@ func TestRecognizeMalformed(t *testing.T) {
 			f.span.Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == "COMPUTE_END" })
 		}), ReasonEventsOutOfOrder},
 		{"triton repeated event", tritonCompute().event("COMPUTE_START", at(3*ms)), ReasonEventsOutOfOrder},
+		{"genai client negative tokens", with(genAIClient(), func(f fixture) {
+			f.span.Attributes().PutInt("gen_ai.usage.input_tokens", -1)
+		}), ReasonBadTokenCount},
 		{"triton model span events out of order", with(tritonModel(), func(f fixture) {
 			f.span.Events().At(1).SetTimestamp(ts(at(13 * ms)))
 		}), ReasonEventsOutOfOrder},
@@ -353,6 +362,24 @@ func TestRecognizeDispatchOrder(t *testing.T) {
 	got, _, _ = r.Recognize(f.span, f.res, now)
 	assert.Equal(t, "vllm", got.Family)
 
+	// A GenAI span is the client's only when its kind is CLIENT.
+	for kind, client := range map[ptrace.SpanKind]bool{
+		ptrace.SpanKindClient: true, ptrace.SpanKindServer: false, ptrace.SpanKindInternal: false,
+		ptrace.SpanKindUnspecified: false, ptrace.SpanKindProducer: false, ptrace.SpanKindConsumer: false,
+	} {
+		f = genAIClient()
+		f.span.SetKind(kind)
+		got, v, _ := r.Recognize(f.span, f.res, now)
+		require.Equal(t, Recognized, v)
+		assert.Equal(t, client, got.Client, kind.String())
+		assert.False(t, got.Aggregate)
+	}
+	// Only GenAI's: vLLM's span is the server's whatever its kind.
+	f = vllmV1()
+	f.span.SetKind(ptrace.SpanKindClient)
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.False(t, got.Client)
+
 	// Triton's events win over GenAI attributes.
 	f = tritonAllEvents()
 	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
@@ -436,6 +463,7 @@ func allFixtures() map[string]fixture {
 		"triton model": tritonModel(), "triton compute": tritonCompute(), "triton all": tritonAllEvents(),
 		"triton root": tritonRoot(), "http": httpSpan(), "rule": ruleSpan(),
 		"triton bad order": tritonCompute().event("COMPUTE_START", at(3*ms)),
+		"genai client":     genAIClient(),
 	}
 }
 
