@@ -1,10 +1,19 @@
 package timeline // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 
 // point is one sample. Timestamps are Unix nanoseconds rather than
-// time.Time: 16 bytes a point instead of 32, and plain integer arithmetic.
+// time.Time: 32 bytes a point instead of 48, and plain integer arithmetic.
+//
+// cum and cov are running sums over the ring's points up to and including
+// this one, from the ring's base (see ring.rebase), so that a window's
+// integral is a difference of two prefixes instead of a walk over its
+// points. In a signal's ring cum is Σ v·ns over the points' stretches and
+// cov Σ ns they cover; in the energy counter's ring cum is unused (0) and cov
+// counts the counter's decreases (a point lower than its predecessor).
 type point struct {
-	ts int64
-	v  float64
+	ts  int64
+	v   float64
+	cum float64
+	cov int64
 }
 
 // initialRingCap is a ring's first allocation: small, because most signals
@@ -24,6 +33,11 @@ type ring struct {
 	// late points that would land in history already given up.
 	dropped    int64
 	hasDropped bool
+	// counter marks the energy counter's ring, whose prefixes count resets.
+	counter bool
+	// wrapped is set when head wraps around the buffer: the prefixes are
+	// rebased at the end of that insert.
+	wrapped bool
 }
 
 // at returns the i-th oldest point, 0 <= i < len(r.buf).
@@ -33,6 +47,68 @@ func (r *ring) at(i int) *point {
 		j -= len(r.buf)
 	}
 	return &r.buf[j]
+}
+
+// start returns where the stretch described by point i begins (exclusive):
+// its predecessor (kept or dropped), at most maxSpan back; a ring's first
+// point ever describes min(maxSpan, 1 s).
+func (r *ring) start(i int, maxSpan int64) int64 {
+	ts := r.at(i).ts
+	switch {
+	case i > 0:
+		return max(r.at(i-1).ts, sub(ts, maxSpan))
+	case r.hasDropped:
+		return max(r.dropped, sub(ts, maxSpan))
+	}
+	return sub(ts, min(maxSpan, firstSampleSpan))
+}
+
+// setPrefix computes point i's cum and cov from point i−1's (a base of 0 for
+// the oldest point).
+func (r *ring) setPrefix(i int, maxSpan int64) {
+	p := r.at(i)
+	var (
+		cum float64
+		cov int64
+	)
+	if i > 0 {
+		q := r.at(i - 1)
+		cum, cov = q.cum, q.cov
+		if r.counter && p.v < q.v {
+			cov++
+		}
+	}
+	if r.counter {
+		p.cum, p.cov = 0, cov
+		return
+	}
+	span := p.ts - r.start(i, maxSpan)
+	p.cum, p.cov = cum+p.v*float64(span), cov+span
+}
+
+// setPrefixesFrom recomputes the prefixes of points i..n−1; O(n − i).
+func (r *ring) setPrefixesFrom(i int, maxSpan int64) {
+	for ; i < r.n; i++ {
+		r.setPrefix(i, maxSpan)
+	}
+}
+
+// rebase subtracts the oldest point's prefixes from every point's, so that
+// the sums stay within what the ring holds rather than growing with the
+// GPU's lifetime: O(n), when the buffer grows and once per wrap of the
+// buffer (len(buf) drops), so O(1) amortised per insert. The sums thus span
+// at most two buffers' worth of points. Differences between points are unchanged up to
+// one rounding of each.
+func (r *ring) rebase() {
+	if r.n == 0 {
+		return
+	}
+	base := *r.at(0)
+	for i := range r.n {
+		p := r.at(i)
+		p.cum -= base.cum
+		p.cov -= base.cov
+	}
 }
 
 // firstAfter returns the smallest i in [lo, r.n] with at(i).ts > ts (r.n when
@@ -70,6 +146,7 @@ func (r *ring) dropOldest() {
 	r.head++
 	if r.head == len(r.buf) {
 		r.head = 0
+		r.wrapped = true
 	}
 	r.n--
 }
@@ -83,12 +160,23 @@ func (r *ring) grow(limit int) {
 		buf[i] = *r.at(i)
 	}
 	r.buf, r.head = buf, 0
+	r.rebase()
 }
 
-// insert adds (ts, v), first dropping points older than cutoff. It reports
-// false when the point is refused: older than a point already dropped, or
-// older than every point of a full ring (it would be overwritten at once).
-func (r *ring) insert(ts int64, v float64, cutoff int64, limit int) bool {
+// insert adds (ts, v), first dropping points older than cutoff, and keeps
+// the prefixes right. It reports false when the point is refused: older than
+// a point already dropped, or older than every point of a full ring (it
+// would be overwritten at once).
+func (r *ring) insert(ts int64, v float64, cutoff int64, limit int, maxSpan int64) bool {
+	ok := r.insertPoint(ts, v, cutoff, limit, maxSpan)
+	if r.wrapped {
+		r.wrapped = false
+		r.rebase()
+	}
+	return ok
+}
+
+func (r *ring) insertPoint(ts int64, v float64, cutoff int64, limit int, maxSpan int64) bool {
 	for r.n > 0 && r.buf[r.head].ts < cutoff {
 		r.dropOldest()
 	}
@@ -99,10 +187,11 @@ func (r *ring) insert(ts int64, v float64, cutoff int64, limit int) bool {
 		last := r.at(r.n - 1)
 		if ts == last.ts {
 			last.v = v
+			r.setPrefix(r.n-1, maxSpan)
 			return true
 		}
 		if ts < last.ts {
-			return r.insertLate(ts, v, limit)
+			return r.insertLate(ts, v, limit, maxSpan)
 		}
 	}
 	if r.n == len(r.buf) {
@@ -112,16 +201,19 @@ func (r *ring) insert(ts int64, v float64, cutoff int64, limit int) bool {
 			r.dropOldest()
 		}
 	}
-	*r.at(r.n) = point{ts, v}
+	*r.at(r.n) = point{ts: ts, v: v}
 	r.n++
+	r.setPrefix(r.n-1, maxSpan)
 	return true
 }
 
-// insertLate puts an out-of-order point in its place; O(n), and rare.
-func (r *ring) insertLate(ts int64, v float64, limit int) bool {
+// insertLate puts an out-of-order point in its place and recomputes the
+// prefixes from there; O(n), and rare.
+func (r *ring) insertLate(ts int64, v float64, limit int, maxSpan int64) bool {
 	i := r.firstAtOrAfter(0, ts)
 	if p := r.at(i); p.ts == ts { // i < r.n: ts is older than the newest
 		p.v = v
+		r.setPrefixesFrom(i, maxSpan)
 		return true
 	}
 	if r.n == len(r.buf) {
@@ -138,7 +230,8 @@ func (r *ring) insertLate(ts int64, v float64, limit int) bool {
 	for j := r.n; j > i; j-- {
 		*r.at(j) = *r.at(j - 1)
 	}
-	*r.at(i) = point{ts, v}
+	*r.at(i) = point{ts: ts, v: v}
 	r.n++
+	r.setPrefixesFrom(i, maxSpan)
 	return true
 }

@@ -175,7 +175,7 @@ func (s *Store) addPoint(g *gpu, r *ring, t int64, v float64) bool {
 		}
 		newest = max(g.newest, t)
 	}
-	if !r.insert(t, v, sub(newest, s.retention), s.maxPoints) {
+	if !r.insert(t, v, sub(newest, s.retention), s.maxPoints, s.maxSpan) {
 		return false
 	}
 	g.newest, g.hasPoints = newest, true
@@ -194,6 +194,7 @@ func (s *Store) lookupOrCreate(k Key) *gpu {
 			return nil
 		}
 		g = &gpu{key: k, index: -1}
+		g.energy.counter = true
 		s.gpus[k] = g
 		list := s.hosts[k.Host]
 		i, _ := slices.BinarySearchFunc(list, k.GPU, func(g *gpu, id string) int { return strings.Compare(g.key.GPU, id) })
@@ -245,14 +246,43 @@ func (s *Store) Newest(k Key) (time.Time, bool) {
 func (s *Store) Settled(k Key) (time.Time, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	g := s.gpus[k]
-	if g == nil || !g.hasPoints {
+	t, ok := s.settled(k)
+	if !ok {
 		return time.Time{}, false
 	}
-	if r := &g.energy; r.n > 0 {
-		return fromNanos(r.at(r.n - 1).ts), true
+	return fromNanos(t), true
+}
+
+// SettledAll returns the earliest of the keys' Settled times, under one
+// read lock: the time up to which all of those GPUs' energy has arrived.
+// False when keys is empty or any of them is unknown or has no point.
+func (s *Store) SettledAll(keys []Key) (time.Time, bool) {
+	if len(keys) == 0 {
+		return time.Time{}, false
 	}
-	return fromNanos(g.newest), true
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	earliest := int64(math.MaxInt64)
+	for _, k := range keys {
+		t, ok := s.settled(k)
+		if !ok {
+			return time.Time{}, false
+		}
+		earliest = min(earliest, t)
+	}
+	return fromNanos(earliest), true
+}
+
+// settled is Settled in Unix ns; the caller holds the lock.
+func (s *Store) settled(k Key) (int64, bool) {
+	g := s.gpus[k]
+	if g == nil || !g.hasPoints {
+		return 0, false
+	}
+	if r := &g.energy; r.n > 0 {
+		return r.at(r.n - 1).ts, true
+	}
+	return g.newest, true
 }
 
 // GPUs returns the GPUs known for host, sorted by GPU id; host "" returns

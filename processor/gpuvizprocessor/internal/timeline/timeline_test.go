@@ -513,7 +513,9 @@ func TestRetention(t *testing.T) {
 	require.True(t, s.AddEnergy(gpuA, at(30), 100))
 	w = s.Window(gpuA, at(21), at(29))
 	assert.Equal(t, EnergyCounter, w.EnergySource)
-	assert.InDelta(t, 100/9.5*8, w.EnergyJ, 1e-9)
+	// Power (n W over (n−1, n]) covers the segment 20.5→30, so it splits the
+	// segment's 100 J: ∫ over (21, 29] is 22+…+29, over (20.5, 30] 0.5·21+22+…+30.
+	assert.InDelta(t, 100*204/244.5, w.EnergyJ, 1e-9)
 	require.True(t, s.Add(gpuA, Power, at(31), 1)) // 20.5 is now past retention
 	w = s.Window(gpuA, at(21), at(29))
 	assert.Equal(t, EnergyPower, w.EnergySource)

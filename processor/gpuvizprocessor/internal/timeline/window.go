@@ -25,7 +25,7 @@ type EnergySource uint8
 // Energy sources, best first.
 const (
 	EnergyNone    EnergySource = iota // no energy known
-	EnergyCounter                     // the hw.energy counter, interpolated
+	EnergyCounter                     // the hw.energy counter, split inside a segment by Power, else by time
 	EnergyPower                       // the integral of Power over its covered part
 )
 
@@ -85,91 +85,131 @@ func (s *Store) series(g *gpu, r *ring) series {
 
 // start returns where the stretch described by point i begins (exclusive).
 // Points before lo are hidden but still the predecessors of the visible ones.
-func (v *series) start(i int) int64 {
-	ts := v.r.at(i).ts
-	switch {
-	case i > 0:
-		return max(v.r.at(i-1).ts, sub(ts, v.maxSpan))
-	case v.r.hasDropped:
-		return max(v.r.dropped, sub(ts, v.maxSpan))
+func (v *series) start(i int) int64 { return v.r.start(i, v.maxSpan) }
+
+// between integrates the step function over [a, b] given ka and kb, the
+// firstAtOrAfter(lo, ·) indexes of a and b: the integral in value·ns and the
+// covered ns. The partial stretches at the edges are multiplied out, the
+// whole ones between are a difference of prefixes: O(1). Hidden points
+// (before lo) never count.
+func (v *series) between(ka int, a int64, kb int, b int64) (float64, int64) {
+	r := v.r
+	if ka == r.n {
+		return 0, 0
 	}
-	return sub(ts, min(v.maxSpan, firstSampleSpan))
+	p := r.at(ka)
+	if ka == kb { // [a, b] inside p's stretch, or before it
+		ov := b - max(v.start(ka), a) // b <= p.ts
+		if ov <= 0 {
+			return 0, 0
+		}
+		return p.v * float64(ov), ov
+	}
+	// p.ts < b: p's stretch from a (or its start) on, the points up to kb
+	// whole, and kb's stretch up to b.
+	cov := p.ts - max(v.start(ka), a)
+	integral := p.v * float64(cov)
+	if kb-1 > ka {
+		m := r.at(kb - 1)
+		integral += m.cum - p.cum
+		cov += m.cov - p.cov
+	}
+	if kb < r.n {
+		if ov := b - v.start(kb); ov > 0 { // start(kb) >= at(kb−1).ts >= a
+			integral += r.at(kb).v * float64(ov)
+			cov += ov
+		}
+	}
+	return integral, cov
 }
 
-// stat integrates the step function over [a, b]: the Stat, the covered
-// nanoseconds and the integral in value·ns.
-func (v *series) stat(a, b int64) (Stat, int64, float64) {
+// integrate is between with the indexes searched for: O(log n).
+func (v *series) integrate(a, b int64) (float64, int64) {
+	ka := v.r.firstAtOrAfter(v.lo, a)
+	return v.between(ka, a, v.r.firstAtOrAfter(ka, b), b)
+}
+
+// max returns the max of the step function over [a, b], scanning the points
+// whose stretches overlap it: O(log n + points in the window); false when
+// none does.
+func (v *series) max(a, b int64) (float64, bool) {
+	r := v.r
 	var (
-		covered  int64
-		integral float64
-		st       Stat
-		seen     bool
+		m    float64
+		seen bool
 	)
-	for i := v.r.firstAfter(v.lo, a); i < v.r.n; i++ {
-		start := v.start(i)
-		if start >= b {
+	i := r.firstAfter(v.lo, a)
+	for ; i < r.n; i++ { // every point in (a, b] covers part of it
+		p := r.at(i)
+		if p.ts > b {
 			break
 		}
-		p := v.r.at(i)
-		ov := min(p.ts, b) - max(start, a)
-		if ov <= 0 {
-			continue
-		}
-		covered += ov
-		integral += p.v * float64(ov)
-		if !seen || p.v > st.Max {
-			st.Max, seen = p.v, true
+		if !seen || p.v > m {
+			m, seen = p.v, true
 		}
 	}
-	if covered > 0 {
-		st.Mean = integral / float64(covered)
-		st.Seconds = float64(covered) / float64(time.Second)
+	if i < r.n && v.start(i) < b { // the first point after b, if its stretch reaches back
+		if p := r.at(i); !seen || p.v > m {
+			m, seen = p.v, true
+		}
 	}
-	return st, covered, integral
+	return m, seen
 }
 
-// counterEnergy returns E(b) − E(a) for a cumulative counter, interpolating
-// linearly between its points; false unless points exist at or around both
-// edges and the counter does not decrease in between.
-func (v *series) counterEnergy(a, b int64) (float64, bool) {
-	i := v.r.firstAfter(v.lo, a) - 1 // the last point at or before a
-	if i < v.lo {
+// shape says how the counter's segment p→q splits inside itself, v being the
+// Power series: by Power when Power covers the whole segment with a positive
+// integral (the integral, true), else linearly in time.
+func (v *series) shape(p, q *point) (float64, bool) {
+	i, c := v.integrate(p.ts, q.ts)
+	return i, c == q.ts-p.ts && i > 0
+}
+
+// share is the counter's increase over [x, y] ⊂ [p.ts, q.ts] of the segment
+// p→q, v being the Power series (see shape). The whole segment gets exactly
+// q.v − p.v. Computed from the segment's increase rather than as a
+// difference of interpolated counter values: counters since driver load run
+// to 1e9 J and more, and subtracting those would lose the small windows'
+// precision.
+func (v *series) share(p, q *point, x, y int64) float64 {
+	d := q.v - p.v
+	if (x <= p.ts && y >= q.ts) || d == 0 {
+		return d
+	}
+	if ipq, ok := v.shape(p, q); ok {
+		ixy, _ := v.integrate(x, y)
+		return d * (ixy / ipq)
+	}
+	return d * (float64(y-x) / float64(q.ts-p.ts))
+}
+
+// counterEnergy returns the counter's increase over [a, b], each segment
+// split by Power where it can be (see share); false unless points exist at
+// or around both edges and the counter does not decrease in between. The
+// whole segments inside are one difference of counter values, the partial
+// ones at the edges two shares: O(log n).
+func (v *series) counterEnergy(a, b int64, pw *series) (float64, bool) {
+	r := v.r
+	pa := r.firstAfter(v.lo, a) - 1 // the last point at or before a
+	if pa < v.lo {
 		return 0, false
 	}
-	var e float64
-	for ; ; i++ {
-		p := v.r.at(i)
-		if p.ts >= b {
-			return e, true
-		}
-		if i+1 >= v.r.n {
-			return 0, false
-		}
-		q := v.r.at(i + 1)
-		if q.v < p.v {
-			return 0, false // reset: the segment is unknown
-		}
-		if ov := min(q.ts, b) - max(p.ts, a); ov > 0 {
-			e += segmentEnergy(p, q, ov)
-		}
+	pb := r.firstAtOrAfter(pa+1, b) // the first point at or after b
+	if pb == r.n || r.at(pb).cov != r.at(pa).cov {
+		return 0, false // past the counter, or a reset in between
 	}
-}
-
-// segmentEnergy is the counter's increase over ov ns of the segment p→q.
-// Computed from the segment's increase rather than as a difference of
-// interpolated counter values: counters since driver load run to 1e9 J and
-// more, and subtracting those would lose the small windows' precision.
-func segmentEnergy(p, q *point, ov int64) float64 {
-	d := q.ts - p.ts
-	if ov == d {
-		return q.v - p.v
+	if pb == pa+1 {
+		return pw.share(r.at(pa), r.at(pb), a, b), true
 	}
-	return (q.v - p.v) * (float64(ov) / float64(d))
+	l, m := r.at(pa+1), r.at(pb-1) // the first point after a, the last before b
+	return pw.share(r.at(pa), l, a, l.ts) + (m.v - l.v) + pw.share(m, r.at(pb), m.ts, b), true
 }
 
 // Window summarises what GPU k did during [from, to]: see the package
 // documentation. An unknown GPU or an empty window (to not after from) gives
 // a Window with only From and To set.
+//
+// Means, seconds, coverage and energy cost O(log n) per signal, from the
+// rings' prefix sums; Stat.Max scans the points inside the window.
 func (s *Store) Window(k Key, from, to time.Time) Window {
 	w := Window{From: from, To: to}
 	a, b := clampNanos(from), clampNanos(to)
@@ -186,15 +226,23 @@ func (s *Store) Window(k Key, from, to time.Time) Window {
 	var powerIntegral float64
 	for sig := range NumSignals {
 		v := s.series(g, &g.sig[sig])
-		var integral float64
-		w.Stats[sig], covered[sig], integral = v.stat(a, b)
+		integral, cov := v.integrate(a, b)
+		if cov <= 0 {
+			continue
+		}
+		st := &w.Stats[sig]
+		st.Mean = integral / float64(cov)
+		st.Seconds = float64(cov) / float64(time.Second)
+		st.Max, _ = v.max(a, b)
+		covered[sig] = cov
 		if sig == Power {
 			powerIntegral = integral
 		}
 	}
 	w.Coverage = min(1, float64(max(covered[Utilization], covered[Power]))/float64(b-a))
 	ev := s.series(g, &g.energy)
-	if e, ok := ev.counterEnergy(a, b); ok {
+	pw := s.series(g, &g.sig[Power])
+	if e, ok := ev.counterEnergy(a, b, &pw); ok {
 		w.EnergyJ, w.EnergySource = e, EnergyCounter
 	} else if covered[Power] > 0 {
 		w.EnergyJ, w.EnergySource = powerIntegral/float64(time.Second), EnergyPower
@@ -246,6 +294,9 @@ func (s *Store) Intervals(k Key, from, to time.Time, dst []Interval) []Interval 
 	}
 	ev := s.series(g, &g.energy)
 	ci := ev.r.firstAfter(ev.lo, a)
+	pw := curs[Power].series
+	// The counter segment ending at point seg, and how it splits.
+	seg, segPower, segShaped := -1, 0.0, false
 
 	for t := a; t < b; {
 		end := b
@@ -281,7 +332,20 @@ func (s *Store) Intervals(k Key, from, to time.Time, dst []Interval) []Interval 
 		}
 		switch {
 		case p != nil:
-			iv.EnergyJ, iv.EnergyKnown = segmentEnergy(p, q, end-t), true
+			if seg != ci {
+				seg = ci
+				segPower, segShaped = pw.shape(p, q)
+			}
+			d := q.v - p.v
+			switch {
+			case (t == p.ts && end == q.ts) || d == 0:
+				iv.EnergyJ = d
+			case segShaped && iv.Has[Power]: // Power covers the segment, so the interval
+				iv.EnergyJ = d * (iv.Values[Power] * float64(end-t) / segPower)
+			default:
+				iv.EnergyJ = d * (float64(end-t) / float64(q.ts-p.ts))
+			}
+			iv.EnergyKnown = true
 		case iv.Has[Power]:
 			iv.EnergyJ, iv.EnergyKnown = iv.Values[Power]*float64(end-t)/float64(time.Second), true
 		}
