@@ -30,4 +30,9 @@ func BenchmarkRecognizeVLLMWithGPUHints(b *testing.B) {
 func BenchmarkRecognizeGenAI(b *testing.B)  { benchmarkRecognize(b, genAIChat(), Recognized) }
 func BenchmarkRecognizeTGI(b *testing.B)    { benchmarkRecognize(b, tgiGenerate(), Recognized) }
 func BenchmarkRecognizeTriton(b *testing.B) { benchmarkRecognize(b, tritonAllEvents(), Recognized) }
+func BenchmarkRecognizeSGLang(b *testing.B) { benchmarkRecognize(b, sglangRoot(""), Recognized) }
+func BenchmarkRecognizeSGLangSlice(b *testing.B) {
+	benchmarkRecognize(b, sglangSlice("decode_forward", 0, ms), NotInference)
+}
+func BenchmarkRecognizeTRTLLM(b *testing.B) { benchmarkRecognize(b, trtllmRequest(), Recognized) }
 func BenchmarkRecognizeHTTP(b *testing.B)   { benchmarkRecognize(b, httpSpan(), NotInference) }

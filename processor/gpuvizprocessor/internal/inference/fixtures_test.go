@@ -130,6 +130,87 @@ func genAIEmbeddings() fixture {
 	return f
 }
 
+// sglangRoot is SGLang's request root span ("{role} Req {rid[:8]}", role
+// empty on a unified server) once the tokenizer has the finished output:
+// created at 0, dispatched to the scheduler at 1 ms, first token at 120 ms,
+// finished at 2.5 s. The resource is process_tracing_init's.
+func sglangRoot(role string) fixture {
+	rid := "5c0ffee1d2e34f56a7b8c9d0e1f2a3b4"
+	f := newFixture(role+" Req "+rid[:8], ptrace.SpanKindInternal, at(0), at(2500*ms))
+	f.res.Attributes().PutStr("service.name", "sglang")
+	f.res.Attributes().PutStr("gpu.uuid", "GPU-aaaa,GPU-bbbb")
+	a := f.span.Attributes()
+	a.PutStr("rid", rid)
+	a.PutStr("module", "sglang::request")
+	a.PutInt("gen_ai.usage.completion_tokens", 300)
+	a.PutInt("gen_ai.usage.prompt_tokens", 1000)
+	a.PutInt("gen_ai.usage.cached_tokens", 256)
+	a.PutStr("gen_ai.request.id", rid)
+	a.PutInt("gen_ai.request.max_tokens", 512)
+	a.PutDouble("gen_ai.request.top_p", 0.9)
+	a.PutDouble("gen_ai.request.temperature", 0.6)
+	a.PutInt("gen_ai.request.n", 1)
+	a.PutStr("gen_ai.response.model", "Qwen/Qwen2.5-32B-Instruct")
+	a.PutStr("gen_ai.response.finish_reasons", `["stop"]`)
+	a.PutDouble("gen_ai.latency.time_to_first_token", 0.12)
+	a.PutDouble("gen_ai.latency.e2e", 2.5)
+	a.PutDouble("gen_ai.latency.time_in_model_decode", 2.38)
+	a.PutDouble("gen_ai.latency.time_in_model_inference", 2.499)
+	a.PutDouble("gen_ai.latency.time_in_model_prefill", 0.119)
+	return f
+}
+
+// sglangAborted is the root of a request its client gave up on: ended
+// without the gen_ai.* attributes.
+func sglangAborted() fixture {
+	f := newFixture(" Req 0badcafe", ptrace.SpanKindInternal, at(0), at(4*time.Second))
+	f.res.Attributes().PutStr("service.name", "sglang")
+	f.span.Attributes().PutStr("rid", "0badcafe00112233445566778899aabb")
+	f.span.Attributes().PutStr("module", "sglang::request")
+	return f
+}
+
+// sglangThread is a scheduler's thread span under the root.
+func sglangThread() fixture {
+	f := newFixture("Scheduler [TP 1] (host:9a371d29 | pid:4105)", ptrace.SpanKindInternal, at(ms), at(2500*ms))
+	f.res.Attributes().PutStr("service.name", "sglang")
+	a := f.span.Attributes()
+	a.PutInt("tp_rank", 1)
+	a.PutStr("host_id", "9a371d29eed4a2dee0496c40d350bf3a")
+	a.PutInt("pid", 4105)
+	a.PutStr("thread_label", "Scheduler")
+	return f
+}
+
+// sglangSlice is a stage slice under a thread span (no attributes).
+func sglangSlice(name string, start, end time.Duration) fixture {
+	f := newFixture(name, ptrace.SpanKindInternal, at(start), at(end))
+	f.res.Attributes().PutStr("service.name", "sglang")
+	return f
+}
+
+// trtllmRequest is trtllm-serve's llm_request (GenerationResult.do_tracing):
+// arrival at 0, scheduled at 20 ms, first token at 200 ms, last at 1.5 s,
+// traced 2 ms later.
+func trtllmRequest() fixture {
+	f := newFixture("llm_request", ptrace.SpanKindServer, at(0), at(1502*ms))
+	pythonResource(f.res, "trtllm-serve")
+	a := f.span.Attributes()
+	a.PutDouble("gen_ai.request.temperature", 0.8)
+	a.PutDouble("gen_ai.request.top_p", 0.95)
+	a.PutInt("gen_ai.request.max_tokens", 128)
+	a.PutInt("gen_ai.request.n", 1)
+	a.PutInt("gen_ai.request.id", 7)
+	a.PutInt("gen_ai.usage.prompt_tokens", 300)
+	a.PutInt("gen_ai.usage.completion_tokens", 90)
+	a.PutDouble("gen_ai.latency.time_to_first_token", 0.2)
+	a.PutDouble("gen_ai.latency.e2e", 1.5)
+	a.PutDouble("gen_ai.latency.time_in_queue", 0.02)
+	a.PutStr("gen_ai.response.finish_reasons", `["stop"]`)
+	a.PutDouble("gen_ai.latency.kv_cache_transfer_time", 0.0)
+	return f
+}
+
 // genAIClient is the application's call as
 // opentelemetry-instrumentation-openai-v2 traces it: a CLIENT span whose
 // context the library propagates, so the server's span is its child.

@@ -13,6 +13,8 @@ import (
 var fuzzNames = []string{
 	"llm_request", "chat m", "generate", "generate_stream", "completions", "chat_completions",
 	"prefill", "decode", "infer", "resnet50", "compute", "InferRequest", "serve_request", "batch/x", "GET /",
+	" Req 5c0ffee1", "prefill Req 5c0ffee1", "router Req 5c0ffee1", "Scheduler [TP 0] (host:9a371d29 | pid:4104)",
+	"decode_forward",
 }
 
 var fuzzKeys = []string{
@@ -24,6 +26,7 @@ var fuzzKeys = []string{
 	"code.namespace", "service.name", "triton.model_name",
 	"srv.queue_s", "srv.prefill", "srv.decode", "srv.in", "srv.out", "srv.model",
 	"hw.id", "gpu.id", "gpu.index", "CUDA_VISIBLE_DEVICES", "process.pid", "host.name",
+	"gen_ai.latency.kv_cache_transfer_time", "gen_ai.request.id", "gen_ai.usage.cached_tokens", "rid", "module",
 }
 
 var fuzzEvents = []string{
@@ -112,6 +115,17 @@ func FuzzRecognize(f *testing.F) {
 	f.Add(uint8(9), "", uint8(2), uint64(5), sec/50, []byte{21, 0}, "resnet50", int64(0), 0.0, []byte{0, 0, 0, 1, 0, 10, 2, 0, 40, 3, 0, 50, 4, 0, 150, 5, 0, 180, 6, 0, 200})
 	f.Add(uint8(10), "", uint8(2), uint64(5), sec/100, []byte{}, "", int64(0), 0.0, []byte{2, 0, 0, 5, 0, 100, 5, 0, 90})
 	f.Add(uint8(12), "", uint8(2), uint64(5), sec, []byte{22, 4, 23, 3, 24, 5, 25, 4, 27, 0x80}, "0,1,GPU-a", int64(123_456_789), 0.5, []byte{})
+	// SGLang's root: marked by module (and service.name), every latency the
+	// same plausible seconds; by rid on a prefill server.
+	f.Add(uint8(15), "", uint8(1), uint64(5), 2*sec, []byte{38, 0, 21, 0x80, 5, 3, 1, 3, 2, 3, 4, 3, 3, 3, 6, 4, 7, 4, 36, 4, 13, 0}, "sglang::request", int64(300_000), 0.0, []byte{})
+	f.Add(uint8(16), "", uint8(1), uint64(5), 2*sec, []byte{37, 0, 5, 3, 1, 2, 3, 3, 4, 3, 0, 2}, "5c0ffee1d2e3", int64(400_000), 0.1, []byte{})
+	f.Add(uint8(17), "", uint8(1), uint64(5), sec, []byte{38, 0, 5, 3}, "sglang::request", int64(100_000), 0.0, []byte{})
+	f.Add(uint8(18), "", uint8(1), uint64(5), sec, []byte{21, 0x80, 37, 0}, "sglang", int64(0), 0.0, []byte{})
+	f.Add(uint8(19), "", uint8(1), uint64(5), sec, []byte{21, 0x80}, "sglang", int64(0), 0.0, []byte{})
+	// TensorRT-LLM's llm_request: an integer request id, latencies from the
+	// arrival, a KV cache transfer time; then with its -1 for unknown.
+	f.Add(uint8(0), "", uint8(2), uint64(5), 2*sec, []byte{35, 4, 0, 3, 5, 3, 4, 3, 34, 2, 6, 4, 7, 4}, "", int64(100_000), 0.0, []byte{})
+	f.Add(uint8(0), "", uint8(2), uint64(5), sec, []byte{35, 1, 0, 1, 5, 2, 4, 1, 34, 2}, "", int64(-1), 0.2, []byte{})
 	f.Add(uint8(200), "weird", uint8(0), uint64(1<<63|1), -sec, []byte{0, 0, 1, 1, 2, 2}, "1.5", int64(-1), -0.5, []byte{2, 255, 255})
 
 	r := newTestRecognizer(f)

@@ -1,12 +1,19 @@
 // Package inference turns OTLP spans into inference requests.
 //
 // A Recognizer looks at one span (and its resource) and says whether it is an
-// inference request of a known family — vLLM, the OpenTelemetry GenAI
-// conventions, HuggingFace TGI, NVIDIA Triton, or a user-configured rule —
-// and if so, when the request ran and which phases (queue, prefill, decode,
-// inference) it went through, with token counts, model and GPU hints. It
-// knows nothing of GPU timelines. It never modifies the span and never
-// panics, whatever the input.
+// inference request of a known family — vLLM, SGLang, TensorRT-LLM
+// (trtllm-serve), HuggingFace TGI, NVIDIA Triton, the OpenTelemetry GenAI
+// conventions, or a user-configured rule — and if so, when the request ran
+// and which phases (queue, prefill, decode, inference) it went through, with
+// token counts, model and GPU hints. It knows nothing of GPU timelines. It
+// never modifies the span and never panics, whatever the input.
+//
+// One request may be seen in several spans; only one of them counts as the
+// request. The others are recognised but marked (Aggregate: batch steps and
+// compute spans whose work the request's span accounts for; Client: the
+// application's view of a request the server's span accounts for) or not
+// recognised at all (SGLang's per-process and per-stage spans under its
+// request span).
 //
 // Spans that are clearly of a family but cannot be trusted — timestamps
 // missing or reversed, latencies of the wrong type or sign, phases that do
@@ -38,6 +45,8 @@ const (
 	FamilyGenAI  = "genai"
 	FamilyTGI    = "tgi"
 	FamilyTriton = "triton"
+	FamilySGLang = "sglang"
+	FamilyTRTLLM = "trtllm"
 	familyRule   = "rule:"
 )
 
@@ -50,7 +59,7 @@ type Phase struct {
 
 // Request is what a recognised span says about one inference request.
 type Request struct {
-	Family       string    // "vllm", "genai", "tgi", "triton", "rule:<rule name>"
+	Family       string    // "vllm", "sglang", "trtllm", "genai", "tgi", "triton", "rule:<rule name>"
 	Start, End   time.Time // the request's window (the span's, unless the family says otherwise)
 	Phases       []Phase   // in time order, non-overlapping, inside [Start, End], none empty; may be empty
 	InputTokens  int64     // -1 unknown
@@ -235,8 +244,9 @@ func NewRecognizer(cfg Config) (*Recognizer, error) {
 // check; a zero now skips it). reason is one of Reasons() when v is
 // Malformed, "" otherwise. The span and resource are only read.
 //
-// Families are tried in order — rules, vLLM, Triton, TGI, GenAI — and the
-// first whose span this is decides.
+// Families are tried in order — rules, vLLM and TensorRT-LLM (both name
+// their span llm_request), SGLang, Triton, TGI, GenAI — and the first whose
+// span this is decides.
 func (r *Recognizer) Recognize(span ptrace.Span, resource pcommon.Resource, now time.Time) (req Request, v Verdict, reason string) {
 	name := span.Name()
 	d := draft{}
@@ -247,10 +257,20 @@ func (r *Recognizer) Recognize(span ptrace.Span, resource pcommon.Resource, now 
 			reason = rule.recognize(span, resource, &req, &d)
 		}
 	} else if name == vllmSpanName {
+		trt := isTRTLLM(span.Attributes())
 		req.Family = FamilyVLLM
-		if reason = r.window(span, &d, now); reason == "" {
-			reason = recognizeVLLM(span, &req, &d)
+		if trt {
+			req.Family = FamilyTRTLLM
 		}
+		if reason = r.window(span, &d, now); reason == "" {
+			if trt {
+				reason = recognizeTRTLLM(span, &req, &d)
+			} else {
+				reason = recognizeVLLM(span, &req, &d)
+			}
+		}
+	} else if mine, why := r.recognizeSGLang(span, resource, &req, &d, now); mine {
+		req.Family, reason = FamilySGLang, why
 	} else if mine, why := r.recognizeTriton(span, &req, &d, now); mine {
 		req.Family, reason = FamilyTriton, why
 		req.Aggregate = name == tritonComputeSpanName
@@ -317,6 +337,16 @@ func (r *Recognizer) window(span ptrace.Span, d *draft, now time.Time) string {
 		return ReasonAbsurdDuration
 	}
 	return ""
+}
+
+// at is the time off nanoseconds after the window's start (before it when
+// off is negative), saturated at the largest time: off comes from a latency
+// attribute and may be anything.
+func (d *draft) at(off int64) int64 {
+	if off > math.MaxInt64-d.start {
+		return math.MaxInt64
+	}
+	return d.start + off
 }
 
 // next appends a phase of length dur starting where the previous one ended.

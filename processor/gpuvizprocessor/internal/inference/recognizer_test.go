@@ -62,6 +62,30 @@ func TestRecognizeGolden(t *testing.T) {
 			InputTokens: 512, OutputTokens: 128, Model: "meta-llama/Llama-3.1-8B-Instruct",
 			PID: 4242, Host: "gpu-node-7", Client: true,
 		}},
+		{"sglang unified root", sglangRoot(""), Request{
+			Family: "sglang", Start: at(0), End: at(2500 * ms),
+			Phases:      []Phase{ph("prefill", ms, 120*ms), ph("decode", 120*ms, 2500*ms)},
+			InputTokens: 1000, OutputTokens: 300, Model: "Qwen/Qwen2.5-32B-Instruct",
+			GPUIDs: []string{"GPU-aaaa", "GPU-bbbb"},
+		}},
+		{"sglang prefill server root", sglangRoot("prefill"), Request{
+			Family: "sglang", Start: at(0), End: at(2500 * ms),
+			Phases:      []Phase{ph("prefill", ms, 120*ms), ph("decode", 120*ms, 2500*ms)},
+			InputTokens: 1000, OutputTokens: 300, Model: "Qwen/Qwen2.5-32B-Instruct",
+			GPUIDs: []string{"GPU-aaaa", "GPU-bbbb"},
+		}},
+		{"sglang aborted root", sglangAborted(), Request{
+			Family: "sglang", Start: at(0), End: at(4 * time.Second), InputTokens: -1, OutputTokens: -1,
+		}},
+		{"trtllm", trtllmRequest(), Request{
+			Family: "trtllm", Start: at(0), End: at(1502 * ms),
+			Phases: []Phase{
+				ph("queue", 0, 20*ms),
+				ph("prefill", 20*ms, 200*ms),
+				ph("decode", 200*ms, 1500*ms),
+			},
+			InputTokens: 300, OutputTokens: 90, PID: 4242, Host: "gpu-node-7",
+		}},
 		{"tgi generate", tgiGenerate(), Request{
 			Family: "tgi", Start: at(0), End: at(1500*ms + 40*time.Microsecond),
 			Phases: []Phase{
@@ -140,16 +164,45 @@ func TestRecognizeNotInference(t *testing.T) {
 	tgiCodeAttrs(queued.span.Attributes(), "text_generation_router_v3::queue", "backends/v3/src/queue.rs", 80)
 	tgiResource(queued.res)
 
+	unmarkedReq := newFixture(" Req 12345678", ptrace.SpanKindInternal, at(0), at(ms))
+	unmarkedReq.res.Attributes().PutStr("service.name", "billing")
+	otherRID := newFixture(" Req 12345678", ptrace.SpanKindInternal, at(0), at(ms))
+	otherRID.span.Attributes().PutStr("rid", "abcdef")
+	sglangLike := func(name string) fixture {
+		f := newFixture(name, ptrace.SpanKindInternal, at(0), at(ms))
+		f.span.Attributes().PutStr("module", "sglang::request")
+		return f
+	}
+	tokenizerThread := sglangThread()
+	tokenizerThread.span.SetName("Tokenizer(host:9a371d29 | pid:2040)")
+	tokenizerThread.span.Attributes().Remove("tp_rank")
+
 	tests := map[string]fixture{
-		"http":                    httpSpan(),
-		"decode of another app":   decodeElsewhere,
-		"genai execute_tool":      tool,
-		"genai invoke_agent":      agent,
-		"genai op not a string":   opNotString,
-		"tgi inner generate span": innerGenerate,
-		"tgi queued":              queued,
-		"triton InferRequest":     tritonRoot(),
-		"empty span":              {span: ptrace.NewSpan(), res: pcommon.NewResource()},
+		"sglang scheduler thread":        sglangThread(),
+		"sglang tokenizer thread":        tokenizerThread,
+		"sglang tokenize":                sglangSlice("tokenize", 0, ms),
+		"sglang prefill_waiting":         sglangSlice("prefill_waiting", ms, 10*ms),
+		"sglang prefill_forward":         sglangSlice("prefill_forward", 10*ms, 120*ms),
+		"sglang chunked_prefill":         sglangSlice("chunked_prefill", 10*ms, 60*ms),
+		"sglang decode_forward":          sglangSlice("decode_forward", 120*ms, 2500*ms),
+		"sglang decode_loop":             sglangSlice("decode_loop", 120*ms, 130*ms),
+		"sglang router root":             sglangRoot("router"),
+		"Req name without sglang mark":   unmarkedReq,
+		"Req name with another rid":      otherRID,
+		"Req name, role with spaces":     sglangLike("my app Req 12345678"),
+		"Req name glued to a word":       sglangLike("FooReq 12345678"),
+		"Req name without an id":         sglangLike(" Req "),
+		"Req name with a long id":        sglangLike(" Req " + strings.Repeat("x", 33)),
+		"Req name with spaces in the id": sglangLike(" Req 1234 5678"),
+		"http":                           httpSpan(),
+		"decode of another app":          decodeElsewhere,
+		"genai execute_tool":             tool,
+		"genai invoke_agent":             agent,
+		"genai op not a string":          opNotString,
+		"tgi inner generate span":        innerGenerate,
+		"tgi queued":                     queued,
+		"triton InferRequest":            tritonRoot(),
+		"empty span":                     {span: ptrace.NewSpan(), res: pcommon.NewResource()},
 	}
 	r := newTestRecognizer(t)
 	for name, f := range tests {
@@ -236,6 +289,68 @@ func TestRecognizeMalformed(t *testing.T) {
 			f.span.Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == "COMPUTE_END" })
 		}), ReasonEventsOutOfOrder},
 		{"triton repeated event", tritonCompute().event("COMPUTE_START", at(3*ms)), ReasonEventsOutOfOrder},
+		{"sglang zero start", with(sglangRoot(""), func(f fixture) { f.span.SetStartTimestamp(0) }), ReasonBadTimestamp},
+		{"sglang negative latency", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", -0.1)
+		}), ReasonNegativeLatency},
+		{"sglang -1 is not unknown", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutInt("gen_ai.latency.e2e", -1)
+		}), ReasonNegativeLatency},
+		{"sglang latency as a string", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutStr("gen_ai.latency.time_to_first_token", "0.12")
+		}), ReasonBadLatency},
+		{"sglang cached tokens as a double", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.usage.cached_tokens", 256)
+		}), ReasonBadTokenCount},
+		{"sglang negative prompt tokens", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutInt("gen_ai.usage.prompt_tokens", -1)
+		}), ReasonBadTokenCount},
+		{"sglang dispatched before the span", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_prefill", 0.2)
+		}), ReasonPhasesExceedSpan},
+		{"sglang decode past the end", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", 2.5)
+		}), ReasonPhasesExceedSpan},
+		{"sglang huge latencies", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutInt("gen_ai.latency.time_to_first_token", math.MaxInt64)
+			f.span.Attributes().PutInt("gen_ai.latency.time_in_model_decode", math.MaxInt64)
+		}), ReasonPhasesExceedSpan},
+		{"sglang queue past the first token", with(sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 0.2)
+		}), ReasonEventsOutOfOrder},
+		{"trtllm negative latency", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", -0.5)
+		}), ReasonNegativeLatency},
+		{"trtllm -2 is negative", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutInt("gen_ai.latency.time_to_first_token", -2)
+		}), ReasonNegativeLatency},
+		{"trtllm negative kv cache transfer", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.kv_cache_transfer_time", -3.2)
+		}), ReasonNegativeLatency},
+		{"trtllm latency as a string", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutStr("gen_ai.latency.e2e", "1.5")
+		}), ReasonBadLatency},
+		{"trtllm kv cache transfer as a bool", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutBool("gen_ai.latency.kv_cache_transfer_time", false)
+		}), ReasonBadLatency},
+		{"trtllm NaN latency", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_to_first_token", math.NaN())
+		}), ReasonBadLatency},
+		{"trtllm tokens as a string", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutStr("gen_ai.usage.completion_tokens", "90")
+		}), ReasonBadTokenCount},
+		{"trtllm first token before scheduling", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_to_first_token", 0.01)
+		}), ReasonEventsOutOfOrder},
+		{"trtllm last token before the first", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.e2e", 0.1)
+		}), ReasonEventsOutOfOrder},
+		{"trtllm e2e past the end", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.e2e", 1.6)
+		}), ReasonPhasesExceedSpan},
+		{"trtllm huge queue", with(trtllmRequest(), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 1e300)
+		}), ReasonPhasesExceedSpan},
 		{"genai client negative tokens", with(genAIClient(), func(f fixture) {
 			f.span.Attributes().PutInt("gen_ai.usage.input_tokens", -1)
 		}), ReasonBadTokenCount},
@@ -343,6 +458,110 @@ func TestRecognizeVLLMVariants(t *testing.T) {
 	}
 }
 
+func TestRecognizeTRTLLMVariants(t *testing.T) {
+	r := newTestRecognizer(t)
+	full := []Phase{ph("queue", 0, 20*ms), ph("prefill", 20*ms, 200*ms), ph("decode", 200*ms, 1500*ms)}
+	tests := []struct {
+		name   string
+		edit   func(a pcommon.Map)
+		phases []Phase
+	}{
+		{"as served", func(pcommon.Map) {}, full},
+		// TensorRT-LLM drops latencies that are not positive and traces a
+		// missing one as the integer -1.
+		{"queue -1: scheduled on arrival", func(a pcommon.Map) { a.PutInt("gen_ai.latency.time_in_queue", -1) },
+			[]Phase{ph("prefill", 0, 200*ms), ph("decode", 200*ms, 1500*ms)}},
+		{"-1 as a double too", func(a pcommon.Map) { a.PutDouble("gen_ai.latency.time_in_queue", -1) },
+			[]Phase{ph("prefill", 0, 200*ms), ph("decode", 200*ms, 1500*ms)}},
+		{"first token -1: inference", func(a pcommon.Map) { a.PutInt("gen_ai.latency.time_to_first_token", -1) },
+			[]Phase{ph("queue", 0, 20*ms), ph("inference", 20*ms, 1500*ms)}},
+		{"e2e -1: decode to the end", func(a pcommon.Map) { a.PutInt("gen_ai.latency.e2e", -1) },
+			[]Phase{ph("queue", 0, 20*ms), ph("prefill", 20*ms, 200*ms), ph("decode", 200*ms, 1502*ms)}},
+		{"every latency -1", func(a pcommon.Map) {
+			a.PutInt("gen_ai.latency.time_in_queue", -1)
+			a.PutInt("gen_ai.latency.time_to_first_token", -1)
+			a.PutInt("gen_ai.latency.e2e", -1)
+		}, nil},
+		{"no latencies", func(a pcommon.Map) {
+			a.RemoveIf(func(k string, _ pcommon.Value) bool { return strings.HasPrefix(k, "gen_ai.latency.") })
+		}, nil},
+		{"one output token: no decode", func(a pcommon.Map) { a.PutDouble("gen_ai.latency.e2e", 0.2) },
+			[]Phase{ph("queue", 0, 20*ms), ph("prefill", 20*ms, 200*ms)}},
+		{"first token within the tolerance past the end", func(a pcommon.Map) {
+			a.PutDouble("gen_ai.latency.time_to_first_token", 1.5025)
+			a.PutInt("gen_ai.latency.e2e", -1)
+		}, []Phase{ph("queue", 0, 20*ms), ph("prefill", 20*ms, 1502*ms)}},
+		{"disaggregated: kv cache transfer time", func(a pcommon.Map) {
+			a.PutDouble("gen_ai.latency.kv_cache_transfer_time", 0.004)
+		}, full},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := trtllmRequest()
+			tt.edit(f.span.Attributes())
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			require.Equal(t, Recognized, v, reason)
+			assert.Equal(t, "trtllm", got.Family)
+			assert.Equal(t, tt.phases, got.Phases)
+			assert.Equal(t, int64(300), got.InputTokens)
+			assert.Equal(t, int64(90), got.OutputTokens)
+		})
+	}
+}
+
+func TestRecognizeSGLangVariants(t *testing.T) {
+	r := newTestRecognizer(t)
+	full := []Phase{ph("prefill", ms, 120*ms), ph("decode", 120*ms, 2500*ms)}
+	tests := []struct {
+		name   string
+		f      fixture
+		edit   func(f fixture)
+		phases []Phase
+	}{
+		{"decode server root", sglangRoot("decode"), func(fixture) {}, full},
+		{"name without a role", sglangRoot(""), func(f fixture) { f.span.SetName("Req 5c0ffee1") }, full},
+		{"marked by its rid", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("module")
+			f.res.Attributes().PutStr("service.name", "llm")
+		}, full},
+		{"marked by its service", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("module")
+			f.span.Attributes().Remove("rid")
+		}, full},
+		{"without time_in_model_prefill: inference from the dispatch", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("gen_ai.latency.time_in_model_prefill")
+		}, []Phase{ph("inference", ms, 2500*ms)}},
+		{"without time_in_model_decode: decode to e2e", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("gen_ai.latency.time_in_model_decode")
+			f.span.Attributes().PutDouble("gen_ai.latency.e2e", 2.4)
+		}, []Phase{ph("prefill", ms, 120*ms), ph("decode", 120*ms, 2400*ms)}},
+		{"first token only", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("gen_ai.latency.time_in_model_decode")
+			f.span.Attributes().Remove("gen_ai.latency.e2e")
+		}, []Phase{ph("prefill", ms, 120*ms)}},
+		{"a time_in_queue is the queue after the dispatch", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 0.009)
+		}, []Phase{ph("queue", ms, 10*ms), ph("prefill", 10*ms, 120*ms), ph("decode", 120*ms, 2500*ms)}},
+		{"no dispatch: no phases", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("gen_ai.latency.time_to_first_token")
+			f.span.Attributes().Remove("gen_ai.latency.time_in_model_inference")
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 0.009)
+		}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.edit(tt.f)
+			got, v, reason := r.Recognize(tt.f.span, tt.f.res, now)
+			require.Equal(t, Recognized, v, reason)
+			assert.Equal(t, "sglang", got.Family)
+			assert.Equal(t, tt.phases, got.Phases)
+			assert.Equal(t, int64(1000), got.InputTokens)
+			assert.Equal(t, int64(300), got.OutputTokens)
+			assert.False(t, got.Aggregate || got.Client)
+		})
+	}
+}
+
 func TestRecognizeDispatchOrder(t *testing.T) {
 	// A rule overrides the built-in families.
 	cfg := DefaultConfig()
@@ -361,6 +580,34 @@ func TestRecognizeDispatchOrder(t *testing.T) {
 	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
 	got, _, _ = r.Recognize(f.span, f.res, now)
 	assert.Equal(t, "vllm", got.Family)
+
+	// Which llm_request is TensorRT-LLM's: vLLM V1's time_in_model_*
+	// latencies win over an integer request id; an integer id or a KV cache
+	// transfer time marks TensorRT-LLM's; without either it is vLLM's.
+	f = vllmV1()
+	f.span.Attributes().PutInt("gen_ai.request.id", 3)
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "vllm", got.Family)
+	f = vllmV0()
+	f.span.Attributes().PutDouble("gen_ai.latency.kv_cache_transfer_time", 0)
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "trtllm", got.Family)
+	f = trtllmRequest()
+	f.span.Attributes().PutStr("gen_ai.request.id", "7")
+	f.span.Attributes().Remove("gen_ai.latency.kv_cache_transfer_time")
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "vllm", got.Family)
+	assert.Equal(t, []Phase{ph("queue", 0, 20*ms)}, got.Phases)
+	f = trtllmRequest()
+	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "trtllm", got.Family)
+
+	// SGLang's root is SGLang's even with GenAI attributes.
+	f = sglangRoot("")
+	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "sglang", got.Family)
 
 	// A GenAI span is the client's only when its kind is CLIENT.
 	for kind, client := range map[ptrace.SpanKind]bool{
@@ -463,7 +710,8 @@ func allFixtures() map[string]fixture {
 		"triton model": tritonModel(), "triton compute": tritonCompute(), "triton all": tritonAllEvents(),
 		"triton root": tritonRoot(), "http": httpSpan(), "rule": ruleSpan(),
 		"triton bad order": tritonCompute().event("COMPUTE_START", at(3*ms)),
-		"genai client":     genAIClient(),
+		"sglang root":      sglangRoot(""), "sglang aborted": sglangAborted(), "sglang thread": sglangThread(),
+		"sglang slice": sglangSlice("decode_forward", 0, ms), "trtllm": trtllmRequest(), "genai client": genAIClient(),
 	}
 }
 
