@@ -126,13 +126,15 @@ func FromMetadata(path string) ([]Metric, error) {
 }
 
 // Derived lists the gpuviz processor's derived metrics (name, unit, kind),
-// as processor/gpuvizprocessor/derived.go emits them; a test reads that file
-// and fails when the two drift apart.
+// as the processor emits them (processor/gpuvizprocessor/metadata.yaml and
+// histograms.go); the processor's tests fail when the two drift apart.
 func Derived() []Metric {
 	return []Metric{
 		{Name: "gpuviz.gpu.anomaly", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.gpu.bottleneck.state", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.gpu.bottleneck.time", Unit: "s", Kind: Counter},
+		{Name: "gpuviz.gpu.energy", Unit: "J", Kind: Counter},
+		{Name: "gpuviz.gpu.energy.correction", Unit: "J", Kind: Gauge},
 		{Name: "gpuviz.gpu.load_pattern", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.request.energy", Unit: "J", Kind: Histogram},
 		{Name: "gpuviz.request.energy_per_output_token", Unit: "J/{token}", Kind: Histogram},

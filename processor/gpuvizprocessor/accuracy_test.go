@@ -192,7 +192,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 				require.NoError(t, tp.ConsumeTraces(ctx, td))
 			}
 		}
-		c.release(now(), func(*heldBatch) bool { return false })
+		c.tick(now())
 	}
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
@@ -38,6 +39,36 @@ type Config struct {
 	Metrics MetricsConfig `mapstructure:"metrics"`
 	// Analysis configures the streaming anomaly and load-pattern analysis.
 	Analysis AnalysisConfig `mapstructure:"analysis"`
+	// Attribution configures how GPU energy is shared between requests.
+	Attribution AttributionConfig `mapstructure:"attribution"`
+	// ReleaseRetry is how long an enriched batch the next consumer refused
+	// (with a retryable error) is offered again, once per release tick,
+	// before it is counted refused and let go. Default 30 s: what the
+	// collector's exporter queues retry for by default is longer, but a
+	// processor holding memory must give up sooner.
+	ReleaseRetry time.Duration `mapstructure:"release_retry"`
+
+	_ struct{}
+}
+
+// AttributionConfig configures the energy books; docs/attribution.md gives
+// the reasoning behind each default.
+type AttributionConfig struct {
+	// SettleWindow is how long a span waits after it arrived before it is
+	// attributed: spans that arrive within it of each other share GPU
+	// energy as if they had arrived together. Default 5 s.
+	SettleWindow time.Duration `mapstructure:"settle_window"`
+	// Resolution is the width of the bins energy and labels are kept in.
+	// Default 100 ms.
+	Resolution time.Duration `mapstructure:"resolution"`
+	// Horizon is how much GPU time the books keep per GPU. Default 5 min.
+	Horizon time.Duration `mapstructure:"horizon"`
+	// FinalizeAfter is how far behind a GPU's newest energy its bins become
+	// final (booked and counted in gpuviz.gpu.bottleneck.time). Default 30 s.
+	FinalizeAfter time.Duration `mapstructure:"finalize_after"`
+	// SamplingRatio is the share of requests whose spans reach the
+	// processor (head sampling); the rest keep their energy. Default 1.
+	SamplingRatio float64 `mapstructure:"sampling_ratio"`
 
 	_ struct{}
 }
@@ -111,6 +142,9 @@ type MetricsConfig struct {
 	// MaxModels bounds the gen_ai.request.model values the request
 	// histograms keep apart; more are folded into "other".
 	MaxModels int `mapstructure:"max_models"`
+	// IdleExpiry forgets a host's or model's request histograms after they
+	// saw no request for this long.
+	IdleExpiry time.Duration `mapstructure:"idle_expiry"`
 
 	_ struct{}
 }
@@ -156,7 +190,12 @@ func createDefaultConfig() *Config {
 			InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
 			ThrottledShare: b.ThrottledShare,
 		},
-		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64},
+		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute},
+		Attribution: AttributionConfig{
+			SettleWindow: 5 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
+			FinalizeAfter: 30 * time.Second, SamplingRatio: 1,
+		},
+		ReleaseRetry: 30 * time.Second,
 		Analysis: AnalysisConfig{
 			Enabled: true, Window: a.Window, MinPoints: a.MinPoints, ZThreshold: a.ZThreshold,
 			LowMean: a.LowMean, HighMean: a.HighMean, StableCV: a.StableCV, FluctuatingCV: a.FluctuatingCV,
@@ -186,6 +225,11 @@ func (cfg *Config) recognizer() inference.Config {
 		})
 	}
 	return c
+}
+
+func (cfg *Config) attribution() attribution.Config {
+	a := cfg.Attribution
+	return attribution.Config{Resolution: a.Resolution, Horizon: a.Horizon, SamplingRatio: a.SamplingRatio}
 }
 
 func (cfg *Config) thresholds() bottleneck.Thresholds {
@@ -245,6 +289,25 @@ func (cfg *Config) Validate() error {
 		if cfg.Metrics.MaxModels < 1 {
 			errs = append(errs, fmt.Errorf("metrics.max_models: %d must be at least 1", cfg.Metrics.MaxModels))
 		}
+	}
+	if cfg.ReleaseRetry < 0 {
+		errs = append(errs, fmt.Errorf("release_retry: %v must not be negative", cfg.ReleaseRetry))
+	}
+	if err := cfg.attribution().Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("attribution: %w", err))
+	}
+	a := cfg.Attribution
+	if a.SettleWindow < 0 || (cfg.MaxWait > 0 && a.SettleWindow >= cfg.MaxWait) {
+		errs = append(errs, fmt.Errorf("attribution.settle_window: %v must be at least 0 and below max_wait (%v)", a.SettleWindow, cfg.MaxWait))
+	}
+	if a.FinalizeAfter < a.SettleWindow {
+		errs = append(errs, fmt.Errorf("attribution.finalize_after: %v must be at least settle_window (%v)", a.FinalizeAfter, a.SettleWindow))
+	}
+	if a.Horizon < a.FinalizeAfter+cfg.MaxWait {
+		errs = append(errs, fmt.Errorf("attribution.horizon: %v must be at least finalize_after + max_wait (%v)", a.Horizon, a.FinalizeAfter+cfg.MaxWait))
+	}
+	if cfg.Metrics.Enabled && cfg.Metrics.IdleExpiry < cfg.Metrics.Interval {
+		errs = append(errs, fmt.Errorf("metrics.idle_expiry: %v must be at least metrics.interval (%v)", cfg.Metrics.IdleExpiry, cfg.Metrics.Interval))
 	}
 	if cfg.Analysis.Enabled {
 		if err := cfg.analysis().Validate(); err != nil {

@@ -39,6 +39,9 @@ func TestLoadConfig(t *testing.T) {
 	want.Bottleneck.MemoryDRAM = 0.6
 	want.Metrics.Interval = 30 * time.Second
 	want.Analysis.Enabled = false
+	want.Attribution.SettleWindow = 2 * time.Second
+	want.Attribution.SamplingRatio = 0.1
+	want.ReleaseRetry = 10 * time.Second
 	got := loadConfig(t, "custom")
 	require.NoError(t, confmap.Validate(got))
 	assert.Equal(t, want, got)
@@ -55,6 +58,9 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_rule":      "name",
 		"bad_interval":  "metrics.interval: -1s must be positive",
 		"bad_analysis":  "analysis: ",
+		"bad_settle":    "attribution.settle_window: 30s must be at least 0 and below max_wait (20s)",
+		"bad_ratio":     "attribution: sampling_ratio: 0 must be in (0, 1]",
+		"bad_horizon":   "attribution.horizon: 40s must be at least finalize_after + max_wait (50s)",
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), msg)

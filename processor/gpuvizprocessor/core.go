@@ -2,56 +2,62 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
-	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
-	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
-// releaseTick is how often held spans are checked for release: a fraction
-// of any sensible collection interval, and cheap when nothing is held.
+// releaseTick is how often held spans are checked for release and the
+// books finalised: a fraction of any sensible collection interval, and
+// cheap when nothing is held.
 const releaseTick = 200 * time.Millisecond
 
-// core is what the traces and the metrics side of one gpuviz processor ID
-// share: the GPU timeline, the span recogniser, the held spans and the
-// derived metrics' state.
+// core wires what the traces and the metrics side of one gpuviz processor
+// ID share, and runs their lifecycle. Data flows one way: metrics → ingest
+// → timeline; spans → recognise → hold → match → pipeline → annotate →
+// emitter.
 type core struct {
 	cfg        *Config
 	logger     *zap.Logger
 	tel        *metadata.TelemetryBuilder
 	store      *timeline.Store
 	recognizer *inference.Recognizer
-	thresholds bottleneck.Thresholds
+	ingest     *ingest
+	analysis   *gpuAnalysis
+	emitter    *emitter
 	now        func() time.Time
 	// ticker paces the release loop; tests that drive release themselves
 	// on a virtual clock replace it with one that never fires.
 	ticker     func() (<-chan time.Time, func())
 	unregister func()
 
-	derived *derived
+	// mu guards the held spans, the matcher's use and the pipeline's books.
+	mu         sync.Mutex
+	hold       hold
+	matcher    matcher
+	pipeline   *pipeline
+	results    []spanResult
+	lastExpire time.Time
 
-	// ledgers remember, per GPU, the time whose energy requests released
-	// earlier were given (see attribution.Ledger). Only the release path
-	// touches them, under ledgerMu.
-	ledgerMu sync.Mutex
-	ledgers  map[timeline.Key]*attribution.Ledger
-
-	mu      sync.Mutex
+	lifeMu  sync.Mutex
 	users   int // components created on this core
 	running int // components started and not yet shut down
 	stop    chan struct{}
 	done    chan struct{}
-	held    []*heldBatch
-	heldN   int // spans held
 }
 
 func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, error) {
@@ -63,31 +69,19 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 	if err != nil {
 		return nil, err
 	}
+	store := timeline.New(cfg.timeline())
+	an := newGPUAnalysis(cfg.Analysis.Enabled, cfg.analysis())
 	c := &core{
-		cfg:        cfg,
-		logger:     set.Logger,
-		tel:        tel,
-		store:      timeline.New(cfg.timeline()),
-		recognizer: recognizer,
-		thresholds: cfg.thresholds(),
-		now:        time.Now,
-		ticker:     realTicker,
-		unregister: unregister,
-		ledgers:    map[timeline.Key]*attribution.Ledger{},
+		cfg: cfg, logger: set.Logger, tel: tel, store: store, recognizer: recognizer,
+		ingest:   newIngest(store, an, tel),
+		analysis: an,
+		emitter:  newEmitter(set, cfg, store, an, time.Now()),
+		now:      time.Now, ticker: realTicker, unregister: unregister,
+		hold:     hold{max: cfg.MaxPendingSpans},
+		matcher:  matcher{store: store, order: cfg.Match.Order},
+		pipeline: newPipeline(store, cfg),
 	}
-	c.derived = newDerived(c)
-	if err := tel.RegisterProcessorGpuvizGpusCallback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(int64(c.store.Len()))
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	if err := tel.RegisterProcessorGpuvizPendingSpansCallback(func(_ context.Context, o metric.Int64Observer) error {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		o.Observe(int64(c.heldN))
-		return nil
-	}); err != nil {
+	if err := c.registerTelemetry(); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -103,8 +97,8 @@ type handle struct {
 
 func (h *handle) start(context.Context, component.Host) error {
 	c := h.core
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
 	if h.started {
 		return nil
 	}
@@ -119,7 +113,7 @@ func (h *handle) start(context.Context, component.Host) error {
 
 func (h *handle) shutdown(context.Context) error {
 	c := h.core
-	c.mu.Lock()
+	c.lifeMu.Lock()
 	var stop, done chan struct{}
 	if h.started {
 		h.started = false
@@ -130,7 +124,7 @@ func (h *handle) shutdown(context.Context) error {
 	}
 	c.users--
 	last := c.users == 0
-	c.mu.Unlock()
+	c.lifeMu.Unlock()
 	if stop != nil {
 		close(stop)
 		<-done
@@ -142,25 +136,23 @@ func (h *handle) shutdown(context.Context) error {
 	return nil
 }
 
-// loop releases held spans whose GPU samples have arrived or whose wait is
-// over, and forgets GPUs that went quiet.
+func (c *core) isRunning() bool {
+	c.lifeMu.Lock()
+	defer c.lifeMu.Unlock()
+	return c.running > 0
+}
+
+// loop runs tick until stopped.
 func (c *core) loop(stop, done chan struct{}) {
 	defer close(done)
 	tick, stopTicker := c.ticker()
 	defer stopTicker()
-	lastExpire := c.now()
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick:
-			now := c.now()
-			c.release(now, func(*heldBatch) bool { return false })
-			if now.Sub(lastExpire) > time.Minute {
-				c.store.Expire(now)
-				c.forgetLedgers()
-				lastExpire = now
-			}
+			c.tick(c.now())
 		}
 	}
 }
@@ -170,27 +162,259 @@ func realTicker() (<-chan time.Time, func()) {
 	return t.C, t.Stop
 }
 
-// ledger returns GPU k's ledger; the caller holds ledgerMu.
-func (c *core) ledger(k timeline.Key) *attribution.Ledger {
-	l := c.ledgers[k]
-	if l == nil {
-		l = &attribution.Ledger{}
-		c.ledgers[k] = l
+// tick releases the held spans that are ready, finalises the books, and
+// once a minute forgets GPUs that went quiet.
+func (c *core) tick(now time.Time) {
+	c.release(now, func(*heldBatch) bool { return false })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pipeline.finalize(c.store.GPUs(""))
+	if now.Sub(c.lastExpire) > time.Minute {
+		c.store.Expire(now)
+		c.ingest.forget()
+		c.pipeline.forget()
+		c.lastExpire = now
 	}
-	return l
 }
 
-// forgetLedgers drops the ledgers of GPUs the timeline forgot, and the
-// claims older than the history: bounded like the timeline itself.
-func (c *core) forgetLedgers() {
-	c.ledgerMu.Lock()
-	defer c.ledgerMu.Unlock()
-	for k, l := range c.ledgers {
-		newest, ok := c.store.Newest(k)
-		if !ok {
-			delete(c.ledgers, k)
+// processMetrics is the metrics side: it learns the timeline from the GPU
+// metrics passing through (which it never changes) and, every
+// metrics.interval, appends the derived metrics.
+func (c *core) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	c.ingest.consume(ctx, md)
+	if c.cfg.Metrics.Enabled {
+		c.flushMetrics(ctx, md, c.now())
+	}
+	return md, nil
+}
+
+// books returns every GPU's books for the emitter.
+func (c *core) books() []gpuBooks {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]gpuBooks, 0, len(c.pipeline.books))
+	for k, b := range c.pipeline.books {
+		out = append(out, gpuBooks{key: k, backend: c.ingest.backend(k), totals: b.Totals(), current: b.Label(b.FinalTo() - 1)})
+	}
+	return out
+}
+
+// matchMemo remembers, within one batch, the GPUs of spans that name none
+// themselves: the spans of one resource match alike.
+type matchMemo struct {
+	host string
+	pid  int64
+}
+
+type matched struct {
+	keys          []timeline.Key
+	group, method string
+}
+
+func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consumer.Traces) error {
+	now := c.now()
+	var spans []heldSpan
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		rs := rss.At(i)
+		sss := rs.ScopeSpans()
+		for j := range sss.Len() {
+			sl := sss.At(j).Spans()
+			for k := range sl.Len() {
+				span := sl.At(k)
+				req, verdict, reason := c.recognizer.Recognize(span, rs.Resource(), now)
+				switch verdict {
+				case inference.Recognized:
+					spans = append(spans, heldSpan{span: span, siblings: sl, req: req, arrived: now})
+				case inference.Malformed:
+					c.countUnenriched(ctx, "malformed_"+reason, 1)
+				}
+			}
+		}
+	}
+	if len(spans) == 0 {
+		return next.ConsumeTraces(ctx, td)
+	}
+	if c.store.Len() == 0 {
+		// No GPU metrics have come through (yet): nothing to wait for.
+		c.countUnenriched(ctx, "no_gpu", len(spans))
+		return next.ConsumeTraces(ctx, td)
+	}
+	b := &heldBatch{td: td, next: next, info: client.FromContext(ctx), spans: spans, deadline: now.Add(c.cfg.MaxWait)}
+	c.mu.Lock()
+	if !c.hold.admit(b) {
+		c.mu.Unlock()
+		c.countUnenriched(ctx, "overflow", len(spans))
+		return next.ConsumeTraces(ctx, td)
+	}
+	memo := map[matchMemo]matched{}
+	for i := range b.spans {
+		c.matchSpan(&b.spans[i], memo)
+	}
+	c.mu.Unlock()
+	if !c.isRunning() {
+		// Not started (or already stopped): there is no release loop.
+		c.release(now, func(x *heldBatch) bool { return x == b })
+	}
+	return nil
+}
+
+// matchSpan decides a span's GPUs, once they are known, and admits its
+// cost to their books; the caller holds c.mu. memo may be nil.
+func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched) {
+	if len(hs.keys) > 0 {
+		return
+	}
+	hinted := len(hs.req.GPUIDs) > 0 || len(hs.req.GPUIndexes) > 0
+	mk := matchMemo{hs.req.Host, hs.req.PID}
+	m, ok := memo[mk]
+	if !ok || hinted {
+		m.keys, m.group, m.method = c.matcher.match(hs.req)
+		if !hinted && memo != nil && len(m.keys) > 0 {
+			memo[mk] = m
+		}
+	}
+	if len(m.keys) == 0 {
+		return
+	}
+	hs.keys, hs.group, hs.method = m.keys, m.group, m.method
+	c.pipeline.admit(hs)
+}
+
+// ready reports whether every span of the batch has matched, settled and
+// has its GPUs' energy up to its end; the caller holds c.mu.
+func (c *core) ready(b *heldBatch, now time.Time) bool {
+	if !now.Before(b.deadline) {
+		return true
+	}
+	for i := range b.spans {
+		hs := &b.spans[i]
+		c.matchSpan(hs, nil)
+		if len(hs.keys) == 0 || now.Before(hs.arrived.Add(c.cfg.Attribution.SettleWindow)) {
+			return false
+		}
+		for _, k := range hs.keys {
+			settled, ok := c.store.Settled(k)
+			if !ok || settled.Before(hs.req.End) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// release enriches and forwards the held batches that are ready, or that
+// force says to let go, and offers again those the next consumer refused.
+func (c *core) release(now time.Time, force func(*heldBatch) bool) {
+	c.mu.Lock()
+	ready := c.hold.take(func(b *heldBatch) bool { return b.enriched || force(b) || c.ready(b, now) })
+	var fresh []*heldSpan
+	for _, b := range ready {
+		if b.enriched {
 			continue
 		}
-		l.Forget(newest.Add(-c.cfg.History.Retention).UnixNano())
+		for i := range b.spans {
+			c.matchSpan(&b.spans[i], nil)
+			fresh = append(fresh, &b.spans[i])
+		}
 	}
+	var records []requestRecord
+	if len(fresh) > 0 {
+		records = c.enrich(fresh)
+	}
+	c.mu.Unlock()
+	for _, r := range records {
+		c.emitter.record(r)
+	}
+	for _, b := range ready {
+		b.enriched = true
+		c.forward(now, b, force(b))
+	}
+}
+
+// enrich runs the pipeline over the released spans and writes the results
+// on them; the caller holds c.mu.
+func (c *core) enrich(spans []*heldSpan) []requestRecord {
+	if cap(c.results) < len(spans) {
+		c.results = make([]spanResult, len(spans))
+	}
+	results := c.results[:len(spans)]
+	c.pipeline.round(spans, results)
+	ctx := context.Background()
+	backends := map[string]string{}
+	var records []requestRecord
+	enriched, phases := 0, 0
+	for i, hs := range spans {
+		r := &results[i]
+		switch {
+		case len(hs.keys) == 0:
+			c.countUnenriched(ctx, "no_gpu", 1)
+			continue
+		case !r.ok:
+			c.countUnenriched(ctx, "no_samples", 1)
+			continue
+		}
+		backend, ok := backends[hs.group]
+		if !ok {
+			backend = c.backendOf(hs.keys)
+			backends[hs.group] = backend
+		}
+		if rec, ok := annotate(hs, r, backend, c.cfg.PhaseSpans); ok && c.cfg.Metrics.Enabled {
+			records = append(records, rec)
+		}
+		enriched++
+		if c.cfg.PhaseSpans {
+			phases += len(hs.req.Phases)
+		}
+	}
+	c.countEnriched(ctx, enriched, phases)
+	return records
+}
+
+// backendOf names the backends of a set of GPUs' data ("simulated"; two,
+// comma-separated, if the set mixes them).
+func (c *core) backendOf(keys []timeline.Key) string {
+	var names []string
+	for _, k := range keys {
+		if b := c.ingest.backend(k); b != "" && !containsString(names, b) {
+			names = append(names, b)
+		}
+	}
+	sort.Strings(names)
+	return strings.Join(names, ",")
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// forward hands an enriched batch to the next consumer with the client's
+// metadata. A retryable refusal puts it back in the hold, to be offered
+// again each tick until release_retry has passed; a permanent one, a full
+// hold, or final (shutdown) counts it refused.
+func (c *core) forward(now time.Time, b *heldBatch, final bool) {
+	ctx := client.NewContext(context.Background(), b.info)
+	err := b.next.ConsumeTraces(ctx, b.td)
+	if err == nil {
+		return
+	}
+	if b.retryUntil.IsZero() {
+		b.retryUntil = now.Add(c.cfg.ReleaseRetry)
+	}
+	if !final && !consumererror.IsPermanent(err) && now.Before(b.retryUntil) {
+		c.mu.Lock()
+		ok := c.hold.requeue(b)
+		c.mu.Unlock()
+		if ok {
+			return
+		}
+	}
+	n := b.td.SpanCount()
+	c.logger.Warn("the next consumer refused enriched traces", zap.Error(err), zap.Int("spans", n))
+	c.countRefused(n)
 }

@@ -1,38 +1,59 @@
 package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
 
 import (
+	"strings"
+
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
-// match finds the GPUs that served a request, trying the configured
+// matcher finds the GPUs that served a request, trying the configured
 // methods in order, and says which one matched so users can trust or fix it.
-func (c *core) match(req inference.Request) ([]timeline.Key, string) {
-	for _, method := range c.cfg.Match.Order {
+type matcher struct {
+	store *timeline.Store
+	order []string
+}
+
+// match returns the request's GPUs, a name for that set (spans of one set
+// share what is computed for it), and the method that matched.
+func (m *matcher) match(req inference.Request) ([]timeline.Key, string, string) {
+	for _, method := range m.order {
 		var keys []timeline.Key
 		switch method {
 		case MatchAttribute:
-			keys = c.matchAttributes(req)
+			keys = m.attributes(req)
 		case MatchProcess:
 			if req.PID != 0 {
-				keys = c.store.ProcessGPUs(req.Host, req.PID)
+				keys = m.store.ProcessGPUs(req.Host, req.PID)
 			}
 		case MatchHost:
-			keys = c.hostGPUs(req.Host)
+			keys = m.hostGPUs(req.Host)
 		}
 		if len(keys) > 0 {
-			return keys, method
+			return keys, groupName(keys), method
 		}
 	}
-	return nil, ""
+	return nil, "", ""
 }
 
-// matchAttributes resolves GPU UUIDs and indexes named on the span or its
+// groupName names a set of GPUs.
+func groupName(keys []timeline.Key) string {
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k.Host)
+		b.WriteByte(0)
+		b.WriteString(k.GPU)
+		b.WriteByte(0)
+	}
+	return b.String()
+}
+
+// attributes resolves GPU UUIDs and indexes named on the span or its
 // resource to GPUs the timeline knows.
-func (c *core) matchAttributes(req inference.Request) []timeline.Key {
+func (m *matcher) attributes(req inference.Request) []timeline.Key {
 	var keys []timeline.Key
 	if len(req.GPUIDs) > 0 {
-		for _, k := range c.hostGPUs(req.Host) {
+		for _, k := range m.hostGPUs(req.Host) {
 			for _, id := range req.GPUIDs {
 				if k.GPU == id {
 					keys = append(keys, k)
@@ -41,7 +62,7 @@ func (c *core) matchAttributes(req inference.Request) []timeline.Key {
 		}
 	}
 	for _, idx := range req.GPUIndexes {
-		if k, ok := c.store.ByIndex(c.resolveHost(req.Host), idx); ok {
+		if k, ok := m.store.ByIndex(m.resolveHost(req.Host), idx); ok {
 			keys = append(keys, k)
 		}
 	}
@@ -53,15 +74,15 @@ func (c *core) matchAttributes(req inference.Request) []timeline.Key {
 // the timeline knows is on one host — a node-local agent — those are the
 // span's GPUs. In a gateway fed by many hosts a span without host.name
 // matches nothing this way.
-func (c *core) hostGPUs(host string) []timeline.Key {
-	return c.store.GPUs(c.resolveHost(host))
+func (m *matcher) hostGPUs(host string) []timeline.Key {
+	return m.store.GPUs(m.resolveHost(host))
 }
 
-func (c *core) resolveHost(host string) string {
+func (m *matcher) resolveHost(host string) string {
 	if host != "" {
 		return host
 	}
-	all := c.store.GPUs("")
+	all := m.store.GPUs("")
 	if len(all) == 0 {
 		return ""
 	}

@@ -86,7 +86,7 @@ func TestThrottleTimesBecomeMeasuredShares(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := newTestCore(t)
-			c.observe(context.Background(), throttleBatch(t0, ticks, tc.totals, nil, tc.skew))
+			c.ingest.consume(context.Background(), throttleBatch(t0, ticks, tc.totals, nil, tc.skew))
 			k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
 			assert.Equal(t, tc.power, signalValues(c, k, timeline.PowerThrottled, t0, ticks))
 			assert.Equal(t, tc.thermal, signalValues(c, k, timeline.ThermalThrottled, t0, ticks))
@@ -101,9 +101,9 @@ func TestLateThrottleTimesChangeNothing(t *testing.T) {
 	ticks := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
 	c := newTestCore(t)
 	k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
-	c.observe(context.Background(), throttleBatch(t0, ticks[2:], map[string][]float64{"sw_power_cap": {10.2, 10.4}}, nil))
-	c.observe(context.Background(), throttleBatch(t0, ticks[:2], map[string][]float64{"sw_power_cap": {10, 10.1}}, nil))
-	c.observe(context.Background(), throttleBatch(t0, []time.Duration{time.Second}, map[string][]float64{"sw_power_cap": {10.45}}, nil))
+	c.ingest.consume(context.Background(), throttleBatch(t0, ticks[2:], map[string][]float64{"sw_power_cap": {10.2, 10.4}}, nil))
+	c.ingest.consume(context.Background(), throttleBatch(t0, ticks[:2], map[string][]float64{"sw_power_cap": {10, 10.1}}, nil))
+	c.ingest.consume(context.Background(), throttleBatch(t0, []time.Duration{time.Second}, map[string][]float64{"sw_power_cap": {10.45}}, nil))
 	got := signalValues(c, k, timeline.PowerThrottled, t0, append(ticks[2:], time.Second))
 	assert.Equal(t, []float64{0.8, 0.2}, got)
 }
@@ -113,13 +113,13 @@ func TestMeasuredSharesReplaceTheFlags(t *testing.T) {
 	c := newTestCore(t)
 	k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
 	// Flags alone, a scrape a second: the flag of the moment is all there is.
-	c.observe(context.Background(), throttleBatch(t0, []time.Duration{0}, nil, map[string]int64{"sw_power_cap": 1}))
-	c.observe(context.Background(), throttleBatch(t0, []time.Duration{time.Second}, nil, map[string]int64{"sw_power_cap": 1}))
+	c.ingest.consume(context.Background(), throttleBatch(t0, []time.Duration{0}, nil, map[string]int64{"sw_power_cap": 1}))
+	c.ingest.consume(context.Background(), throttleBatch(t0, []time.Duration{time.Second}, nil, map[string]int64{"sw_power_cap": 1}))
 	flags := []time.Duration{0, time.Second}
 	assert.Equal(t, []float64{1}, signalValues(c, k, timeline.PowerThrottled, t0, flags))
 	// Then throttle times too: the flag at the last tick is dropped.
 	at := []time.Duration{2 * time.Second, 2250 * time.Millisecond}
-	c.observe(context.Background(), throttleBatch(t0, at, map[string][]float64{"sw_power_cap": {1, 1.05}}, map[string]int64{"sw_power_cap": 1}))
+	c.ingest.consume(context.Background(), throttleBatch(t0, at, map[string][]float64{"sw_power_cap": {1, 1.05}}, map[string]int64{"sw_power_cap": 1}))
 	assert.Equal(t, []float64{0.2}, signalValues(c, k, timeline.PowerThrottled, t0, at))
 }
 

@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpuviz/gpuviz/internal/promnames"
-	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 )
 
@@ -113,6 +112,9 @@ func newPipelines(t *testing.T, tune func(*Config)) *pipelines {
 	t.Helper()
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
+	// Real time: spans are attributed as soon as their energy is in, and
+	// bins final a second behind it.
+	cfg.Attribution.SettleWindow, cfg.Attribution.FinalizeAfter = 0, time.Second
 	if tune != nil {
 		tune(cfg)
 	}
@@ -184,9 +186,9 @@ func TestSpansAreEnrichedFromTheGPUTimeline(t *testing.T) {
 	assert.InDelta(t, 0.95, a["gpuviz.gpu.utilization.mean"], 1e-9)
 	assert.InDelta(t, 0.8, a["gpuviz.gpu.dram_activity.mean"], 1e-9)
 	assert.InDelta(t, 450.0, a["gpuviz.gpu.power.mean"], 1e-9)
-	assert.InDelta(t, 4500.0, a["gpuviz.energy"], 1e-6, "10 s at 450 W, alone on the GPU")
+	assert.InDelta(t, 4050.0, a["gpuviz.energy"], 1e-6, "9 s at 450 W, alone on the GPU: its second in the queue ran nothing")
 	assert.Equal(t, "counter", a["gpuviz.energy.source"])
-	assert.InDelta(t, 4500.0/200, a["gpuviz.energy_per_output_token"], 1e-6)
+	assert.InDelta(t, 4050.0/200, a["gpuviz.energy_per_output_token"], 1e-6)
 	assert.Equal(t, "memory_bound", a["gpuviz.bottleneck"])
 	assert.Equal(t, "memory_bound", a["gpuviz.phase.decode.bottleneck"])
 	assert.InDelta(t, 3600.0, a["gpuviz.phase.decode.energy"], 1e-6)
@@ -259,7 +261,7 @@ func TestOrdinaryAndMalformedSpansPassThroughUntouched(t *testing.T) {
 }
 
 func TestOverflowPassesThroughUnenriched(t *testing.T) {
-	p := newPipelines(t, func(c *Config) { c.MaxPendingSpans = 1; c.MaxWait = time.Hour })
+	p := newPipelines(t, func(c *Config) { c.MaxPendingSpans = 1; c.MaxWait = time.Hour; c.Attribution.Horizon = 2 * time.Hour })
 	now := time.Now()
 	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 10))))
 	// Samples end 50 s ago: these spans wait (max_wait is an hour).
@@ -277,6 +279,7 @@ func TestShutdownFlushesHeldSpans(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.MaxWait = time.Hour
+	cfg.Attribution.Horizon = 2 * time.Hour
 	sink := new(consumertest.TracesSink)
 	set := processortest.NewNopSettings(metadata.Type)
 	tp, err := f.CreateTraces(context.Background(), set, cfg, sink)
@@ -348,7 +351,9 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 			kind := promnames.Gauge
 			switch m.Type() {
 			case pmetric.MetricTypeSum:
-				kind = promnames.Counter
+				if m.Sum().IsMonotonic() {
+					kind = promnames.Counter
+				}
 			case pmetric.MetricTypeHistogram:
 				kind = promnames.Histogram
 			}
@@ -376,7 +381,8 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{metricBottleneckTime, metricBottleneckState, metricRequestEnergy, metricRequestPerToken, metricRequestBusy, metricAnomaly, metricLoadPattern} {
+	for _, name := range []string{"gpuviz.gpu.bottleneck.time", "gpuviz.gpu.bottleneck.state", "gpuviz.gpu.energy", "gpuviz.gpu.energy.correction",
+		"gpuviz.request.energy", "gpuviz.request.energy_per_output_token", "gpuviz.request.gpu_busy_time", "gpuviz.gpu.anomaly", "gpuviz.gpu.load_pattern"} {
 		assert.True(t, found[name], name)
 	}
 	// The dashboards and alert rules are checked against promnames.Derived:
@@ -388,41 +394,40 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 	}
 }
 
-// A request released after another that overlapped it gets only the energy
-// of the time not already given away: across release rounds too, the
-// requests' energies add up to what the GPU drew.
-func TestEnergyIsConservedAcrossReleaseRounds(t *testing.T) {
+// A request whose span arrives after another's was attributed (outside
+// the settle window) still gets its fair share of the time they shared,
+// never only the leftovers; the books count what that over-attributes as
+// correction, so that attributed + idle + correction is what the GPU drew.
+func TestLateSpanGetsItsFairShare(t *testing.T) {
 	fac := &factory{cores: map[*Config]*core{}}
-	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), createDefaultConfig())
+	cfg := createDefaultConfig()
+	cfg.Attribution.FinalizeAfter = 5 * time.Second
+	c, err := fac.coreFor(processortest.NewNopSettings(metadata.Type), cfg)
 	require.NoError(t, err)
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // in the past: spans ending in the future are malformed
 	samples := repeat(busy, 41)
-	for i := range samples {
-		samples[i].powerW = 200 + float64(i*13%300)
-	}
-	c.observe(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
-	round := func(trace byte, startS, decodeS float64) float64 {
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
+	now := base.Add(41 * time.Second)
+	c.now = func() time.Time { return now }
+	release := func(trace byte, startS, decodeS float64) float64 {
 		td := ptrace.NewTraces()
-		span := vllmSpan(td, trace, base.Add(time.Duration(startS*float64(time.Second))), 0, 1, decodeS, 10)
-		rs := td.ResourceSpans().At(0)
-		req, v, why := c.recognizer.Recognize(span, rs.Resource(), base)
-		require.Equal(t, inference.Recognized, v, why)
-		c.enrich(context.Background(), []*heldBatch{{td: td, spans: []heldSpan{{span: span, siblings: rs.ScopeSpans().At(0).Spans(), req: req}}}})
+		// One token a second each: they cost alike while they share.
+		span := vllmSpan(td, trace, base.Add(time.Duration(startS*float64(time.Second))), 0, 0, decodeS, int64(decodeS)+1)
+		require.NoError(t, c.consumeTraces(context.Background(), td, consumertest.NewNop())) // not started: released at once
 		e, ok := span.Attributes().Get("gpuviz.energy")
 		require.True(t, ok)
 		return e.Double()
 	}
-	short := round(1, 10, 4) // [10 s, 15 s], released first
-	long := round(2, 5, 24)  // [5 s, 30 s]
-	counter := func(from, to int) (j float64) {
-		for i := from + 1; i <= to; i++ { // sample i covers (i-1 s, i s]
-			j += samples[i].powerW
-		}
-		return j
-	}
-	assert.InDelta(t, counter(10, 15), short, 1e-6)
-	assert.InDelta(t, counter(5, 30)-counter(10, 15), long, 1e-6, "the long request gets the time the short one did not")
-	assert.InDelta(t, counter(5, 30), short+long, 1e-6, "together: exactly what the counter measured")
+	short := release(1, 10, 5) // [10 s, 15 s], alone as far as anyone knows
+	long := release(2, 5, 25)  // [5 s, 30 s]: shares [10 s, 15 s] with the short one
+	assert.InDelta(t, 5*busy.powerW, short, 1e-6)
+	assert.InDelta(t, 25*busy.powerW-2.5*busy.powerW, long, 1e-6, "half of the shared five seconds, not none of them")
+	c.tick(now)
+	books := c.books()
+	require.Len(t, books, 1)
+	tot := books[0].totals
+	assert.InDelta(t, tot.Measured, tot.Attributed+tot.Idle+tot.Unsampled+tot.Correction, 1e-6)
+	assert.InDelta(t, -2.5*busy.powerW, tot.Correction, 1e-6, "what the short one got beyond its final share")
 }
 
 // In a gateway fed by many hosts, GPUs are told apart by host.name + hw.id:

@@ -35,6 +35,7 @@ type TelemetryBuilder struct {
 	ProcessorGpuvizPendingSpans      metric.Int64ObservableGauge
 	ProcessorGpuvizPhaseSpansAdded   metric.Int64Counter
 	ProcessorGpuvizSpansEnriched     metric.Int64Counter
+	ProcessorGpuvizSpansRefused      metric.Int64Counter
 	ProcessorGpuvizSpansUnenriched   metric.Int64Counter
 }
 
@@ -146,6 +147,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	builder.ProcessorGpuvizSpansEnriched, err = builder.meter.Int64Counter(
 		"otelcol_processor_gpuviz_spans_enriched",
 		metric.WithDescription("Inference spans that received GPU attributes. [Development]"),
+		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGpuvizSpansRefused, err = builder.meter.Int64Counter(
+		"otelcol_processor_gpuviz_spans_refused",
+		metric.WithDescription("Enriched spans the next consumer refused for good (a permanent error, or retried for release_retry); every other released span was accepted. [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

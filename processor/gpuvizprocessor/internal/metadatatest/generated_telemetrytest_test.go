@@ -33,6 +33,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGpuvizGpuPointsRefused.Add(context.Background(), 1)
 	tb.ProcessorGpuvizPhaseSpansAdded.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansEnriched.Add(context.Background(), 1)
+	tb.ProcessorGpuvizSpansRefused.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansUnenriched.Add(context.Background(), 1)
 	AssertEqualProcessorGpuvizExemplarsAttached(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
@@ -53,6 +54,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizSpansEnriched(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorGpuvizSpansRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizSpansUnenriched(t, testTel,

@@ -30,6 +30,7 @@ const (
 	NVLinkRx                       // bytes/s
 	NVLinkTx                       // bytes/s
 	PCIeCapacity                   // bytes/s the PCIe link can carry per direction
+	NVLinkCapacity                 // bytes/s the GPU's NVLinks can carry per direction
 	PowerThrottled                 // share of the time clocks were held by a power reason (measured from throttle times, else the 0/1 flag)
 	ThermalThrottled               // share of the time clocks were held by a thermal reason, likewise
 	NumSignals                     // the number of signals, not a signal
@@ -49,6 +50,7 @@ var signalNames = [NumSignals]string{
 	NVLinkRx:         "nvlink_rx",
 	NVLinkTx:         "nvlink_tx",
 	PCIeCapacity:     "pcie_capacity",
+	NVLinkCapacity:   "nvlink_capacity",
 	PowerThrottled:   "power_throttled",
 	ThermalThrottled: "thermal_throttled",
 }

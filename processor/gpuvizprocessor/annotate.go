@@ -1,0 +1,168 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+)
+
+// Span attributes the processor adds. Everything it adds is under gpuviz.
+const (
+	attrFamily         = "gpuviz.request.family"
+	attrGPUIDs         = "gpuviz.gpu.ids"
+	attrMatch          = "gpuviz.gpu.match"
+	attrBackend        = "gpuviz.backend"
+	attrCoverage       = "gpuviz.coverage"
+	attrUtilMean       = "gpuviz.gpu.utilization.mean"
+	attrUtilMax        = "gpuviz.gpu.utilization.max"
+	attrSMMean         = "gpuviz.gpu.sm_activity.mean"
+	attrTensorMean     = "gpuviz.gpu.tensor_activity.mean"
+	attrDRAMMean       = "gpuviz.gpu.dram_activity.mean"
+	attrMemCtlMean     = "gpuviz.gpu.memory_controller.mean"
+	attrMemoryPeak     = "gpuviz.gpu.memory.peak"
+	attrPowerMean      = "gpuviz.gpu.power.mean"
+	attrBusyTime       = "gpuviz.gpu.busy_time"
+	attrEnergy         = "gpuviz.energy"
+	attrEnergySource   = "gpuviz.energy.source"
+	attrEnergyPerToken = "gpuviz.energy_per_output_token"
+	attrBottleneck     = "gpuviz.bottleneck"
+	phaseAttrPrefix    = "gpuviz.phase."
+)
+
+// put writes the statistics; brief is for phase spans, which carry the
+// essentials (the request span has the rest).
+func (s gpuStats) put(attrs pcommon.Map, brief bool) {
+	if !brief {
+		attrs.PutDouble(attrCoverage, rounded(s.coverage))
+	}
+	if s.hasUtil {
+		attrs.PutDouble(attrUtilMean, rounded(s.utilMean))
+		if !brief {
+			attrs.PutDouble(attrUtilMax, rounded(s.utilMax))
+			attrs.PutDouble(attrBusyTime, rounded(s.busySeconds))
+		}
+	}
+	if s.hasSM {
+		attrs.PutDouble(attrSMMean, rounded(s.sm))
+	}
+	if s.hasTensor {
+		attrs.PutDouble(attrTensorMean, rounded(s.tensor))
+	}
+	if s.hasDRAM {
+		attrs.PutDouble(attrDRAMMean, rounded(s.dram))
+	}
+	if s.hasMem {
+		attrs.PutDouble(attrMemCtlMean, rounded(s.memCtl))
+	}
+	if s.memoryPeak > 0 && !brief {
+		attrs.PutInt(attrMemoryPeak, int64(s.memoryPeak))
+	}
+	if s.hasPower {
+		attrs.PutDouble(attrPowerMean, rounded(s.powerMean))
+	}
+}
+
+// annotate writes a span's result on it and adds its phase spans; it
+// returns what the emitter records of a request (ok false for spans that
+// are not one).
+func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (requestRecord, bool) {
+	req := hs.req
+	span := hs.span
+	attrs := span.Attributes()
+	attrs.EnsureCapacity(attrs.Len() + 18 + 2*len(req.Phases))
+	attrs.PutStr(attrFamily, req.Family)
+	ids := attrs.PutEmptySlice(attrGPUIDs)
+	ids.EnsureCapacity(len(hs.keys))
+	for _, k := range hs.keys {
+		ids.AppendEmpty().SetStr(k.GPU)
+	}
+	attrs.PutStr(attrMatch, hs.method)
+	if backend != "" {
+		attrs.PutStr(attrBackend, backend)
+	}
+	r.stats.put(attrs, false)
+	label := r.labels.Dominant()
+	attrs.PutStr(attrBottleneck, string(label))
+	var perToken float64
+	if r.energyKnown {
+		attrs.PutDouble(attrEnergy, rounded(r.energy))
+		attrs.PutStr(attrEnergySource, r.stats.energySource)
+		if req.OutputTokens > 0 && !req.Aggregate {
+			perToken = r.energy / float64(req.OutputTokens)
+			attrs.PutDouble(attrEnergyPerToken, rounded(perToken))
+		}
+	}
+	for p, ph := range req.Phases {
+		phLabel := r.phaseLabels[p].Dominant()
+		attrs.PutStr(phaseAttrPrefix+ph.Name+".bottleneck", string(phLabel))
+		if r.energyKnown {
+			attrs.PutDouble(phaseAttrPrefix+ph.Name+".energy", rounded(r.phaseEnergy[p]))
+		}
+		if phaseSpans {
+			addPhaseSpan(hs, p, r, phLabel, backend)
+		}
+	}
+	if !hs.takesShare() {
+		return requestRecord{}, false
+	}
+	var labelSecs float64
+	for i, l := range bottleneck.Labels {
+		if l == label {
+			labelSecs = r.labels[i]
+		}
+	}
+	return requestRecord{
+		keys: hs.keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
+		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
+		end: req.End, seconds: labelSecs,
+	}, true
+}
+
+// addPhaseSpan adds a child span gpu.<phase> under the request span, on the
+// same trace, carrying the phase's GPU statistics.
+func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, backend string) {
+	ph := hs.req.Phases[p]
+	parent := hs.span
+	child := hs.siblings.AppendEmpty()
+	child.SetName("gpu." + ph.Name)
+	child.SetKind(ptrace.SpanKindInternal)
+	child.SetTraceID(parent.TraceID())
+	child.SetParentSpanID(parent.SpanID())
+	child.SetSpanID(newSpanID())
+	child.SetStartTimestamp(pcommon.NewTimestampFromTime(ph.Start))
+	child.SetEndTimestamp(pcommon.NewTimestampFromTime(ph.End))
+	attrs := child.Attributes()
+	attrs.EnsureCapacity(9)
+	r.phaseStats[p].put(attrs, true)
+	attrs.PutStr(attrBottleneck, string(label))
+	if r.energyKnown {
+		attrs.PutDouble(attrEnergy, rounded(r.phaseEnergy[p]))
+	}
+	if backend != "" {
+		attrs.PutStr(attrBackend, backend)
+	}
+}
+
+// rounded drops what float sums leave past the ninth decimal (0.1 s bins
+// add up to 2.9999999999999996): no reading means anything there, and
+// spans read the same however the sums ran.
+func rounded(v float64) float64 {
+	if math.Abs(v) >= 1e9 {
+		return v
+	}
+	return math.Round(v*1e9) / 1e9
+}
+
+// newSpanID returns a random, non-zero span ID.
+func newSpanID() pcommon.SpanID {
+	var id pcommon.SpanID
+	for id.IsEmpty() {
+		binary.LittleEndian.PutUint64(id[:], rand.Uint64())
+	}
+	return id
+}

@@ -1,0 +1,59 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+)
+
+// Default token rates for a phase whose span does not say how many tokens
+// it handled: a decode stream makes 20–100 tokens/s on current GPUs, and a
+// prefill chunk runs thousands (docs/attribution.md).
+const (
+	defaultDecodeTokensPerSecond  = 50
+	defaultPrefillTokensPerSecond = 5000
+)
+
+// costPieces estimates what a request cost its GPUs over time, as pieces
+// at a constant rate: requests running in the same bin share its energy in
+// proportion. An engine step's time goes mostly into reading the weights
+// once for every token it processes and into each token's math, so a
+// request's cost rate is the tokens per second it pushed through the GPU:
+// its prompt tokens over its prefill, its generated tokens over its decode.
+// Queue time runs nothing and costs nothing. A request whose phases are
+// unknown costs at a decode stream's rate over its whole window.
+func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Piece {
+	if len(req.Phases) == 0 {
+		return append(dst, attribution.Piece{Start: req.Start.UnixNano(), End: req.End.UnixNano(), Rate: defaultDecodeTokensPerSecond})
+	}
+	for _, ph := range req.Phases {
+		p := attribution.Piece{Start: ph.Start.UnixNano(), End: ph.End.UnixNano()}
+		secs := float64(p.End-p.Start) / 1e9
+		switch ph.Name {
+		case inference.PhaseQueue:
+		case inference.PhasePrefill:
+			p.Rate = tokenRate(req.InputTokens, secs, defaultPrefillTokensPerSecond)
+		case inference.PhaseDecode:
+			// The first token came out of the prefill.
+			p.Rate = tokenRate(req.OutputTokens-1, secs, defaultDecodeTokensPerSecond)
+		default: // prefill and decode together
+			p.Rate = tokenRate(req.InputTokens+req.OutputTokens, secs, defaultDecodeTokensPerSecond)
+			if req.InputTokens < 0 || req.OutputTokens < 0 {
+				p.Rate = defaultDecodeTokensPerSecond
+			}
+		}
+		dst = append(dst, p)
+	}
+	return dst
+}
+
+// tokenRate is tokens over secs, at least one token's worth; fallback
+// when the count is unknown.
+func tokenRate(tokens int64, secs, fallback float64) float64 {
+	if secs <= 0 {
+		return 0
+	}
+	if tokens < 0 {
+		return fallback
+	}
+	return float64(max(tokens, 1)) / secs
+}

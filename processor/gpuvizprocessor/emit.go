@@ -1,0 +1,238 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// gpuBooks is one GPU's books as the emitter reads them.
+type gpuBooks struct {
+	key     timeline.Key
+	backend string
+	totals  attribution.Totals
+	current bottleneck.Label // the latest final bin's; "" before any
+}
+
+// requestRecord is what the emitter keeps of one released request.
+type requestRecord struct {
+	keys        []timeline.Key
+	model       string
+	label       bottleneck.Label
+	energy      float64
+	energyKnown bool
+	perToken    float64 // 0: unknown
+	busy        float64
+	traceID     pcommon.TraceID
+	spanID      pcommon.SpanID
+	end         time.Time
+	seconds     float64
+}
+
+// emitter builds the derived metrics: the GPUs' books through the
+// generated MetricsBuilder, the request histograms and exemplars by hand.
+type emitter struct {
+	interval time.Duration
+	analysis *gpuAnalysis
+	store    *timeline.Store
+
+	mu        sync.Mutex
+	mb        *metadata.MetricsBuilder
+	start     pcommon.Timestamp
+	lastEmit  time.Time
+	hists     *histograms
+	exemplars map[timeline.Key]map[bottleneck.Label][]exemplar // since the last flush
+}
+
+func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *gpuAnalysis, now time.Time) *emitter {
+	start := pcommon.NewTimestampFromTime(now)
+	return &emitter{
+		interval: cfg.Metrics.Interval, analysis: an, store: store,
+		mb:        metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), set, metadata.WithStartTime(start)),
+		start:     start,
+		hists:     newHistograms(cfg.Metrics.MaxModels, cfg.Metrics.IdleExpiry),
+		exemplars: map[timeline.Key]map[bottleneck.Label][]exemplar{},
+	}
+}
+
+// record counts a released request in the histograms and keeps it as an
+// exemplar of its label's time on each of its GPUs.
+func (e *emitter) record(r requestRecord) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	host := r.keys[0].Host
+	hk := histKey{host: host, model: e.hists.model(host, r.model, r.end), label: r.label}
+	ex := exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end}
+	if r.energyKnown {
+		e.hists.observe(histEnergy, hk, r.energy, ex, r.end)
+		if r.perToken > 0 {
+			e.hists.observe(histPerToken, hk, r.perToken, ex, r.end)
+		}
+	}
+	e.hists.observe(histBusy, hk, r.busy, ex, r.end)
+	for _, k := range r.keys {
+		byLabel := e.exemplars[k]
+		if byLabel == nil {
+			byLabel = map[bottleneck.Label][]exemplar{}
+			e.exemplars[k] = byLabel
+		}
+		byLabel[r.label] = pushExemplar(byLabel[r.label], exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end, value: r.seconds})
+	}
+}
+
+// due reports whether a flush is due at now.
+func (e *emitter) due(now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return now.Sub(e.lastEmit) >= e.interval
+}
+
+// emit appends the derived metrics to md and returns the exemplars sent.
+func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastEmit = now
+	e.hists.expire(now)
+	ts := pcommon.NewTimestampFromTime(now)
+	slices.SortFunc(gpus, func(a, b gpuBooks) int {
+		return cmp.Or(strings.Compare(a.key.Host, b.key.Host), strings.Compare(a.backend, b.backend), strings.Compare(a.key.GPU, b.key.GPU))
+	})
+	trackers := map[timeline.Key]*analysis.Tracker{}
+	e.analysis.read(e.store, func(k timeline.Key, t *analysis.Tracker) { trackers[k] = t })
+	for i := 0; i < len(gpus); {
+		j := i
+		for j < len(gpus) && gpus[j].key.Host == gpus[i].key.Host && gpus[j].backend == gpus[i].backend {
+			e.recordGPU(ts, gpus[j], trackers[gpus[j].key])
+			j++
+		}
+		rb := e.mb.NewResourceBuilder()
+		if gpus[i].key.Host != "" {
+			rb.SetHostName(gpus[i].key.Host)
+		}
+		if gpus[i].backend != "" {
+			rb.SetGpuvizBackend(gpus[i].backend)
+		}
+		e.mb.EmitForResource(metadata.WithResource(rb.Emit()))
+		i = j
+	}
+	out := e.mb.Emit()
+	n := e.attachExemplars(out)
+	// Histograms go on their host's resource (the first, if a host's GPUs
+	// came from two backends).
+	byHost := map[string]pmetric.MetricSlice{}
+	rms := out.ResourceMetrics()
+	for i := range rms.Len() {
+		host := stringAttr(rms.At(i).Resource().Attributes(), "host.name")
+		if _, ok := byHost[host]; !ok && rms.At(i).ScopeMetrics().Len() > 0 {
+			byHost[host] = rms.At(i).ScopeMetrics().At(0).Metrics()
+		}
+	}
+	for _, host := range e.hists.hosts() {
+		ms, ok := byHost[host]
+		if !ok {
+			rm := rms.AppendEmpty()
+			if host != "" {
+				rm.Resource().Attributes().PutStr("host.name", host)
+			}
+			sm := rm.ScopeMetrics().AppendEmpty()
+			sm.Scope().SetName(metadata.ScopeName)
+			ms = sm.Metrics()
+		}
+		n += e.hists.appendTo(ms, host, e.start, ts)
+	}
+	clear(e.exemplars)
+	rms.MoveAndAppendTo(md.ResourceMetrics())
+	return n
+}
+
+// recordGPU records one GPU's points.
+func (e *emitter) recordGPU(ts pcommon.Timestamp, g gpuBooks, tracker *analysis.Tracker) {
+	id := g.key.GPU
+	for _, label := range bottleneck.Labels {
+		attr := metadata.MapAttributeBottleneck[string(label)]
+		var t bottleneck.Times
+		t.Add(label, 1)
+		secs := 0.0
+		for j, one := range t {
+			if one > 0 {
+				secs = g.totals.Seconds[j]
+			}
+		}
+		e.mb.RecordGpuvizGpuBottleneckTimeDataPoint(ts, secs, id, attr)
+		e.mb.RecordGpuvizGpuBottleneckStateDataPoint(ts, boolInt(g.current == label), id, attr)
+	}
+	e.mb.RecordGpuvizGpuEnergyDataPoint(ts, g.totals.Attributed, id, metadata.AttributeEnergyUseRequests)
+	e.mb.RecordGpuvizGpuEnergyDataPoint(ts, g.totals.Idle, id, metadata.AttributeEnergyUseIdle)
+	e.mb.RecordGpuvizGpuEnergyDataPoint(ts, g.totals.Unsampled, id, metadata.AttributeEnergyUseUnsampled)
+	e.mb.RecordGpuvizGpuEnergyCorrectionDataPoint(ts, g.totals.Correction, id)
+	if tracker == nil {
+		return
+	}
+	for sig := range analysis.NumSignals {
+		if attr, ok := metadata.MapAttributeSignal[sig.String()]; ok {
+			e.mb.RecordGpuvizGpuAnomalyDataPoint(ts, boolInt(tracker.Anomalous(sig)), id, attr)
+		}
+	}
+	current := tracker.Pattern()
+	for _, p := range analysis.Patterns {
+		e.mb.RecordGpuvizGpuLoadPatternDataPoint(ts, boolInt(current == p), id, metadata.MapAttributeLoadPattern[string(p)])
+	}
+}
+
+// attachExemplars puts the requests kept since the last flush on their
+// GPU's bottleneck-time points.
+func (e *emitter) attachExemplars(md pmetric.Metrics) int64 {
+	var n int64
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		host := stringAttr(rms.At(i).Resource().Attributes(), "host.name")
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				if m.Name() != "gpuviz.gpu.bottleneck.time" {
+					continue
+				}
+				dps := m.Sum().DataPoints()
+				for d := range dps.Len() {
+					dp := dps.At(d)
+					key := timeline.Key{Host: host, GPU: stringAttr(dp.Attributes(), "hw.id")}
+					label := bottleneck.Label(stringAttr(dp.Attributes(), attrBottleneck))
+					n += putExemplars(dp.Exemplars(), e.exemplars[key][label])
+				}
+			}
+		}
+	}
+	return n
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// flushMetrics appends the derived metrics when due.
+func (c *core) flushMetrics(ctx context.Context, md pmetric.Metrics, now time.Time) {
+	if !c.emitter.due(now) {
+		return
+	}
+	if n := c.emitter.emit(md, now, c.books()); n > 0 {
+		c.tel.ProcessorGpuvizExemplarsAttached.Add(ctx, n)
+	}
+}

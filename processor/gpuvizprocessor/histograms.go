@@ -1,0 +1,216 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+)
+
+// What mdatagen cannot generate — histograms and exemplars — is built
+// here; each name, unit and description is declared once, in this table.
+var requestHistograms = [...]struct {
+	name, unit, description string
+	bounds                  []float64
+}{
+	// Energy: a short chat completion on one H100 costs a few J, a long
+	// generation on 8 GPUs thousands.
+	{"gpuviz.request.energy", "J", "GPU energy attributed to each inference request.",
+		[]float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000}},
+	// Per token: tens of mJ to a few J.
+	{"gpuviz.request.energy_per_output_token", "J/{token}", "GPU energy per output token of each inference request.",
+		[]float64{0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10}},
+	// Busy time: tens of ms to minutes.
+	{"gpuviz.request.gpu_busy_time", "s", "GPU-busy seconds of each inference request (utilisation × time, summed over its GPUs).",
+		[]float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120}},
+}
+
+const (
+	histEnergy = iota
+	histPerToken
+	histBusy
+	numHists
+)
+
+// exemplarsPerSeries bounds the exemplars kept on each derived series
+// between two flushes.
+const exemplarsPerSeries = 4
+
+const otherModel = "other"
+
+type exemplar struct {
+	traceID pcommon.TraceID
+	spanID  pcommon.SpanID
+	ts      time.Time
+	value   float64
+}
+
+func pushExemplar(list []exemplar, ex exemplar) []exemplar {
+	if len(list) < exemplarsPerSeries {
+		return append(list, ex)
+	}
+	copy(list, list[1:])
+	list[len(list)-1] = ex
+	return list
+}
+
+func putExemplars(dst pmetric.ExemplarSlice, list []exemplar) int64 {
+	for _, ex := range list {
+		e := dst.AppendEmpty()
+		e.SetTimestamp(pcommon.NewTimestampFromTime(ex.ts))
+		e.SetTraceID(ex.traceID)
+		e.SetSpanID(ex.spanID)
+		e.SetDoubleValue(ex.value)
+	}
+	return int64(len(list))
+}
+
+// histKey keeps requests apart by the host of their GPUs (a gateway joins
+// many hosts, and the Prometheus exporter tells series apart by their
+// attributes alone), model and bottleneck.
+type histKey struct {
+	host, model string
+	label       bottleneck.Label
+}
+
+type histogram struct {
+	counts    []uint64
+	count     uint64
+	sum       float64
+	exemplars []exemplar // since the last flush
+	updated   time.Time
+}
+
+// histograms are the per-request histograms, bounded in models per host
+// and expired when idle.
+type histograms struct {
+	maxModels  int
+	idleExpiry time.Duration
+	series     [numHists]map[histKey]*histogram
+	models     map[string]map[string]time.Time // host → model → last request
+}
+
+func newHistograms(maxModels int, idleExpiry time.Duration) *histograms {
+	h := &histograms{maxModels: maxModels, idleExpiry: idleExpiry, models: map[string]map[string]time.Time{}}
+	for i := range h.series {
+		h.series[i] = map[histKey]*histogram{}
+	}
+	return h
+}
+
+// model returns the model name a request is counted under: its own, or
+// "other" past max_models on its host.
+func (h *histograms) model(host, model string, now time.Time) string {
+	if model == "" {
+		model = "unknown"
+	}
+	ms := h.models[host]
+	if ms == nil {
+		ms = map[string]time.Time{}
+		h.models[host] = ms
+	}
+	if _, ok := ms[model]; !ok && len(ms) >= h.maxModels {
+		model = otherModel
+	}
+	ms[model] = now
+	return model
+}
+
+// observe counts value v of histogram i for k.
+func (h *histograms) observe(i int, k histKey, v float64, ex exemplar, now time.Time) {
+	s := h.series[i][k]
+	if s == nil {
+		s = &histogram{counts: make([]uint64, len(requestHistograms[i].bounds)+1)}
+		h.series[i][k] = s
+	}
+	b, _ := slices.BinarySearch(requestHistograms[i].bounds, v)
+	s.counts[b]++
+	s.count++
+	s.sum += v
+	ex.value = v
+	s.exemplars = pushExemplar(s.exemplars, ex)
+	s.updated = now
+}
+
+// expire forgets the series and models idle for idle_expiry.
+func (h *histograms) expire(now time.Time) {
+	for i := range h.series {
+		for k, s := range h.series[i] {
+			if now.Sub(s.updated) > h.idleExpiry {
+				delete(h.series[i], k)
+			}
+		}
+	}
+	for host, ms := range h.models {
+		for m, t := range ms {
+			if now.Sub(t) > h.idleExpiry {
+				delete(ms, m)
+			}
+		}
+		if len(ms) == 0 {
+			delete(h.models, host)
+		}
+	}
+}
+
+// hosts returns the hosts with series.
+func (h *histograms) hosts() []string {
+	seen := map[string]bool{}
+	for i := range h.series {
+		for k := range h.series[i] {
+			seen[k.host] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for host := range seen {
+		out = append(out, host)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// appendTo adds host's histograms to ms and clears their exemplars,
+// returning how many exemplars went out.
+func (h *histograms) appendTo(ms pmetric.MetricSlice, host string, start, ts pcommon.Timestamp) int64 {
+	var n int64
+	for i, def := range requestHistograms {
+		var keys []histKey
+		for k := range h.series[i] {
+			if k.host == host {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		slices.SortFunc(keys, func(a, b histKey) int {
+			return cmp.Or(strings.Compare(a.model, b.model), strings.Compare(string(a.label), string(b.label)))
+		})
+		m := ms.AppendEmpty()
+		m.SetName(def.name)
+		m.SetDescription(def.description)
+		m.SetUnit(def.unit)
+		hist := m.SetEmptyHistogram()
+		hist.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+		for _, k := range keys {
+			s := h.series[i][k]
+			dp := hist.DataPoints().AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(ts)
+			dp.Attributes().PutStr("gen_ai.request.model", k.model)
+			dp.Attributes().PutStr(attrBottleneck, string(k.label))
+			dp.ExplicitBounds().FromRaw(def.bounds)
+			dp.BucketCounts().FromRaw(s.counts)
+			dp.SetCount(s.count)
+			dp.SetSum(s.sum)
+			n += putExemplars(dp.Exemplars(), s.exemplars)
+			s.exemplars = s.exemplars[:0]
+		}
+	}
+	return n
+}

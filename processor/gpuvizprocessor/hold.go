@@ -1,0 +1,87 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/client"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// heldBatch is a batch of traces waiting for its spans to settle and for
+// the GPU energy covering them.
+type heldBatch struct {
+	td   ptrace.Traces
+	next consumer.Traces
+	// info is the client's metadata from the context the batch came in
+	// with, handed on with it.
+	info     client.Info
+	spans    []heldSpan
+	deadline time.Time
+	// enriched: released once and refused by the next consumer; it waits
+	// to be offered again until retryUntil.
+	enriched   bool
+	retryUntil time.Time
+}
+
+// heldSpan is one recognised inference span of a held batch.
+type heldSpan struct {
+	span     ptrace.Span
+	siblings ptrace.SpanSlice // where its phase spans go
+	req      inference.Request
+	arrived  time.Time
+	// The GPUs it matched, decided once they are known; group names the set.
+	keys   []timeline.Key
+	group  string
+	method string
+	// pieces are its cost on the GPUs, admitted to their books once
+	// matched; nil for a span that takes no share.
+	pieces []attribution.Piece
+}
+
+// takesShare reports whether the span is a request the GPUs served: not an
+// aggregate of others (a batch step) nor a client's view of one.
+func (hs *heldSpan) takesShare() bool { return !hs.req.Aggregate && !hs.req.Client }
+
+// hold is the bounded queue of held batches.
+type hold struct {
+	max     int
+	n       int // spans held
+	batches []*heldBatch
+}
+
+// admit queues b; false when its spans would exceed the bound.
+func (h *hold) admit(b *heldBatch) bool {
+	if h.n+len(b.spans) > h.max {
+		return false
+	}
+	h.batches = append(h.batches, b)
+	h.n += len(b.spans)
+	return true
+}
+
+// take removes and returns the batches ready says to release, in arrival
+// order.
+func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
+	var out []*heldBatch
+	keep := h.batches[:0]
+	for _, b := range h.batches {
+		if ready(b) {
+			out = append(out, b)
+			h.n -= len(b.spans)
+		} else {
+			keep = append(keep, b)
+		}
+	}
+	clear(h.batches[len(keep):])
+	h.batches = keep
+	return out
+}
+
+// requeue puts back a batch the next consumer refused; false when there is
+// no room (it is then refused for good).
+func (h *hold) requeue(b *heldBatch) bool { return h.admit(b) }

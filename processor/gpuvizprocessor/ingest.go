@@ -1,0 +1,477 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"cmp"
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// point is one GPU data point as the handlers see it.
+type point struct {
+	key   timeline.Key
+	attrs pcommon.Map
+	ts    time.Time
+	v     float64
+}
+
+// handler learns one metric's points.
+type handler func(in *ingest, b *ingestBatch, p point)
+
+// gauge feeds a signal straight from a metric.
+func gauge(sig timeline.Signal) handler {
+	return func(in *ingest, b *ingestBatch, p point) { b.add(p.key, sig, p.ts, p.v) }
+}
+
+// handlers is the one table from a GPU metric's standard name to what it
+// means for the timeline. The receiver's sub-second samples feed the same
+// signals as its scrape-time readings: both are averages over the period
+// before their timestamp.
+var handlers = map[string]handler{
+	"hw.gpu.utilization": func(in *ingest, b *ingestBatch, p point) {
+		if task := stringAttr(p.attrs, "hw.gpu.task"); task == "general" || task == "" {
+			b.add(p.key, timeline.Utilization, p.ts, p.v)
+		}
+	},
+	"nvidia.gpu.samples.utilization":                   gauge(timeline.Utilization),
+	"nvidia.gpu.memory_controller.utilization":         gauge(timeline.MemoryController),
+	"nvidia.gpu.samples.memory_controller.utilization": gauge(timeline.MemoryController),
+	"nvidia.gpu.sm.activity":                           gauge(timeline.SMActivity),
+	"nvidia.gpu.tensor.activity":                       gauge(timeline.TensorActivity),
+	"nvidia.gpu.dram.activity":                         gauge(timeline.DRAMActivity),
+	"hw.power":                                         gauge(timeline.Power),
+	"nvidia.gpu.samples.power":                         gauge(timeline.Power),
+	"hw.gpu.memory.usage":                              gauge(timeline.MemoryUsed),
+	"hw.gpu.memory.limit":                              gauge(timeline.MemoryLimit),
+	"hw.energy": func(in *ingest, b *ingestBatch, p point) {
+		if in.store.AddEnergy(p.key, p.ts, p.v) {
+			b.learned++
+		} else {
+			b.refuse("gpu_limit")
+		}
+	},
+	"hw.gpu.io": func(in *ingest, b *ingestBatch, p point) {
+		dir := stringAttr(p.attrs, "network.io.direction")
+		if rate, ok := in.state(p.key).ioRate(dir, p.ts, p.v); ok {
+			b.add(p.key, directional(dir, timeline.PCIeRx, timeline.PCIeTx), p.ts, rate)
+		}
+	},
+	"nvidia.gpu.pcie.throughput": func(in *ingest, b *ingestBatch, p point) {
+		b.add(p.key, directional(stringAttr(p.attrs, "network.io.direction"), timeline.PCIeRx, timeline.PCIeTx), p.ts, p.v)
+	},
+	"nvidia.gpu.nvlink.throughput": func(in *ingest, b *ingestBatch, p point) {
+		b.add(p.key, directional(stringAttr(p.attrs, "network.io.direction"), timeline.NVLinkRx, timeline.NVLinkTx), p.ts, p.v)
+	},
+	"nvidia.gpu.nvlink.capacity":      gauge(timeline.NVLinkCapacity),
+	"nvidia.gpu.pcie.link.generation": pcieLink(func(g *gpuIngest, v float64) { g.linkGen = v }),
+	"nvidia.gpu.pcie.link.width":      pcieLink(func(g *gpuIngest, v float64) { g.width = v }),
+	"nvidia.gpu.throttle.active": func(in *ingest, b *ingestBatch, p point) {
+		b.throttleFlag(p.key, p.ts, stringAttr(p.attrs, "nvidia.gpu.throttle.reason"), p.v != 0)
+	},
+	"nvidia.gpu.throttle.time": func(in *ingest, b *ingestBatch, p point) {
+		if group, slot, ok := throttleReasonGroup(stringAttr(p.attrs, "nvidia.gpu.throttle.reason")); ok {
+			b.throttleTimes = append(b.throttleTimes, throttleTime{key: p.key, ts: p.ts, reason: group, slot: slot, total: p.v})
+		}
+	},
+	"nvidia.gpu.info": func(in *ingest, b *ingestBatch, p point) {
+		if idx, ok := p.attrs.Get("nvidia.gpu.index"); ok && idx.Type() == pcommon.ValueTypeInt {
+			in.store.SetIndex(p.key, int(idx.Int()))
+		}
+	},
+	"nvidia.gpu.process.memory.usage": func(in *ingest, b *ingestBatch, p point) {
+		if pid, ok := p.attrs.Get("process.pid"); ok && pid.Type() == pcommon.ValueTypeInt {
+			in.store.SetProcess(p.key, pid.Int(), p.ts)
+		}
+	},
+}
+
+// pcieLink handles the current link's generation or width (set) and
+// feeds the link's capacity once both are known.
+func pcieLink(set func(*gpuIngest, float64)) handler {
+	return func(in *ingest, b *ingestBatch, p point) {
+		if stringAttr(p.attrs, "nvidia.gpu.pcie.link.kind") != "current" {
+			return
+		}
+		g := in.state(p.key)
+		set(g, p.v)
+		if capacity, ok := g.linkCapacity(); ok {
+			b.add(p.key, timeline.PCIeCapacity, p.ts, capacity)
+		}
+	}
+}
+
+// pcieLaneBytesPerSecond is one PCIe lane's usable bandwidth per direction,
+// by generation (after line encoding): what a link's capacity is made of.
+var pcieLaneBytesPerSecond = [...]float64{0, 250e6, 500e6, 985e6, 1969e6, 3938e6, 7563e6}
+
+// ingest is the metrics side's reader: it learns the timeline from the GPU
+// metrics passing through (which it never changes), with the little state
+// counters need to become rates, and which backend each GPU's data came
+// from.
+type ingest struct {
+	store    *timeline.Store
+	analysis *gpuAnalysis
+	tel      *metadata.TelemetryBuilder
+
+	mu   sync.Mutex
+	gpus map[timeline.Key]*gpuIngest
+}
+
+// gpuIngest is what turning one GPU's counters into rates needs.
+type gpuIngest struct {
+	backend        string
+	ioPrev         [2]counterPoint
+	linkGen, width float64
+	// Cumulative throttle times per reason, and per group where the last
+	// share was measured from.
+	throttleTotals [numThrottleGroups][throttleSlots]counterPoint
+	throttlePrev   [numThrottleGroups]counterPoint
+}
+
+type counterPoint struct {
+	ts    time.Time
+	total float64
+	ok    bool
+}
+
+func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBuilder) *ingest {
+	return &ingest{store: store, analysis: an, tel: tel, gpus: map[timeline.Key]*gpuIngest{}}
+}
+
+// state returns k's state; the caller holds in.mu.
+func (in *ingest) state(k timeline.Key) *gpuIngest {
+	g := in.gpus[k]
+	if g == nil {
+		g = &gpuIngest{}
+		in.gpus[k] = g
+	}
+	return g
+}
+
+// backend returns the backend ("nvml", "simulated", ...) GPU k's data came
+// from; "" when its metrics did not say.
+func (in *ingest) backend(k timeline.Key) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if g := in.gpus[k]; g != nil {
+		return g.backend
+	}
+	return ""
+}
+
+// forget drops the state of GPUs the timeline forgot.
+func (in *ingest) forget() {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for k := range in.gpus {
+		if _, ok := in.store.Newest(k); !ok {
+			delete(in.gpus, k)
+		}
+	}
+}
+
+// ingestBatch is one batch of metrics on its way into the timeline.
+type ingestBatch struct {
+	in       *ingest
+	learned  int64
+	refused  map[string]int64
+	throttle map[throttleKey]*throttleFlags
+	// throttleTimes are the batch's cumulative throttle times, turned into
+	// measured throttled shares once the whole batch is read.
+	throttleTimes []throttleTime
+	observed      []analysisPoint
+}
+
+// consume learns a batch of metrics.
+func (in *ingest) consume(ctx context.Context, md pmetric.Metrics) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	b := ingestBatch{in: in}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		res := rms.At(i).Resource().Attributes()
+		host := stringAttr(res, "host.name")
+		backend := stringAttr(res, "gpuviz.backend")
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				b.metric(ms.At(k), host, backend)
+			}
+		}
+	}
+	b.throttleShares()
+	for tk, st := range b.throttle {
+		if in.throttleMeasured(tk.key) {
+			continue // measured shares beat the flags of the moment
+		}
+		b.add(tk.key, timeline.PowerThrottled, tk.ts, boolFloat(st.power))
+		b.add(tk.key, timeline.ThermalThrottled, tk.ts, boolFloat(st.thermal))
+	}
+	in.analysis.observe(b.observed)
+	if b.learned > 0 {
+		in.tel.ProcessorGpuvizGpuPoints.Add(ctx, b.learned)
+	}
+	for reason, n := range b.refused {
+		in.tel.ProcessorGpuvizGpuPointsRefused.Add(ctx, n, metric.WithAttributes(attribute.String("reason", reason)))
+	}
+}
+
+func (b *ingestBatch) refuse(reason string) {
+	if b.refused == nil {
+		b.refused = map[string]int64{}
+	}
+	b.refused[reason]++
+}
+
+func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v float64) {
+	if b.in.store.Add(k, sig, ts, v) {
+		b.learned++
+		if b.in.analysis.wants(sig) {
+			b.observed = append(b.observed, analysisPoint{key: k, sig: sig, ts: ts, v: v})
+		}
+		return
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		b.refuse("bad_value")
+	} else {
+		b.refuse("gpu_limit")
+	}
+}
+
+func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
+	h, ok := handlers[m.Name()]
+	if !ok {
+		return // not a GPU metric the timeline uses
+	}
+	var dps pmetric.NumberDataPointSlice
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		dps = m.Gauge().DataPoints()
+	case pmetric.MetricTypeSum:
+		dps = m.Sum().DataPoints()
+	default:
+		b.refuse("bad_type")
+		return
+	}
+	var last timeline.Key
+	for i := range dps.Len() {
+		dp := dps.At(i)
+		attrs := dp.Attributes()
+		id := stringAttr(attrs, "hw.id")
+		if id == "" {
+			b.refuse("no_hw_id")
+			continue
+		}
+		hst := host
+		if hst == "" {
+			hst = stringAttr(attrs, "host.name")
+		}
+		k := timeline.Key{Host: hst, GPU: id}
+		if backend != "" && k != last {
+			b.in.state(k).backend = backend
+			last = k
+		}
+		h(b.in, b, point{key: k, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)})
+	}
+}
+
+func directional(dir string, rx, tx timeline.Signal) timeline.Signal {
+	if dir == "transmit" {
+		return tx
+	}
+	return rx
+}
+
+// ioRate turns successive values of a cumulative byte counter into a rate;
+// false for the first value and for a counter reset.
+func (g *gpuIngest) ioRate(dir string, ts time.Time, total float64) (float64, bool) {
+	i := 0
+	if dir == "transmit" {
+		i = 1
+	}
+	prev := g.ioPrev[i]
+	g.ioPrev[i] = counterPoint{ts: ts, total: total, ok: true}
+	if !prev.ok || !ts.After(prev.ts) || total < prev.total {
+		return 0, false
+	}
+	return (total - prev.total) / ts.Sub(prev.ts).Seconds(), true
+}
+
+// linkCapacity combines the current PCIe generation and width into bytes
+// per second per direction, once both are known.
+func (g *gpuIngest) linkCapacity() (float64, bool) {
+	gen := int(g.linkGen)
+	if gen < 1 || gen >= len(pcieLaneBytesPerSecond) || g.width <= 0 {
+		return 0, false
+	}
+	return pcieLaneBytesPerSecond[gen] * g.width, true
+}
+
+type throttleKey struct {
+	key timeline.Key
+	ts  time.Time
+}
+
+type throttleFlags struct{ power, thermal bool }
+
+// throttleFlag ORs one throttle reason's 0/1 flag into its group's.
+func (b *ingestBatch) throttleFlag(k timeline.Key, ts time.Time, reason string, active bool) {
+	if b.throttle == nil {
+		b.throttle = map[throttleKey]*throttleFlags{}
+	}
+	tk := throttleKey{k, ts}
+	st := b.throttle[tk]
+	if st == nil {
+		st = &throttleFlags{}
+		b.throttle[tk] = st
+	}
+	switch reason {
+	case "sw_power_cap", "hw_power_brake", "hw_slowdown":
+		st.power = st.power || active
+	case "sw_thermal_slowdown", "hw_thermal_slowdown":
+		st.thermal = st.thermal || active
+	}
+}
+
+// throttleGroup is what a throttle reason says of a throttled interval.
+type throttleGroup int
+
+const (
+	throttlePower throttleGroup = iota
+	throttleThermal
+	numThrottleGroups
+)
+
+// throttleSlots is the most reasons of one group NVML times.
+const throttleSlots = 2
+
+// minThrottleInterval is the shortest interval a throttled share is
+// measured over: the reasons of one NVML call carry timestamps a few µs
+// apart, and those are one reading, not intervals of their own.
+const minThrottleInterval = 10 * time.Millisecond
+
+// throttleTime is one point of nvidia.gpu.throttle.time.
+type throttleTime struct {
+	key    timeline.Key
+	ts     time.Time
+	reason throttleGroup
+	slot   int // the reason's index within its group
+	total  float64
+}
+
+// throttleReasonGroup places a reason NVML times: sw_power_cap and
+// hw_power_brake are power, the thermal slowdowns thermal; sync_boost is
+// neither.
+func throttleReasonGroup(reason string) (throttleGroup, int, bool) {
+	switch reason {
+	case "sw_power_cap":
+		return throttlePower, 0, true
+	case "hw_power_brake":
+		return throttlePower, 1, true
+	case "sw_thermal_slowdown":
+		return throttleThermal, 0, true
+	case "hw_thermal_slowdown":
+		return throttleThermal, 1, true
+	}
+	return 0, 0, false
+}
+
+// throttleShares turns the batch's cumulative throttle times, in time
+// order per GPU, into the share of each interval the clocks were held.
+func (b *ingestBatch) throttleShares() {
+	slices.SortFunc(b.throttleTimes, func(x, y throttleTime) int {
+		return cmp.Or(cmp.Compare(x.key.Host, y.key.Host), cmp.Compare(x.key.GPU, y.key.GPU), x.ts.Compare(y.ts))
+	})
+	// The reasons of one reading carry timestamps µs apart: a run of points
+	// of one GPU within minThrottleInterval is one reading, measured once.
+	for i := 0; i < len(b.throttleTimes); {
+		first := b.throttleTimes[i]
+		g := b.in.state(first.key)
+		var groups [numThrottleGroups]bool
+		j := i
+		for ; j < len(b.throttleTimes); j++ {
+			p := b.throttleTimes[j]
+			if p.key != first.key || p.ts.Sub(first.ts) >= minThrottleInterval {
+				break
+			}
+			t := &g.throttleTotals[p.reason][p.slot]
+			if !t.ok || p.ts.After(t.ts) { // a late batch's older point changes nothing
+				*t = counterPoint{ts: p.ts, total: p.total, ok: true}
+			}
+			groups[p.reason] = true
+		}
+		at := b.throttleTimes[j-1].ts
+		for group, seen := range groups {
+			if !seen {
+				continue
+			}
+			if share, ok := g.throttleShare(throttleGroup(group), at); ok {
+				sig := timeline.PowerThrottled
+				if throttleGroup(group) == throttleThermal {
+					sig = timeline.ThermalThrottled
+				}
+				b.add(first.key, sig, at, share)
+			}
+		}
+		i = j
+	}
+}
+
+// throttleShare returns the share of the interval from the group's
+// previous measurement to ts that the clocks were held for the group's
+// reasons, and makes ts the group's latest measurement.
+func (g *gpuIngest) throttleShare(group throttleGroup, ts time.Time) (float64, bool) {
+	var total float64
+	for _, t := range g.throttleTotals[group] {
+		total += t.total
+	}
+	prev := &g.throttlePrev[group]
+	if prev.ok && !ts.After(prev.ts) { // a late batch: that time is measured already
+		return 0, false
+	}
+	last := *prev
+	*prev = counterPoint{ts: ts, total: total, ok: true}
+	if !last.ok || total < last.total { // first, or the driver reloaded
+		return 0, false
+	}
+	return min((total-last.total)/ts.Sub(last.ts).Seconds(), 1), true
+}
+
+// throttleMeasured reports whether GPU k reports throttle times, whose
+// shares replace the 0/1 throttle flags; the caller holds in.mu.
+func (in *ingest) throttleMeasured(k timeline.Key) bool {
+	g := in.gpus[k]
+	return g != nil && (g.throttlePrev[throttlePower].ok || g.throttlePrev[throttleThermal].ok)
+}
+
+func stringAttr(m pcommon.Map, key string) string {
+	if v, ok := m.Get(key); ok && v.Type() == pcommon.ValueTypeStr {
+		return v.Str()
+	}
+	return ""
+}
+
+func numberValue(dp pmetric.NumberDataPoint) float64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+		return float64(dp.IntValue())
+	}
+	return dp.DoubleValue()
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

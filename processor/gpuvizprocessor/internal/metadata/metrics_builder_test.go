@@ -1,0 +1,6 @@
+package metadata
+
+import "go.opentelemetry.io/collector/processor/processortest"
+
+// settings is what the generated MetricsBuilder test builds with.
+var settings = processortest.NewNopSettings(Type)

@@ -1,0 +1,489 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"math"
+	"time"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// pipeline is the per-GPU work of a release round: read each GPU's bins
+// once, label each bin once (frozen in the GPU's book, so spans, phase spans
+// and the bottleneck-time counter see the same label), share energy through
+// the books, and compute what all spans of one GPU set share once per set.
+// Plain values in and out: no pdata. Not safe for concurrent use.
+type pipeline struct {
+	store         *timeline.Store
+	thresholds    bottleneck.Thresholds
+	bookCfg       attribution.Config
+	finalizeAfter time.Duration
+	books         map[timeline.Key]*attribution.Book
+
+	// Scratch reused across rounds.
+	gpus   map[timeline.Key]*gpuRound
+	groups map[string]*groupRound
+}
+
+func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
+	return &pipeline{
+		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(),
+		finalizeAfter: cfg.Attribution.FinalizeAfter,
+		books:         map[timeline.Key]*attribution.Book{},
+		gpus:          map[timeline.Key]*gpuRound{}, groups: map[string]*groupRound{},
+	}
+}
+
+func (p *pipeline) book(k timeline.Key) *attribution.Book {
+	b := p.books[k]
+	if b == nil {
+		b = attribution.NewBook(p.bookCfg)
+		p.books[k] = b
+	}
+	return b
+}
+
+// admit puts a matched request's cost in its GPUs' books.
+func (p *pipeline) admit(hs *heldSpan) {
+	if !hs.takesShare() || len(hs.keys) == 0 {
+		return
+	}
+	hs.pieces = costPieces(hs.req, hs.pieces[:0])
+	for _, k := range hs.keys {
+		p.book(k).Admit(hs.pieces)
+	}
+}
+
+// gpuRound is one GPU's bins for a round: the timeline's, and the label of
+// each.
+type gpuRound struct {
+	lo, hi int64 // bin indexes
+	bins   []timeline.Bin
+	labels []bottleneck.Label
+	// counter: every bin with known energy came from the energy counter.
+	counter bool
+}
+
+// Columns of a group's prefix sums, per bin: the signals' integrals and
+// covered seconds summed over the group's GPUs, coverage, energy drawn, and
+// GPU-seconds per label.
+const (
+	colUtil = iota
+	colUtilCov
+	colSM
+	colSMCov
+	colTensor
+	colTensorCov
+	colDRAM
+	colDRAMCov
+	colMemCtl
+	colMemCtlCov
+	colPower
+	colPowerCov
+	colCoverage
+	colEnergy
+	colEnergyKnown
+	colLabels
+	numCols = colLabels + len(bottleneck.Times{})
+)
+
+// groupRound is what the spans of one GPU set share in a round.
+type groupRound struct {
+	keys    []timeline.Key
+	lo, n   int64
+	width   int64
+	prefix  []float64 // (n+1) × numCols
+	utilMax []float64 // per bin, max over the GPUs
+	memMax  []float64
+	counter bool
+}
+
+// spanResult is what the pipeline found for one span.
+type spanResult struct {
+	ok          bool // the span's GPUs had samples in its window
+	stats       gpuStats
+	phaseStats  []gpuStats
+	labels      bottleneck.Times
+	phaseLabels []bottleneck.Times
+	energy      float64
+	phaseEnergy []float64
+	energyKnown bool
+}
+
+// gpuStats are a window's statistics over all of a request's GPUs.
+type gpuStats struct {
+	coverage          float64
+	utilMean, utilMax float64
+	hasUtil           bool
+	sm, tensor, dram  float64
+	memCtl            float64
+	hasSM, hasTensor  bool
+	hasDRAM, hasMem   bool
+	memoryPeak        float64
+	powerMean         float64
+	hasPower          bool
+	busySeconds       float64
+	// energySource is "counter" when every GPU's energy came from its
+	// energy counter, else "power" (integrated power readings).
+	energySource string
+}
+
+// round computes the results of the spans released together.
+func (p *pipeline) round(spans []*heldSpan, results []spanResult) {
+	clear(p.gpus)
+	clear(p.groups)
+	width := int64(p.bookCfg.Resolution)
+	idx := func(t int64) int64 { return floorDiv(t, width) }
+	// The bins each GPU and each GPU set needs.
+	for _, hs := range spans {
+		if len(hs.keys) == 0 {
+			continue
+		}
+		lo, hi := idx(hs.req.Start.UnixNano()), idx(hs.req.End.UnixNano()-1)+1
+		hi = max(hi, lo+1)
+		for _, k := range hs.keys {
+			g := p.gpus[k]
+			if g == nil {
+				g = &gpuRound{lo: lo, hi: hi}
+				p.gpus[k] = g
+			}
+			g.lo, g.hi = min(g.lo, lo), max(g.hi, hi)
+		}
+		gr := p.groups[hs.group]
+		if gr == nil {
+			gr = &groupRound{keys: hs.keys, lo: lo, n: hi - lo, width: width}
+			p.groups[hs.group] = gr
+		}
+		end := max(gr.lo+gr.n, hi)
+		gr.lo = min(gr.lo, lo)
+		gr.n = end - gr.lo
+	}
+	for k, g := range p.gpus {
+		p.readGPU(k, g)
+	}
+	for _, gr := range p.groups {
+		p.sum(gr)
+	}
+	for i, hs := range spans {
+		results[i] = spanResult{}
+		if len(hs.keys) == 0 {
+			continue
+		}
+		p.result(hs, p.groups[hs.group], &results[i])
+	}
+}
+
+func floorDiv(t, w int64) int64 {
+	i := t / w
+	if t%w < 0 {
+		i--
+	}
+	return i
+}
+
+// readGPU reads GPU k's bins for the round and freezes those whose energy
+// has arrived in its book, labelled; the labels of bins still open are
+// computed for this round only.
+func (p *pipeline) readGPU(k timeline.Key, g *gpuRound) {
+	width := time.Duration(p.bookCfg.Resolution)
+	n := int(g.hi - g.lo)
+	g.bins = p.store.Bins(k, time.Unix(0, g.lo*int64(width)), width, n, g.bins[:0])
+	g.labels = g.labels[:0]
+	g.counter = true
+	book := p.book(k)
+	settled, _ := p.store.Settled(k)
+	p.freeze(k, book, g.lo, g.bins, settled)
+	for i := range g.bins {
+		b := &g.bins[i]
+		if b.EnergyKnown && b.EnergySource != timeline.EnergyCounter {
+			g.counter = false
+		}
+		l := book.Label(g.lo + int64(i))
+		if l == "" {
+			l = p.classify(b, true)
+		}
+		g.labels = append(g.labels, l)
+	}
+}
+
+// freeze fixes, in k's book, the energy and label of the bins of [lo,
+// lo+len(bins)) whose energy has arrived (they end by settled).
+func (p *pipeline) freeze(k timeline.Key, book *attribution.Book, lo int64, bins []timeline.Bin, settled time.Time) {
+	a, z, ok := book.Unfrozen(lo, lo+int64(len(bins)))
+	if !ok {
+		return
+	}
+	s := settled.UnixNano()
+	for i := a; i < z; i++ {
+		if book.Start(i+1) > s {
+			break
+		}
+		b := &bins[i-lo]
+		book.Freeze(i, b.EnergyJ, b.EnergyKnown, p.classify(b, false))
+	}
+}
+
+// classify labels one bin; "" when no signal covers it. present says
+// whether a request is known to be in flight.
+func (p *pipeline) classify(b *timeline.Bin, present bool) bottleneck.Label {
+	covered := false
+	for _, c := range b.Covered {
+		covered = covered || c > 0
+	}
+	if !covered {
+		return ""
+	}
+	in := classifierInputs(b)
+	if present {
+		in.RequestsInFlight = 1
+	}
+	return bottleneck.Classify(in, p.thresholds)
+}
+
+// classifierInputs turns one bin into the classifier's inputs.
+func classifierInputs(b *timeline.Bin) bottleneck.Inputs {
+	mean := func(sig timeline.Signal) (float64, bool) {
+		if b.Covered[sig] <= 0 {
+			return 0, false
+		}
+		return b.Integral[sig] / b.Covered[sig], true
+	}
+	var in bottleneck.Inputs
+	in.Utilization, in.HasUtilization = mean(timeline.Utilization)
+	in.MemoryController, in.HasMemoryController = mean(timeline.MemoryController)
+	in.SMActivity, in.HasSMActivity = mean(timeline.SMActivity)
+	in.TensorActivity, in.HasTensorActivity = mean(timeline.TensorActivity)
+	in.DRAMActivity, in.HasDRAMActivity = mean(timeline.DRAMActivity)
+	in.PowerThrottled, in.HasPowerThrottled = mean(timeline.PowerThrottled)
+	in.ThermalThrottled, in.HasThermalThrottled = mean(timeline.ThermalThrottled)
+	if used, ok := mean(timeline.MemoryUsed); ok {
+		if limit, ok := mean(timeline.MemoryLimit); ok && limit > 0 {
+			in.MemoryUsedFraction, in.HasMemoryUsed = used/limit, true
+		}
+	}
+	in.PCIeFraction, in.HasPCIe = linkFraction(mean, timeline.PCIeRx, timeline.PCIeTx, timeline.PCIeCapacity)
+	in.NVLinkFraction, in.HasNVLink = linkFraction(mean, timeline.NVLinkRx, timeline.NVLinkTx, timeline.NVLinkCapacity)
+	return in
+}
+
+// linkFraction is the busier direction's throughput over the link's
+// capacity.
+func linkFraction(mean func(timeline.Signal) (float64, bool), rx, tx, capacity timeline.Signal) (float64, bool) {
+	c, ok := mean(capacity)
+	if !ok || c <= 0 {
+		return 0, false
+	}
+	r, hasR := mean(rx)
+	t, hasT := mean(tx)
+	if !hasR && !hasT {
+		return 0, false
+	}
+	return max(r, t) / c, true
+}
+
+// sum builds a GPU set's prefix sums over its bins.
+func (p *pipeline) sum(gr *groupRound) {
+	n := int(gr.n)
+	gr.prefix = grow(gr.prefix, (n+1)*numCols)
+	gr.utilMax = grow(gr.utilMax, n)
+	gr.memMax = grow(gr.memMax, n)
+	gr.counter = true
+	row := make([]float64, numCols)
+	sigCols := [...]struct {
+		sig timeline.Signal
+		col int
+	}{
+		{timeline.Utilization, colUtil}, {timeline.SMActivity, colSM}, {timeline.TensorActivity, colTensor},
+		{timeline.DRAMActivity, colDRAM}, {timeline.MemoryController, colMemCtl}, {timeline.Power, colPower},
+	}
+	for i := range n {
+		clear(row)
+		um, mm := 0.0, 0.0
+		for _, k := range gr.keys {
+			g := p.gpus[k]
+			b := &g.bins[gr.lo+int64(i)-g.lo]
+			for _, sc := range sigCols {
+				row[sc.col] += b.Integral[sc.sig]
+				row[sc.col+1] += b.Covered[sc.sig]
+			}
+			row[colCoverage] += max(b.Covered[timeline.Utilization], b.Covered[timeline.Power])
+			if b.EnergyKnown {
+				row[colEnergy] += b.EnergyJ
+				row[colEnergyKnown]++
+			}
+			if l := g.labels[gr.lo+int64(i)-g.lo]; l != "" {
+				var t bottleneck.Times
+				t.Add(l, float64(gr.width)/1e9)
+				for j, s := range t {
+					row[colLabels+j] += s
+				}
+			}
+			if b.Covered[timeline.Utilization] > 0 {
+				um = max(um, b.Max[timeline.Utilization])
+			}
+			if b.Covered[timeline.MemoryUsed] > 0 {
+				mm = max(mm, b.Max[timeline.MemoryUsed])
+			}
+			gr.counter = gr.counter && g.counter
+		}
+		gr.utilMax[i], gr.memMax[i] = um, mm
+		prev, cur := gr.prefix[i*numCols:(i+1)*numCols], gr.prefix[(i+1)*numCols:(i+2)*numCols]
+		for c := range numCols {
+			cur[c] = prev[c] + row[c]
+		}
+	}
+}
+
+func grow(s []float64, n int) []float64 {
+	if cap(s) < n {
+		return make([]float64, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// at returns column c's prefix sum at time t (ns), linear within a bin.
+func (gr *groupRound) at(t int64, c int) float64 {
+	x := float64(t-gr.lo*gr.width) / float64(gr.width)
+	switch {
+	case x <= 0:
+		return gr.prefix[c]
+	case x >= float64(gr.n):
+		return gr.prefix[int(gr.n)*numCols+c]
+	}
+	i := int(x)
+	lo, hi := gr.prefix[i*numCols+c], gr.prefix[(i+1)*numCols+c]
+	return lo + (x-float64(i))*(hi-lo)
+}
+
+// window returns the columns' sums over [from, to] (ns).
+func (gr *groupRound) window(from, to int64, dst *[numCols]float64) {
+	for c := range numCols {
+		dst[c] = gr.at(to, c) - gr.at(from, c)
+	}
+}
+
+// stats summarises a window of the set from its column sums.
+func (gr *groupRound) stats(from, to int64) (gpuStats, bottleneck.Times, float64, bool) {
+	var w [numCols]float64
+	gr.window(from, to, &w)
+	var s gpuStats
+	n := float64(len(gr.keys))
+	secs := float64(to-from) / 1e9
+	ratio := func(sum, cov int) (float64, bool) {
+		if w[cov] <= 1e-12 {
+			return 0, false
+		}
+		return w[sum] / w[cov], true
+	}
+	s.utilMean, s.hasUtil = ratio(colUtil, colUtilCov)
+	s.sm, s.hasSM = ratio(colSM, colSMCov)
+	s.tensor, s.hasTensor = ratio(colTensor, colTensorCov)
+	s.dram, s.hasDRAM = ratio(colDRAM, colDRAMCov)
+	s.memCtl, s.hasMem = ratio(colMemCtl, colMemCtlCov)
+	if pw, ok := ratio(colPower, colPowerCov); ok {
+		s.powerMean, s.hasPower = pw*n, true
+	}
+	s.busySeconds = w[colUtil]
+	if secs > 0 {
+		s.coverage = min(1, w[colCoverage]/(n*secs))
+	}
+	s.energySource = timeline.EnergyPower.String()
+	if gr.counter {
+		s.energySource = timeline.EnergyCounter.String()
+	}
+	a, z := gr.binRange(from, to)
+	for i := a; i < z; i++ {
+		s.utilMax = max(s.utilMax, gr.utilMax[i])
+		s.memoryPeak = max(s.memoryPeak, gr.memMax[i])
+	}
+	var labels bottleneck.Times
+	for j := range labels {
+		labels[j] = w[colLabels+j]
+	}
+	return s, labels, w[colEnergy], w[colEnergyKnown] > 0
+}
+
+// binRange returns the bins of the round [from, to] overlaps.
+func (gr *groupRound) binRange(from, to int64) (int, int) {
+	a := max(0, floorDiv(from, gr.width)-gr.lo)
+	z := min(gr.n, floorDiv(to-1, gr.width)-gr.lo+1)
+	return int(a), int(max(a, z))
+}
+
+// result fills one span's result from its GPU set's sums and its books.
+func (p *pipeline) result(hs *heldSpan, gr *groupRound, r *spanResult) {
+	req := hs.req
+	from, to := req.Start.UnixNano(), req.End.UnixNano()
+	var drawn float64
+	var drawnKnown bool
+	r.stats, r.labels, drawn, drawnKnown = gr.stats(from, to)
+	r.ok = r.stats.coverage > 0
+	r.phaseStats = make([]gpuStats, len(req.Phases))
+	r.phaseLabels = make([]bottleneck.Times, len(req.Phases))
+	r.phaseEnergy = make([]float64, len(req.Phases))
+	phaseDrawn := make([]float64, len(req.Phases))
+	for i, ph := range req.Phases {
+		r.phaseStats[i], r.phaseLabels[i], phaseDrawn[i], _ = gr.stats(ph.Start.UnixNano(), ph.End.UnixNano())
+	}
+	switch {
+	case req.Aggregate:
+		// A batch step or Triton's compute span: the energy its GPUs drew,
+		// unshared (the work of everything it aggregates).
+		r.energy, r.energyKnown = drawn, drawnKnown
+		copy(r.phaseEnergy, phaseDrawn)
+	case req.Client:
+		// The server's span takes the energy.
+	default:
+		shares := make([]float64, len(hs.pieces))
+		for _, k := range hs.keys {
+			if p.book(k).Release(hs.pieces, shares) {
+				r.energyKnown = true
+			}
+		}
+		for i, s := range shares {
+			r.energy += s
+			if len(req.Phases) == len(shares) {
+				r.phaseEnergy[i] = s
+			}
+		}
+	}
+	if math.IsNaN(r.energy) {
+		r.energy, r.energyKnown = 0, false
+	}
+}
+
+// finalize books, on every GPU the timeline knows, the bins that are
+// finalize_after behind its newest energy.
+func (p *pipeline) finalize(keys []timeline.Key) {
+	width := time.Duration(p.bookCfg.Resolution)
+	var bins []timeline.Bin
+	for _, k := range keys {
+		settled, ok := p.store.Settled(k)
+		if !ok {
+			continue
+		}
+		book := p.book(k)
+		to := book.Index(settled.Add(-p.finalizeAfter).UnixNano())
+		from := book.FinalTo()
+		if from == 0 {
+			from = to - int64(p.finalizeAfter/width) // a new book starts where finality does
+		}
+		if a, z, ok := book.Unfrozen(from, to); ok {
+			bins = p.store.Bins(k, time.Unix(0, book.Start(a)), width, int(z-a), bins[:0])
+			p.freeze(k, book, a, bins, settled)
+		}
+		book.Finalize(to)
+	}
+}
+
+// forget drops the books of GPUs the timeline forgot.
+func (p *pipeline) forget() {
+	for k := range p.books {
+		if _, ok := p.store.Newest(k); !ok {
+			delete(p.books, k)
+		}
+	}
+}
