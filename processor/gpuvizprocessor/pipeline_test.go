@@ -1,0 +1,195 @@
+package gpuvizprocessor
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+)
+
+// virtualCore returns a started core on a clock the test moves, whose
+// release loop never runs by itself.
+func virtualCore(t *testing.T, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
+	t.Helper()
+	cfg := createDefaultConfig()
+	if tune != nil {
+		tune(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	fac := &factory{cores: map[*Config]*core{}}
+	sink := new(consumertest.TracesSink)
+	tp, err := fac.createTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	require.NoError(t, err)
+	c := fac.cores[cfg]
+	now := new(time.Time)
+	c.now = func() time.Time { return *now }
+	c.ticker = func() (<-chan time.Time, func()) { return nil, func() {} }
+	require.NoError(t, tp.Start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { require.NoError(t, tp.Shutdown(context.Background())) })
+	return c, now, sink
+}
+
+// spanEnergies returns each llm_request span's energy by trace ID byte.
+func spanEnergies(t *testing.T, sink *consumertest.TracesSink) map[byte]float64 {
+	out := map[byte]float64{}
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(sp ptrace.Span) {
+			if sp.Name() != "llm_request" {
+				return
+			}
+			e, ok := sp.Attributes().Get("gpuviz.energy")
+			require.True(t, ok)
+			out[sp.TraceID()[0]] = e.Double()
+		})
+	}
+	return out
+}
+
+func forEachSpan(td ptrace.Traces, f func(ptrace.Span)) {
+	rss := td.ResourceSpans()
+	for i := range rss.Len() {
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			sl := sss.At(j).Spans()
+			for k := range sl.Len() {
+				f(sl.At(k))
+			}
+		}
+	}
+}
+
+// Spans that arrive within the settle window of each other are attributed
+// as if they had arrived together: every order, in one batch or one at a
+// time, gives every request the same energy.
+func TestAttributionIsOrderIndependentWithinTheSettleWindow(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	samples := repeat(busy, 41)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range samples {
+		samples[i].powerW = 150 + 500*rng.Float64()
+	}
+	type shape struct{ start, queue, prefill, decode float64 }
+	shapes := []shape{{2, 0.3, 0.4, 9}, {3.5, 1, 0.2, 4}, {4, 0, 0.8, 12}, {6.2, 0.5, 0.3, 3}, {7, 2, 0.6, 6.5}}
+	run := func(order []int, oneBatch bool) map[byte]float64 {
+		c, now, sink := virtualCore(t, nil)
+		c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
+		*now = base.Add(41 * time.Second)
+		batch := ptrace.NewTraces()
+		for n, i := range order {
+			s := shapes[i]
+			td := batch
+			if !oneBatch {
+				td = ptrace.NewTraces()
+			}
+			vllmSpan(td, byte(i+1), base.Add(time.Duration(s.start*float64(time.Second))), s.queue, s.prefill, s.decode, int64(20+30*i))
+			if !oneBatch {
+				*now = base.Add(41*time.Second + time.Duration(n)*time.Second) // 4 s from first to last: within 5 s
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			}
+		}
+		if oneBatch {
+			require.NoError(t, c.consumeTraces(context.Background(), batch, sink))
+		}
+		for step := range 12 {
+			c.tick(base.Add(41*time.Second + time.Duration(step)*time.Second))
+		}
+		got := spanEnergies(t, sink)
+		require.Len(t, got, len(shapes))
+		return got
+	}
+	want := run([]int{0, 1, 2, 3, 4}, true)
+	for _, oneBatch := range []bool{true, false} {
+		for _, order := range permutations(len(shapes)) {
+			got := run(order, oneBatch)
+			for id, e := range want {
+				require.InEpsilon(t, e, got[id], 1e-9, "order %v, one batch %v, request %d", order, oneBatch, id)
+			}
+		}
+	}
+}
+
+func permutations(n int) [][]int {
+	if n == 1 {
+		return [][]int{{0}}
+	}
+	var out [][]int
+	for _, p := range permutations(n - 1) {
+		for i := 0; i <= len(p); i++ {
+			q := append(append(append([]int{}, p[:i]...), n-1), p[i:]...)
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// A span's labels and the bottleneck-time counter read the same label for
+// every bin: each one-second request below lies on one kind of second, and
+// the counter counts exactly those seconds under the span's label (and the
+// second no request ran in as idle).
+func TestSpanLabelsAndBottleneckTimeAgree(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	compute := sample{util: 1, tensor: 0.8, dram: 0.3, powerW: 650, memUsed: 60e9}
+	quiet := sample{util: 0.05, tensor: 0, dram: 0.02, powerW: 120, memUsed: 60e9}
+	kinds := []sample{busy, compute, quiet, busy, compute, quiet, busy}
+	samples := []sample{busy} // sample i covers second i−1..i
+	for _, k := range kinds {
+		samples = append(samples, k)
+	}
+	samples = append(samples, repeat(busy, 8)...) // energy well past the last request: its bins become final
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
+	*now = base.Add(16 * time.Second)
+	td := ptrace.NewTraces()
+	for i := range kinds {
+		if i == 5 {
+			continue // nobody ran in this quiet second: idle, not host_bound
+		}
+		vllmSpan(td, byte(i+1), base.Add(time.Duration(i)*time.Second), 0, 0, 1, 10)
+	}
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	for step := range 8 {
+		c.tick(base.Add(16*time.Second + time.Duration(step)*time.Second))
+	}
+	want := bottleneck.Times{}
+	labels := map[byte]string{}
+	for _, out := range sink.AllTraces() {
+		forEachSpan(out, func(sp ptrace.Span) {
+			if sp.Name() != "llm_request" {
+				return
+			}
+			l, ok := sp.Attributes().Get(attrBottleneck)
+			require.True(t, ok)
+			labels[sp.TraceID()[0]] = l.Str()
+			want.Add(bottleneck.Label(l.Str()), 1)
+		})
+	}
+	require.Len(t, labels, len(kinds)-1)
+	assert.Equal(t, "memory_bound", labels[1])
+	assert.Equal(t, "compute_bound", labels[2])
+	assert.Equal(t, "host_bound", labels[3], "a request waited on an idle GPU")
+	want.Add(bottleneck.Idle, 1)
+	books := c.books()
+	require.Len(t, books, 1)
+	got := books[0].totals.Seconds
+	// The counter runs over every final bin: before and after the requests
+	// the GPU was busy with nobody's work.
+	for i, l := range bottleneck.Labels {
+		inWindow := want[i]
+		switch l {
+		case bottleneck.MemoryBound:
+			assert.GreaterOrEqual(t, got[i]+1e-9, inWindow, l)
+		default:
+			assert.InDelta(t, inWindow, got[i], 1e-9, l)
+		}
+	}
+}
