@@ -98,7 +98,8 @@ func TestNames(t *testing.T) {
 	}
 	assert.Equal(t, "utilization", Utilization.String())
 	assert.Equal(t, "thermal_throttled", ThermalThrottled.String())
-	assert.Equal(t, "Signal(15)", NumSignals.String())
+	assert.Equal(t, fmt.Sprintf("Signal(%d)", int(NumSignals)), NumSignals.String())
+	assert.Equal(t, "Signal(200)", Signal(200).String())
 	assert.Equal(t, "none", EnergyNone.String())
 	assert.Equal(t, "counter", EnergyCounter.String())
 	assert.Equal(t, "power", EnergyPower.String())
