@@ -20,7 +20,8 @@ type Config struct {
 	MaxWait time.Duration `mapstructure:"max_wait"`
 	// MaxPendingSpans bounds the spans held at once. Past it, new batches
 	// pass through un-enriched (and are counted): memory stays bounded
-	// under any span rate. Default 50,000 (~a few seconds at 10,000 req/s).
+	// under any span rate. Default 100,000: 20,000 spans/s held for the
+	// settle window and the second their energy takes to arrive, with room.
 	MaxPendingSpans int `mapstructure:"max_pending_spans"`
 	// History bounds the GPU timeline.
 	History HistoryConfig `mapstructure:"history"`
@@ -169,7 +170,7 @@ func createDefaultConfig() *Config {
 	a := analysis.DefaultConfig()
 	return &Config{
 		MaxWait:         20 * time.Second,
-		MaxPendingSpans: 50_000,
+		MaxPendingSpans: 100_000,
 		// A node-local agent needs a few MiB; the worst case is
 		// max_gpus × 16 series × max_points_per_signal × 16 B = 512 MiB.
 		// 2048 points hold about 5.7 minutes of the driver's 6/s samples and
@@ -192,7 +193,7 @@ func createDefaultConfig() *Config {
 		},
 		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute},
 		Attribution: AttributionConfig{
-			SettleWindow: 5 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
+			SettleWindow: 2 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
 			FinalizeAfter: 30 * time.Second, SamplingRatio: 1,
 		},
 		ReleaseRetry: 30 * time.Second,

@@ -39,7 +39,7 @@ func TestLoadConfig(t *testing.T) {
 	want.Bottleneck.MemoryDRAM = 0.6
 	want.Metrics.Interval = 30 * time.Second
 	want.Analysis.Enabled = false
-	want.Attribution.SettleWindow = 2 * time.Second
+	want.Attribution.SettleWindow = 3 * time.Second
 	want.Attribution.SamplingRatio = 0.1
 	want.ReleaseRetry = 10 * time.Second
 	got := loadConfig(t, "custom")

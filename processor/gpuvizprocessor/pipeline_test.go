@@ -93,7 +93,7 @@ func TestAttributionIsOrderIndependentWithinTheSettleWindow(t *testing.T) {
 			}
 			vllmSpan(td, byte(i+1), base.Add(time.Duration(s.start*float64(time.Second))), s.queue, s.prefill, s.decode, int64(20+30*i))
 			if !oneBatch {
-				*now = base.Add(41*time.Second + time.Duration(n)*time.Second) // 4 s from first to last: within 5 s
+				*now = base.Add(41*time.Second + time.Duration(n)*400*time.Millisecond) // 1.6 s from first to last: within the 2 s window
 				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
 			}
 		}

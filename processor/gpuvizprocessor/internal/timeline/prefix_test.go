@@ -189,13 +189,16 @@ type event struct {
 
 // randomEvents is a GPU's points over about span: power, utilisation and
 // memory at ~6/s, SM activity every ~2 s, the counter every ~1 s, with
-// gaps (some past MaxSpan), counter resets, and a share of the points
-// delivered late.
+// gaps (some past MaxSpan), counter resets, points sent twice with another
+// value, and a share of the points delivered late.
 func randomEvents(rng *rand.Rand, span time.Duration, late float64) []event {
 	var evs []event
 	walk := func(sig Signal, mean time.Duration, val func() float64) {
 		for ts := time.Duration(rng.Int64N(int64(mean))); ts < span; {
 			evs = append(evs, event{sig, ts, val()})
+			if rng.IntN(50) == 0 { // sent twice: the second value replaces the first
+				evs = append(evs, event{sig, ts, val()})
+			}
 			step := mean/2 + time.Duration(rng.Int64N(int64(mean)))
 			switch rng.IntN(200) {
 			case 0:
@@ -287,6 +290,8 @@ func TestWindowMatchesReference(t *testing.T) {
 		{"defaults", nil, 0, false},
 		{"late points", nil, 0.03, false},
 		{"small rings wrap", func(c *Config) { c.MaxPointsPerSignal = 50 }, 0.01, true},
+		{"rings of 100 wrap", func(c *Config) { c.MaxPointsPerSignal = 100 }, 0.005, true},
+		{"rings of 1000 wrap", func(c *Config) { c.MaxPointsPerSignal = 1000 }, 0, true},
 		{"short retention", func(c *Config) { c.Retention = 40 * time.Second; c.MaxPointsPerSignal = 300 }, 0.02, true},
 		{"short MaxSpan", func(c *Config) { c.MaxSpan = 150 * time.Millisecond }, 0.01, false},
 	} {

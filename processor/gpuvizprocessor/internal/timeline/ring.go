@@ -38,15 +38,88 @@ type ring struct {
 	// wrapped is set when head wraps around the buffer: the prefixes are
 	// rebased at the end of that insert.
 	wrapped bool
+	// bmax[c] is the max value in block c of buf (slots c·blockSize up to
+	// blockSize on), so that a window's max need not visit every point. The
+	// buffer is written in slot order, wrapping, so a block's max restarts
+	// when its first slot is written: every block holds the max of its slots
+	// except the newest point's block, which holds the max from its first
+	// slot up to the newest point and is never read. Out-of-order inserts
+	// rebuild it.
+	bmax []float64
 }
 
+// blockSize is the number of slots under one bmax; a window's max reads up
+// to three blocks' worth of points at its edges and one bmax per block
+// between.
+const (
+	blockShift = 5
+	blockSize  = 1 << blockShift
+)
+
 // at returns the i-th oldest point, 0 <= i < len(r.buf).
-func (r *ring) at(i int) *point {
+func (r *ring) at(i int) *point { return &r.buf[r.slot(i)] }
+
+// slot returns the index in buf of the i-th oldest point.
+func (r *ring) slot(i int) int {
 	j := r.head + i
 	if j >= len(r.buf) {
 		j -= len(r.buf)
 	}
-	return &r.buf[j]
+	return j
+}
+
+// noteMax records v written at slot j, the newest point.
+func (r *ring) noteMax(j int, v float64) {
+	if c := j >> blockShift; j&(blockSize-1) == 0 || v > r.bmax[c] {
+		r.bmax[c] = v
+	}
+}
+
+// blockMax recomputes block c's max, up to slot last when the newest point
+// lies in it.
+func (r *ring) blockMax(c, last int) {
+	lo := c << blockShift
+	hi := min(lo+blockSize, len(r.buf)) - 1
+	if last>>blockShift == c {
+		hi = last
+	}
+	m := r.buf[lo].v
+	for j := lo + 1; j <= hi; j++ {
+		m = max(m, r.buf[j].v)
+	}
+	r.bmax[c] = m
+}
+
+// rebuildMax recomputes every block's max: O(len(buf)).
+func (r *ring) rebuildMax() {
+	if r.n == 0 {
+		return
+	}
+	last := r.slot(r.n - 1)
+	for c := range r.bmax {
+		r.blockMax(c, last)
+	}
+}
+
+// rangeMax returns the max value of points i..j−1, i < j: the points of
+// the partial blocks at the edges and of the newest point's block, and one
+// bmax per block between.
+func (r *ring) rangeMax(i, j int) float64 {
+	newest := r.slot(r.n-1) >> blockShift
+	m := r.at(i).v
+	for k := i + 1; k < j; {
+		s := r.slot(k)
+		if s&(blockSize-1) == 0 && s>>blockShift != newest {
+			if size := min(blockSize, len(r.buf)-s); k+size <= j {
+				m = max(m, r.bmax[s>>blockShift])
+				k += size
+				continue
+			}
+		}
+		m = max(m, r.buf[s].v)
+		k++
+	}
+	return m
 }
 
 // start returns where the stretch described by point i begins (exclusive):
@@ -160,6 +233,8 @@ func (r *ring) grow(limit int) {
 		buf[i] = *r.at(i)
 	}
 	r.buf, r.head = buf, 0
+	r.bmax = make([]float64, (c+blockSize-1)>>blockShift)
+	r.rebuildMax()
 	r.rebase()
 }
 
@@ -188,6 +263,8 @@ func (r *ring) insertPoint(ts int64, v float64, cutoff int64, limit int, maxSpan
 		if ts == last.ts {
 			last.v = v
 			r.setPrefix(r.n-1, maxSpan)
+			j := r.slot(r.n - 1)
+			r.blockMax(j>>blockShift, j)
 			return true
 		}
 		if ts < last.ts {
@@ -201,7 +278,9 @@ func (r *ring) insertPoint(ts int64, v float64, cutoff int64, limit int, maxSpan
 			r.dropOldest()
 		}
 	}
-	*r.at(r.n) = point{ts: ts, v: v}
+	j := r.slot(r.n)
+	r.buf[j] = point{ts: ts, v: v}
+	r.noteMax(j, v)
 	r.n++
 	r.setPrefix(r.n-1, maxSpan)
 	return true
@@ -214,6 +293,7 @@ func (r *ring) insertLate(ts int64, v float64, limit int, maxSpan int64) bool {
 	if p := r.at(i); p.ts == ts { // i < r.n: ts is older than the newest
 		p.v = v
 		r.setPrefixesFrom(i, maxSpan)
+		r.rebuildMax()
 		return true
 	}
 	if r.n == len(r.buf) {
@@ -233,5 +313,6 @@ func (r *ring) insertLate(ts int64, v float64, limit int, maxSpan int64) bool {
 	*r.at(i) = point{ts: ts, v: v}
 	r.n++
 	r.setPrefixesFrom(i, maxSpan)
+	r.rebuildMax()
 	return true
 }

@@ -129,9 +129,8 @@ func (v *series) integrate(a, b int64) (float64, int64) {
 	return v.between(ka, a, v.r.firstAtOrAfter(ka, b), b)
 }
 
-// max returns the max of the step function over [a, b], scanning the points
-// whose stretches overlap it: O(log n + points in the window); false when
-// none does.
+// max returns the max of the step function over [a, b]: O(log n +
+// points in the window / blockSize); false when no stretch overlaps it.
 func (v *series) max(a, b int64) (float64, bool) {
 	r := v.r
 	var (
@@ -139,17 +138,12 @@ func (v *series) max(a, b int64) (float64, bool) {
 		seen bool
 	)
 	i := r.firstAfter(v.lo, a)
-	for ; i < r.n; i++ { // every point in (a, b] covers part of it
-		p := r.at(i)
-		if p.ts > b {
-			break
-		}
-		if !seen || p.v > m {
-			m, seen = p.v, true
-		}
+	j := r.firstAfter(i, b)
+	if i < j { // every point in (a, b] covers part of it
+		m, seen = r.rangeMax(i, j), true
 	}
-	if i < r.n && v.start(i) < b { // the first point after b, if its stretch reaches back
-		if p := r.at(i); !seen || p.v > m {
+	if j < r.n && v.start(j) < b { // the first point after b, if its stretch reaches back
+		if p := r.at(j); !seen || p.v > m {
 			m, seen = p.v, true
 		}
 	}
@@ -209,7 +203,8 @@ func (v *series) counterEnergy(a, b int64, pw *series) (float64, bool) {
 // a Window with only From and To set.
 //
 // Means, seconds, coverage and energy cost O(log n) per signal, from the
-// rings' prefix sums; Stat.Max scans the points inside the window.
+// rings' prefix sums; Stat.Max reads one block maximum per 32 points inside
+// the window and scans the points of the blocks at its edges.
 func (s *Store) Window(k Key, from, to time.Time) Window {
 	w := Window{From: from, To: to}
 	a, b := clampNanos(from), clampNanos(to)
