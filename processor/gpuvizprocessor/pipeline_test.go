@@ -2,14 +2,18 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
@@ -191,5 +195,90 @@ func TestSpanLabelsAndBottleneckTimeAgree(t *testing.T) {
 		default:
 			assert.InDelta(t, inWindow, got[i], 1e-9, l)
 		}
+	}
+}
+
+// flaky refuses the first batches it is offered, then takes them, and
+// remembers the client metadata each came with.
+type flaky struct {
+	consumertest.TracesSink
+	refuse int
+	err    error
+	seen   []client.Info
+}
+
+func (f *flaky) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	f.seen = append(f.seen, client.FromContext(ctx))
+	if f.refuse > 0 {
+		f.refuse--
+		return f.err
+	}
+	return f.TracesSink.ConsumeTraces(ctx, td)
+}
+
+// Nothing accepted is lost at release: a retryable refusal is offered
+// again on the next tick, with the client's metadata; a permanent one is
+// counted refused.
+func TestReleaseRetriesWithTheClientsMetadata(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		err       error
+		delivered int
+	}{
+		{"retryable", errors.New("queue full"), 1},
+		{"permanent", consumererror.NewPermanent(errors.New("bad data")), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, now, _ := virtualCore(t, nil)
+			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+			*now = base.Add(21 * time.Second)
+			next := &flaky{refuse: 1, err: tc.err}
+			td := ptrace.NewTraces()
+			vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+			info := client.Info{Metadata: client.NewMetadata(map[string][]string{"x-tenant": {"acme"}})}
+			require.NoError(t, c.consumeTraces(client.NewContext(context.Background(), info), td, next))
+			for step := range 5 {
+				c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+			}
+			assert.Equal(t, tc.delivered, len(next.AllTraces()))
+			require.NotEmpty(t, next.seen)
+			for _, got := range next.seen {
+				assert.Equal(t, []string{"acme"}, got.Metadata.Get("x-tenant"))
+			}
+			c.mu.Lock()
+			assert.Zero(t, c.hold.n, "nothing left held")
+			c.mu.Unlock()
+		})
+	}
+}
+
+// Simulated data stays marked: spans enriched from a simulated GPU and the
+// derived metrics say gpuviz.backend=simulated.
+func TestSimulatedDataStaysMarked(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 2 * time.Second })
+	md := gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21))
+	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "simulated")
+	c.ingest.consume(context.Background(), md)
+	*now = base.Add(21 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	c.tick(base.Add(24 * time.Second))
+	require.Len(t, sink.AllTraces(), 1)
+	forEachSpan(sink.AllTraces()[0], func(sp ptrace.Span) {
+		v, ok := sp.Attributes().Get(attrBackend)
+		require.True(t, ok, sp.Name())
+		assert.Equal(t, "simulated", v.Str(), sp.Name())
+	})
+	out := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), out, base.Add(25*time.Second))
+	require.Positive(t, out.ResourceMetrics().Len())
+	for i := range out.ResourceMetrics().Len() {
+		v, ok := out.ResourceMetrics().At(i).Resource().Attributes().Get("gpuviz.backend")
+		require.True(t, ok)
+		assert.Equal(t, "simulated", v.Str())
 	}
 }
