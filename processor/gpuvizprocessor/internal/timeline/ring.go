@@ -85,7 +85,9 @@ func (r *ring) blockMax(c, last int) {
 	}
 	m := r.buf[lo].v
 	for j := lo + 1; j <= hi; j++ {
-		m = max(m, r.buf[j].v)
+		if v := r.buf[j].v; v > m {
+			m = v
+		}
 	}
 	r.bmax[c] = m
 }
@@ -106,18 +108,28 @@ func (r *ring) rebuildMax() {
 // bmax per block between.
 func (r *ring) rangeMax(i, j int) float64 {
 	newest := r.slot(r.n-1) >> blockShift
-	m := r.at(i).v
-	for k := i + 1; k < j; {
-		s := r.slot(k)
+	s := r.slot(i)
+	m := r.buf[s].v
+	for left := j - i; left > 0; {
 		if s&(blockSize-1) == 0 && s>>blockShift != newest {
-			if size := min(blockSize, len(r.buf)-s); k+size <= j {
-				m = max(m, r.bmax[s>>blockShift])
-				k += size
+			if size := min(blockSize, len(r.buf)-s); size <= left {
+				if b := r.bmax[s>>blockShift]; b > m {
+					m = b
+				}
+				left -= size
+				if s += size; s == len(r.buf) {
+					s = 0
+				}
 				continue
 			}
 		}
-		m = max(m, r.buf[s].v)
-		k++
+		if v := r.buf[s].v; v > m {
+			m = v
+		}
+		left--
+		if s++; s == len(r.buf) {
+			s = 0
+		}
 	}
 	return m
 }
@@ -200,8 +212,29 @@ func (r *ring) firstAfter(lo int, ts int64) int {
 }
 
 // firstAtOrAfter returns the smallest i in [lo, r.n] with at(i).ts >= ts.
-func (r *ring) firstAtOrAfter(lo int, ts int64) int {
-	hi := r.n
+func (r *ring) firstAtOrAfter(lo int, ts int64) int { return r.searchAtOrAfter(lo, r.n, ts) }
+
+// gallop is firstAtOrAfter searching outward from lo, for an answer near
+// it: O(log(answer − lo)).
+func (r *ring) gallop(lo int, ts int64) int {
+	if lo >= r.n || r.at(lo).ts >= ts {
+		return lo
+	}
+	for prev, step := lo, 1; ; step *= 2 { // at(prev).ts < ts
+		next := prev + step
+		if next >= r.n {
+			return r.searchAtOrAfter(prev+1, r.n, ts)
+		}
+		if r.at(next).ts >= ts {
+			return r.searchAtOrAfter(prev+1, next, ts)
+		}
+		prev = next
+	}
+}
+
+// searchAtOrAfter returns the smallest i in [lo, hi] with at(i).ts >= ts,
+// hi when none before it.
+func (r *ring) searchAtOrAfter(lo, hi int, ts int64) int {
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
 		if r.at(m).ts >= ts {

@@ -123,22 +123,35 @@ func (v *series) between(ka int, a int64, kb int, b int64) (float64, int64) {
 	return integral, cov
 }
 
-// integrate is between with the indexes searched for: O(log n).
-func (v *series) integrate(a, b int64) (float64, int64) {
+// edges returns the firstAtOrAfter(lo, ·) indexes of a and b, a <= b:
+// O(log n + log(points in [a, b])).
+func (v *series) edges(a, b int64) (int, int) {
 	ka := v.r.firstAtOrAfter(v.lo, a)
-	return v.between(ka, a, v.r.firstAtOrAfter(ka, b), b)
+	return ka, v.r.gallop(ka, b)
 }
 
-// max returns the max of the step function over [a, b]: O(log n +
-// points in the window / blockSize); false when no stretch overlaps it.
-func (v *series) max(a, b int64) (float64, bool) {
+// integrate is between with the indexes searched for.
+func (v *series) integrate(a, b int64) (float64, int64) {
+	ka, kb := v.edges(a, b)
+	return v.between(ka, a, kb, b)
+}
+
+// max returns the max of the step function over [a, b] given the edges'
+// indexes (see between): O(points in the window / blockSize + blockSize);
+// false when no stretch overlaps it.
+func (v *series) max(ka int, a int64, kb int, b int64) (float64, bool) {
 	r := v.r
 	var (
 		m    float64
 		seen bool
 	)
-	i := r.firstAfter(v.lo, a)
-	j := r.firstAfter(i, b)
+	i, j := ka, kb // the first point after a, the first after b
+	if i < r.n && r.at(i).ts == a {
+		i++
+	}
+	if j < r.n && r.at(j).ts == b {
+		j++
+	}
 	if i < j { // every point in (a, b] covers part of it
 		m, seen = r.rangeMax(i, j), true
 	}
@@ -187,7 +200,7 @@ func (v *series) counterEnergy(a, b int64, pw *series) (float64, bool) {
 	if pa < v.lo {
 		return 0, false
 	}
-	pb := r.firstAtOrAfter(pa+1, b) // the first point at or after b
+	pb := r.gallop(pa+1, b) // the first point at or after b
 	if pb == r.n || r.at(pb).cov != r.at(pa).cov {
 		return 0, false // past the counter, or a reset in between
 	}
@@ -221,14 +234,18 @@ func (s *Store) Window(k Key, from, to time.Time) Window {
 	var powerIntegral float64
 	for sig := range NumSignals {
 		v := s.series(g, &g.sig[sig])
-		integral, cov := v.integrate(a, b)
+		if v.r.n == 0 {
+			continue
+		}
+		ka, kb := v.edges(a, b)
+		integral, cov := v.between(ka, a, kb, b)
 		if cov <= 0 {
 			continue
 		}
 		st := &w.Stats[sig]
 		st.Mean = integral / float64(cov)
 		st.Seconds = float64(cov) / float64(time.Second)
-		st.Max, _ = v.max(a, b)
+		st.Max, _ = v.max(ka, a, kb, b)
 		covered[sig] = cov
 		if sig == Power {
 			powerIntegral = integral
