@@ -8,8 +8,8 @@
 // them, so the metrics side writes a per-GPU timeline into a Store and the
 // traces side reads windows out of it. The Store is bounded in memory, safe
 // for concurrent use, and cheap to write: the processor must absorb about a
-// million GPU data points per second on one core, so Add is O(1) and does not
-// allocate once a GPU's rings are full.
+// million GPU data points per second on one core, so Add is O(1)
+// (amortised) and does not allocate once a GPU's rings are full.
 //
 // # Samples are step functions read backwards
 //
@@ -94,8 +94,8 @@
 // 32 points inside the window (kept as the ring is written) and scans at most
 // about three blocks' worth at the edges. Bins walks each series once:
 // O(log n + points in range + bins). An out-of-order point recomputes the
-// sums and block maxima from where it lands, O(n), which late points
-// already cost.
+// sums from where it lands, and the block maxima: O(n), which inserting it
+// already costs.
 //
 // The sums are float64 and rebased when the ring grows and whenever its
 // start wraps around the buffer (O(n) once per n points dropped, so O(1) per
@@ -103,7 +103,7 @@
 // GPU's lifetime. Whole stretches come from one difference of sums, off by at
 // most about one ulp of the sums per stretch between the edges (each
 // addition rounds once); the partial stretches at the edges are multiplied
-// out and lose nothing. For power at 6/s in full 4096-point rings the sums
+// out and lose nothing to the sums' size. For power at 6/s in full 4096-point rings the sums
 // stay below 2·10^15 W·ns, whose ulp is 0.25 W·ns: at most 2.5·10^-10 J per
 // stretch, about 10^-12 of the window's energy at steady power, and far below
 // what a reading is worth. Covered ns are int64 and exact. Counter
