@@ -55,9 +55,12 @@ type Config struct {
 // AttributionConfig configures the energy books; docs/attribution.md gives
 // the reasoning behind each default.
 type AttributionConfig struct {
-	// SettleWindow is how long a span waits after it arrived before it is
-	// attributed: spans that arrive within it of each other share GPU
-	// energy as if they had arrived together. Default 5 s.
+	// SettleWindow groups spans by arrival: a group opens with the first
+	// span after the previous one closed and takes every span arriving
+	// within the window; the group is attributed together once the window
+	// has passed and its energy is in, so its spans share GPU energy as if
+	// they had arrived at once. Default 2 s: a span's energy takes a second
+	// or two to arrive anyway, so this adds about a second to its export.
 	SettleWindow time.Duration `mapstructure:"settle_window"`
 	// Resolution is the width of the bins energy and labels are kept in.
 	// Default 100 ms.

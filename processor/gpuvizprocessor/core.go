@@ -52,6 +52,9 @@ type core struct {
 	pipeline   *pipeline
 	results    []spanResult
 	lastExpire time.Time
+	// settleOpen is when the current settle group opened: spans arriving
+	// within settle_window of it join it and are released together.
+	settleOpen time.Time
 
 	lifeMu  sync.Mutex
 	users   int // components created on this core
@@ -225,7 +228,7 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 				req, verdict, reason := c.recognizer.Recognize(span, rs.Resource(), now)
 				switch verdict {
 				case inference.Recognized:
-					spans = append(spans, heldSpan{span: span, siblings: sl, req: req, arrived: now})
+					spans = append(spans, heldSpan{span: span, siblings: sl, req: req})
 				case inference.Malformed:
 					c.countUnenriched(ctx, "malformed_"+reason, 1)
 				}
@@ -247,9 +250,13 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 		c.countUnenriched(ctx, "overflow", len(spans))
 		return next.ConsumeTraces(ctx, td)
 	}
+	if c.settleOpen.IsZero() || now.Sub(c.settleOpen) >= c.cfg.Attribution.SettleWindow {
+		c.settleOpen = now
+	}
+	b.group = c.settleOpen
 	memo := map[matchMemo]matched{}
 	for i := range b.spans {
-		c.matchSpan(&b.spans[i], memo)
+		c.matchSpan(&b.spans[i], memo, now)
 	}
 	c.mu.Unlock()
 	if !c.isRunning() {
@@ -260,8 +267,8 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 }
 
 // matchSpan decides a span's GPUs, once they are known, and admits its
-// cost to their books; the caller holds c.mu. memo may be nil.
-func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched) {
+// cost to their books at now; the caller holds c.mu. memo may be nil.
+func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time) {
 	if len(hs.keys) > 0 {
 		return
 	}
@@ -278,19 +285,23 @@ func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched) {
 		return
 	}
 	hs.keys, hs.group, hs.method = m.keys, m.group, m.method
-	c.pipeline.admit(hs)
+	c.pipeline.admit(hs, now)
 }
 
-// ready reports whether every span of the batch has matched, settled and
-// has its GPUs' energy up to its end; the caller holds c.mu.
+// ready reports whether every span of the batch has matched, its settle
+// group has closed and its GPUs' energy is in up to its end; the caller
+// holds c.mu.
 func (c *core) ready(b *heldBatch, now time.Time) bool {
 	if !now.Before(b.deadline) {
 		return true
 	}
+	if now.Before(b.group.Add(c.cfg.Attribution.SettleWindow)) {
+		return false
+	}
 	for i := range b.spans {
 		hs := &b.spans[i]
-		c.matchSpan(hs, nil)
-		if len(hs.keys) == 0 || now.Before(hs.arrived.Add(c.cfg.Attribution.SettleWindow)) {
+		c.matchSpan(hs, nil, now)
+		if len(hs.keys) == 0 {
 			return false
 		}
 		for _, k := range hs.keys {
@@ -305,22 +316,30 @@ func (c *core) ready(b *heldBatch, now time.Time) bool {
 
 // release enriches and forwards the held batches that are ready, or that
 // force says to let go, and offers again those the next consumer refused.
+// The batches of one settle group go together, once all are ready: their
+// spans share GPU energy as if they had arrived at once.
 func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	c.mu.Lock()
-	ready := c.hold.take(func(b *heldBatch) bool { return b.enriched || force(b) || c.ready(b, now) })
+	waiting := map[time.Time]bool{} // settle groups with a batch not ready
+	for _, b := range c.hold.batches {
+		if !b.enriched && !waiting[b.group] && !c.ready(b, now) {
+			waiting[b.group] = true
+		}
+	}
+	ready := c.hold.take(func(b *heldBatch) bool { return b.enriched || force(b) || !waiting[b.group] })
 	var fresh []*heldSpan
 	for _, b := range ready {
 		if b.enriched {
 			continue
 		}
 		for i := range b.spans {
-			c.matchSpan(&b.spans[i], nil)
+			c.matchSpan(&b.spans[i], nil, now)
 			fresh = append(fresh, &b.spans[i])
 		}
 	}
 	var records []requestRecord
 	if len(fresh) > 0 {
-		records = c.enrich(fresh)
+		records = c.enrich(fresh, now)
 	}
 	c.mu.Unlock()
 	for _, r := range records {
@@ -332,14 +351,14 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	}
 }
 
-// enrich runs the pipeline over the released spans and writes the results
-// on them; the caller holds c.mu.
-func (c *core) enrich(spans []*heldSpan) []requestRecord {
+// enrich runs the pipeline over the spans released at now and writes the
+// results on them; the caller holds c.mu.
+func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
 	if cap(c.results) < len(spans) {
 		c.results = make([]spanResult, len(spans))
 	}
 	results := c.results[:len(spans)]
-	c.pipeline.round(spans, results)
+	c.pipeline.round(spans, now, results)
 	ctx := context.Background()
 	backends := map[string]string{}
 	var records []requestRecord

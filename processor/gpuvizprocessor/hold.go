@@ -22,6 +22,8 @@ type heldBatch struct {
 	info     client.Info
 	spans    []heldSpan
 	deadline time.Time
+	// group is when its settle group opened (see core.release).
+	group time.Time
 	// enriched: released once and refused by the next consumer; it waits
 	// to be offered again until retryUntil.
 	enriched   bool
@@ -33,7 +35,6 @@ type heldSpan struct {
 	span     ptrace.Span
 	siblings ptrace.SpanSlice // where its phase spans go
 	req      inference.Request
-	arrived  time.Time
 	// The GPUs it matched, decided once they are known; group names the set.
 	keys   []timeline.Key
 	group  string

@@ -44,14 +44,14 @@ func (p *pipeline) book(k timeline.Key) *attribution.Book {
 	return b
 }
 
-// admit puts a matched request's cost in its GPUs' books.
-func (p *pipeline) admit(hs *heldSpan) {
+// admit puts a matched request's cost in its GPUs' books at now.
+func (p *pipeline) admit(hs *heldSpan, now time.Time) {
 	if !hs.takesShare() || len(hs.keys) == 0 {
 		return
 	}
 	hs.pieces = costPieces(hs.req, hs.pieces[:0])
 	for _, k := range hs.keys {
-		p.book(k).Admit(hs.pieces)
+		p.book(k).Admit(hs.pieces, now.UnixNano())
 	}
 }
 
@@ -129,8 +129,8 @@ type gpuStats struct {
 	energySource string
 }
 
-// round computes the results of the spans released together.
-func (p *pipeline) round(spans []*heldSpan, results []spanResult) {
+// round computes the results of the spans released together at now.
+func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult) {
 	clear(p.gpus)
 	clear(p.groups)
 	width := int64(p.bookCfg.Resolution)
@@ -170,7 +170,7 @@ func (p *pipeline) round(spans []*heldSpan, results []spanResult) {
 		if len(hs.keys) == 0 {
 			continue
 		}
-		p.result(hs, p.groups[hs.group], &results[i])
+		p.result(hs, p.groups[hs.group], now.UnixNano(), &results[i])
 	}
 }
 
@@ -414,7 +414,7 @@ func (gr *groupRound) binRange(from, to int64) (int, int) {
 }
 
 // result fills one span's result from its GPU set's sums and its books.
-func (p *pipeline) result(hs *heldSpan, gr *groupRound, r *spanResult) {
+func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult) {
 	req := hs.req
 	from, to := req.Start.UnixNano(), req.End.UnixNano()
 	var drawn float64
@@ -439,7 +439,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, r *spanResult) {
 	default:
 		shares := make([]float64, len(hs.pieces))
 		for _, k := range hs.keys {
-			if p.book(k).Release(hs.pieces, shares) {
+			if p.book(k).Release(hs.pieces, now, shares) {
 				r.energyKnown = true
 			}
 		}

@@ -99,7 +99,7 @@ func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 		c.mu.Lock()
 		memo := map[matchMemo]matched{}
 		for i := range batch.spans {
-			c.matchSpan(&batch.spans[i], memo)
+			c.matchSpan(&batch.spans[i], memo, now)
 		}
 		c.mu.Unlock()
 		return batch
@@ -116,7 +116,7 @@ func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 			spans[i] = &batch.spans[i]
 		}
 		c.mu.Lock()
-		c.enrich(spans)
+		c.enrich(spans, now)
 		c.mu.Unlock()
 		n += len(batch.spans)
 	}

@@ -3,6 +3,7 @@ package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocesso
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
@@ -35,7 +36,24 @@ func (c Config) Validate() error {
 }
 
 // BinBytes is the memory one bin takes.
-const BinBytes = 56
+const BinBytes = 88
+
+// ageBounds are the upper bounds, in seconds, of the age classes in which
+// a bin remembers when its weight was admitted (the age of a bin is how
+// long after its end a request in it was admitted): spans reach the
+// processor when their request ends, so a bin's weight keeps growing
+// until the longest request running in it has ended.
+var ageBounds = [...]float64{1, 2, 4, 8, 16, 32, 64, math.Inf(1)}
+
+const numAges = len(ageBounds)
+
+// arrivalHalfLife is how fast the learned arrival curve forgets: in bins,
+// ten minutes at 100 ms.
+const arrivalHalfLife = 6000
+
+// minLearned is how much final weight (in bins' worth) the arrival curve
+// needs before it is used: until then a bin's weight is taken as complete.
+const minLearned = 100
 
 // Piece is a stretch of one request at a constant cost rate.
 type Piece struct {
@@ -55,11 +73,12 @@ type Totals struct {
 }
 
 type bin struct {
-	weight  float64 // Σ rate × overlap (s) of admitted requests
-	given   float64 // J given to released requests
-	energy  float64 // J, once frozen
-	present int32   // admitted requests whose window overlaps the bin
-	pending int32   // of those, not yet released
+	weight  float64          // Σ rate × overlap (s) of admitted requests
+	byAge   [numAges]float32 // weight by age class at admission
+	given   float64          // J given to released requests
+	energy  float64          // J, once frozen
+	present int32            // admitted requests whose window overlaps the bin
+	pending int32            // of those, not yet released
 	label   bottleneck.Label
 	frozen  bool
 	known   bool // energy measured
@@ -75,12 +94,19 @@ type Book struct {
 	finalTo int64 // bins below are final
 	started bool
 	totals  Totals
+	// arrived is, per age class, the weight final bins had received by
+	// then, decayed; arrivedAll the final weight. Together: the share of
+	// a bin's final weight known at a given age.
+	arrived    [numAges]float64
+	arrivedAll float64
+	learned    float64 // final bins with weight, decayed
+	decay      float64
 }
 
 // NewBook returns an empty book; cfg must be valid.
 func NewBook(cfg Config) *Book {
 	n := int((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
-	return &Book{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, bins: make([]bin, n)}
+	return &Book{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, bins: make([]bin, n), decay: math.Exp2(-1.0 / arrivalHalfLife)}
 }
 
 // Index returns the bin holding Unix time t (ns).
@@ -164,9 +190,10 @@ func (b *Book) window(pieces []Piece) (int64, int64) {
 	return b.span(start, end)
 }
 
-// Admit adds a request, as its pieces, to the bins it overlaps: they count
-// it as present and waiting, and its pieces' cost as weight.
-func (b *Book) Admit(pieces []Piece) {
+// Admit adds a request, as its pieces, to the bins it overlaps at time now
+// (Unix ns): they count it as present and waiting, and its pieces' cost as
+// weight.
+func (b *Book) Admit(pieces []Piece, now int64) {
 	lo, hi := b.window(pieces)
 	if hi <= lo {
 		return
@@ -184,15 +211,61 @@ func (b *Book) Admit(pieces []Piece) {
 		a, z := b.span(p.Start, p.End)
 		a, z = b.Range(a, z)
 		for i := a; i < z; i++ {
-			b.at(i).weight += p.Rate * b.overlap(i, p)
+			bn := b.at(i)
+			w := p.Rate * b.overlap(i, p)
+			bn.weight += w
+			bn.byAge[ageClass(b.age(i, now))] += float32(w)
 		}
 	}
 }
 
-// Release gives an admitted request its share of the frozen bins it ran in:
-// per piece into shares (len(pieces), added to), and returns whether any of
-// its bins had measured energy. Bins not frozen give nothing.
-func (b *Book) Release(pieces []Piece, shares []float64) bool {
+// age returns bin i's age at now: seconds since it ended.
+func (b *Book) age(i, now int64) float64 {
+	return max(0, float64(now-(i+1)*b.width)/1e9)
+}
+
+func ageClass(secs float64) int {
+	for k, bound := range ageBounds {
+		if secs <= bound {
+			return k
+		}
+	}
+	return numAges - 1
+}
+
+// known returns the share of a bin's final weight that has been admitted
+// by the time it is secs old, learned from the bins that became final; 1
+// until enough have. Between class bounds it is interpolated linearly.
+func (b *Book) known(secs float64) float64 {
+	if b.learned < minLearned || b.arrivedAll <= 0 {
+		return 1
+	}
+	cum, lo, prev := 0.0, 0.0, 0.0
+	for k, bound := range ageBounds {
+		cum += b.arrived[k]
+		share := cum / b.arrivedAll
+		if secs <= bound {
+			if math.IsInf(bound, 1) {
+				return 1
+			}
+			f := (secs - lo) / (bound - lo)
+			return max(minKnown, prev+f*(share-prev))
+		}
+		lo, prev = bound, share
+	}
+	return 1
+}
+
+// minKnown caps how far a bin's weight is scaled up.
+const minKnown = 0.05
+
+// Release gives an admitted request, at now (Unix ns), its share of the
+// frozen bins it ran in: per piece into shares (len(pieces), added to), and
+// returns whether any of its bins had measured energy. Bins not frozen
+// give nothing. A bin's weight is what has been admitted, scaled up by the
+// share of a bin's weight known at its age: the requests still running
+// then, whose spans have not arrived, take their part too.
+func (b *Book) Release(pieces []Piece, now int64, shares []float64) bool {
 	known := false
 	for k, p := range pieces {
 		if p.Rate <= 0 {
@@ -208,7 +281,8 @@ func (b *Book) Release(pieces []Piece, shares []float64) bool {
 			if bn.weight <= 0 {
 				continue
 			}
-			part := b.ratio * bn.energy * p.Rate * b.overlap(i, p) / bn.weight
+			weight := bn.weight / b.known(b.age(i, now))
+			part := b.ratio * bn.energy * p.Rate * b.overlap(i, p) / weight
 			shares[k] += part
 			bn.given += part
 			if bn.final {
@@ -310,7 +384,17 @@ func (b *Book) finalize(to int64, force bool) {
 		b.totals.Unsampled += bn.energy - taken
 		b.totals.Attributed += bn.given
 		b.totals.Correction += taken - bn.given
+		b.learn(bn)
 	}
+}
+
+// learn adds a final bin's arrival profile to the curve.
+func (b *Book) learn(bn *bin) {
+	for k := range b.arrived {
+		b.arrived[k] = b.arrived[k]*b.decay + float64(bn.byAge[k])
+	}
+	b.arrivedAll = b.arrivedAll*b.decay + bn.weight
+	b.learned = b.learned*b.decay + 1
 }
 
 // Totals returns the books over final bins.

@@ -16,6 +16,9 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
 
 func at(s float64) int64 { return t0 + int64(s*1e9) }
 
+// longAfter is a moment long after the bins of the tests: their weight is known.
+var longAfter = at(3600)
+
 func testBook(ratio float64) *Book {
 	return NewBook(Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio})
 }
@@ -45,12 +48,12 @@ func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
 	b := testBook(1)
 	queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
 	other := []Piece{{at(0), at(2), 1}}
-	b.Admit(queued)
-	b.Admit(other)
+	b.Admit(queued, longAfter)
+	b.Admit(other, longAfter)
 	freeze(b, 0, 2, 100) // 100 W: 100 J per second
 	s1, s2 := make([]float64, 2), make([]float64, 1)
-	b.Release(queued, s1)
-	b.Release(other, s2)
+	b.Release(queued, longAfter, s1)
+	b.Release(other, longAfter, s2)
 	closeTo(t, 0, s1[0])
 	closeTo(t, 75, s1[1]) // 3:1 in the second second
 	closeTo(t, 100+25, s2[0])
@@ -75,7 +78,7 @@ func TestOrderIndependentWithinTheWindow(t *testing.T) {
 	run := func(order []int) []float64 {
 		b := testBook(1)
 		for _, i := range order { // all arrive before any release: within the window
-			b.Admit(reqs[i])
+			b.Admit(reqs[i], longAfter)
 		}
 		lo, hi, _ := b.Unfrozen(b.FinalTo(), b.Index(at(12)))
 		for i := lo; i < hi; i++ {
@@ -84,7 +87,7 @@ func TestOrderIndependentWithinTheWindow(t *testing.T) {
 		out := make([]float64, len(reqs))
 		for _, i := range order {
 			sh := make([]float64, 3)
-			b.Release(reqs[i], sh)
+			b.Release(reqs[i], longAfter, sh)
 			out[i] = sh[0] + sh[1] + sh[2]
 		}
 		b.Finalize(hi)
@@ -106,15 +109,15 @@ func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 	b := testBook(1)
 	early := []Piece{{at(0), at(2), 1}}
 	late := []Piece{{at(1), at(2), 1}}
-	b.Admit(early)
+	b.Admit(early, longAfter)
 	freeze(b, 0, 3, 100)
 	s := make([]float64, 1)
-	b.Release(early, s)
+	b.Release(early, longAfter, s)
 	closeTo(t, 200, s[0]) // alone, as far as anyone knew
 	b.Finalize(b.Index(at(3)))
-	b.Admit(late)
+	b.Admit(late, longAfter)
 	s[0] = 0
-	b.Release(late, s)
+	b.Release(late, longAfter, s)
 	closeTo(t, 50, s[0]) // fair: half of the second second, not the leftovers (none)
 	tot := b.Totals()
 	closeTo(t, 300, tot.Measured)
@@ -127,10 +130,10 @@ func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 	b := testBook(0.25)
 	r := []Piece{{at(0), at(1), 1}}
-	b.Admit(r)
+	b.Admit(r, longAfter)
 	freeze(b, 0, 1, 100)
 	s := make([]float64, 1)
-	b.Release(r, s)
+	b.Release(r, longAfter, s)
 	closeTo(t, 25, s[0])
 	b.Finalize(b.Index(at(1)))
 	tot := b.Totals()
@@ -141,11 +144,11 @@ func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 	b := testBook(1)
 	r := []Piece{{at(0.5), at(1), 1}}
-	b.Admit(r)
+	b.Admit(r, longAfter)
 	freeze(b, 0, 2, 100)
 	b.Finalize(b.Index(at(2)))
 	require.Equal(t, b.Index(at(0.5)), b.FinalTo())
-	b.Release(r, make([]float64, 1))
+	b.Release(r, longAfter, make([]float64, 1))
 	b.Finalize(b.Index(at(2)))
 	require.Equal(t, b.Index(at(2)), b.FinalTo())
 	assert.Equal(t, bottleneck.MemoryBound, b.Label(b.Index(at(0.6))))
@@ -153,9 +156,33 @@ func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 
 func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	b := testBook(1)
-	b.Admit([]Piece{{at(0), at(1), 1}})
-	b.Admit([]Piece{{at(600), at(601), 1}}) // ten minutes later: the first is dropped
+	b.Admit([]Piece{{at(0), at(1), 1}}, longAfter)
+	b.Admit([]Piece{{at(600), at(601), 1}}, longAfter) // ten minutes later: the first is dropped
 	lo, hi := b.Range(b.Index(at(0)), b.Index(at(601)))
 	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
 	assert.Greater(t, lo, b.Index(at(1)))
+}
+
+// Once final bins show that half of a bin's weight arrives ten seconds
+// after it, a request released a second after its bins takes half their
+// energy, leaving the other half to the requests still running.
+func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
+	b := testBook(1)
+	for k := range 300 { // 30 s of bins, each shared by an early and a late request
+		s := 0.1 * float64(k)
+		early, lateOne := []Piece{{at(s), at(s + 0.1), 1}}, []Piece{{at(s), at(s + 0.1), 1}}
+		b.Admit(early, at(s+0.1+0.5))
+		b.Admit(lateOne, at(s+0.1+10))
+		freeze(b, s, s+0.1, 100)
+		b.Release(early, at(s+0.1+10), make([]float64, 1))
+		b.Release(lateOne, at(s+0.1+10), make([]float64, 1))
+	}
+	b.Finalize(b.Index(at(30)))
+	closeTo(t, 0, b.Totals().Correction)
+	alone := []Piece{{at(40), at(41), 1}}
+	b.Admit(alone, at(41.5))
+	freeze(b, 30, 41, 100)
+	s := make([]float64, 1)
+	b.Release(alone, at(42), s)
+	assert.InDelta(t, 50, s[0], 5, "about half of 100 J: a second old, half the weight is still to come")
 }

@@ -250,9 +250,26 @@ func Classify(in Inputs, th Thresholds) Label {
 		return ComputeBound
 	}
 
-	// Rule 10: busy, but nothing measured reached its bound.
+	// Rule 10: busy, nothing saturated: the unit nearest its own bound,
+	// if one is at least half-way there (GPM only).
+	if tensor.ok && dram.ok {
+		t, m := tensor.v/th.ComputeTensor, dram.v/th.MemoryDRAM
+		switch {
+		case max(t, m) < nearestBoundShare:
+		case t > m:
+			return ComputeBound
+		default:
+			return MemoryBound
+		}
+	}
+
+	// Rule 11: busy, but nothing measured says why.
 	return Unknown
 }
+
+// nearestBoundShare is how far towards its bound the busier of tensor and
+// DRAM must be for rule 10 to name it.
+const nearestBoundShare = 0.5
 
 // Dominant returns the label with the most time. Ties go to the label
 // earlier in [Labels]: a throttle explains slowness better than the

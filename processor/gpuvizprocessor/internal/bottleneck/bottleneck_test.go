@@ -165,16 +165,17 @@ func TestClassify(t *testing.T) {
 		{"simulated prefill (high corner)", in(util(1), mc(0.25), prefillHigh), nil, ComputeBound},
 		{"simulated idle gap", in(util(0), mc(0), gpm(0, 0, 0)), nil, Idle},
 		{"boundary: DRAM exactly at the bound", in(gpm(0.6, 0.2, 0.5)), nil, MemoryBound},
-		{"DRAM just below the bound", in(gpm(0.6, 0.2, 0.4999)), nil, Unknown},
+		{"DRAM just below the bound: nearer its bound than tensor (rule 10)", in(gpm(0.6, 0.2, 0.4999)), nil, MemoryBound},
 		{"boundary: tensor exactly at the bound", in(gpm(0.7, 0.5, 0.3)), nil, ComputeBound},
-		{"tensor just below the bound", in(gpm(0.7, 0.4999, 0.3)), nil, Unknown},
+		{"tensor just below the bound: nearer its bound than DRAM (rule 10)", in(gpm(0.7, 0.4999, 0.3)), nil, ComputeBound},
 		{"tie: DRAM and tensor equal and saturated: memory", in(gpm(0.9, 0.7, 0.7)), nil, MemoryBound},
 		{"both saturated, tensor closer to peak", in(gpm(0.9, 0.7, 0.6)), nil, ComputeBound},
 		{"both saturated, DRAM closer to peak", in(gpm(0.9, 0.6, 0.8)), nil, MemoryBound},
 		{"DRAM saturated, tensor higher but below its bound", in(gpm(0.9, 0.65, 0.55)), func(th *Thresholds) { th.ComputeTensor = 0.7 }, MemoryBound},
 		{"DRAM saturated, tensor unmeasured", in(sm(0.7), dram(0.8)), nil, MemoryBound},
 		{"tensor saturated, memory unmeasured", in(sm(0.9), tensor(0.7)), nil, ComputeBound},
-		{"DRAM decides over the memory controller (DRAM low)", in(util(1), mc(0.9), gpm(0.6, 0.2, 0.3)), nil, Unknown},
+		{"DRAM decides over the memory controller (DRAM low, tensor lower)", in(util(1), mc(0.9), gpm(0.6, 0.2, 0.3)), nil, MemoryBound},
+		{"DRAM decides over the memory controller (both far from their bounds)", in(util(1), mc(0.9), gpm(0.6, 0.1, 0.2)), nil, Unknown},
 		{"DRAM decides over the memory controller (DRAM high)", in(util(1), mc(0.1), gpm(0.6, 0.2, 0.7)), nil, MemoryBound},
 		{"memory controller stands in for unmeasured DRAM", in(sm(0.6), tensor(0.2), mc(0.7)), nil, MemoryBound},
 		{"NaN DRAM falls back to the memory controller", in(sm(0.6), tensor(0.2), dram(nan), mc(0.7)), nil, MemoryBound},
@@ -189,8 +190,16 @@ func TestClassify(t *testing.T) {
 		{"busy SMs, only SM activity measured", in(sm(0.95)), nil, Unknown},
 		{"busy SMs, memory via the memory controller", in(sm(0.9), mc(0.3)), nil, ComputeBound},
 
-		// Rule 10: busy, nothing saturated.
-		{"busy, nothing near its limit, requests in flight", in(util(0.9), mc(0.4), gpm(0.6, 0.3, 0.4), reqs(5)), nil, Unknown},
+		// Rule 10: busy, nothing saturated: the unit nearer its bound, from half-way.
+		{"busy, DRAM nearer its bound than tensor", in(util(0.9), mc(0.4), gpm(0.6, 0.3, 0.4), reqs(5)), nil, MemoryBound},
+		{"busy, tensor nearer its bound than DRAM", in(gpm(0.6, 0.35, 0.3)), nil, ComputeBound},
+		{"busy, a tie goes to memory", in(gpm(0.6, 0.3, 0.3)), nil, MemoryBound},
+		{"boundary: DRAM exactly half-way", in(gpm(0.6, 0.1, 0.25)), nil, MemoryBound},
+		{"busy, both under half-way", in(gpm(0.6, 0.24, 0.2499)), nil, Unknown},
+		{"half-way is of the configured bounds", in(gpm(0.6, 0.3, 0.2)), func(th *Thresholds) { th.ComputeTensor = 0.8 }, Unknown},
+
+		// Rule 11: busy, nothing says why.
+		{"busy, no GPM, nothing near its limit", in(util(0.7), mc(0.4), reqs(5)), nil, Unknown},
 
 		// Fallback without GPM (pre-Hopper): utilization and memory controller.
 		{"no GPM: simulated decode", in(util(0.85), mc(0.65)), nil, MemoryBound},

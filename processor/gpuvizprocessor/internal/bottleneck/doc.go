@@ -68,7 +68,7 @@
 //     FLOPs per byte, far past the ridge point.
 //   - unknown: the signals do not say. Either no activity signal was
 //     measured at all, or the GPU was busy but no measured resource was
-//     near its limit (see rule 10).
+//     near its limit (see rules 10 and 11).
 //
 // # Rules
 //
@@ -151,14 +151,27 @@
 //     instruction issue. That is compute in the broad sense, and without
 //     GPM it is the best a kernel-time share can say.
 //
-//  10. unknown otherwise. This is a busy GPU (activity at or above the idle
-//     bound) on which nothing measured reached its bound: typically
-//     latency-bound kernels, short gaps between launches, synchronisation,
-//     or an interval that mixed phases. Calling it compute_bound would
+//  10. compute_bound or memory_bound, for a busy GPU on which nothing
+//     reached its bound, when GPM measured both tensor and DRAM activity:
+//     the unit nearer its own bound (TensorActivity / ComputeTensor against
+//     DRAMActivity / MemoryDRAM; memory wins a tie, as in rule 7), provided
+//     it is at least half-way there. A batched LLM step interleaves
+//     bandwidth-bound kernels (attention over the KV cache, the weights of
+//     small batches) with tensor-bound ones (the GEMMs of a prefill chunk),
+//     so over a step, let alone a 100 ms bin, neither unit reads saturated
+//     though one of them sets the pace. Nsight Compute's speed-of-light
+//     analysis names the limiter the same way: the unit with the highest
+//     share of its peak. Under half-way (by default a quarter of peak) the
+//     time went elsewhere and rule 11 says so.
+//
+//  11. unknown otherwise. This is a busy GPU (activity at or above the idle
+//     bound) on which nothing measured reached, or came half-way to, its
+//     bound: typically latency-bound kernels, short gaps between launches,
+//     synchronisation, or a GPU without GPM. Calling it compute_bound would
 //     credit the SMs with time they spent waiting, and host_bound would
 //     claim starvation the GPU's busy share contradicts; the label set has
 //     no "latency bound", so the classifier says it cannot tell.
-//
+
 // Comparisons are "at or above" for every bound a label needs to reach,
 // and "strictly below" for the idle bounds: a GPU exactly at
 // IdleUtilization or BusySMActivity counts as working.
