@@ -48,6 +48,7 @@ var (
 	accuracyDoc   = flag.String("accuracy.doc", "", "rewrite the generated part of this Markdown file (docs/accuracy.md)")
 	accuracySeeds = flag.String("accuracy.seeds", "100,101,102,103,104", "seeds to score; never the ones used while tuning (1-5)")
 	accuracyOnly  = flag.String("accuracy.scenarios", "", "comma-separated scenarios (default: all)")
+	accuracyWait  = flag.Duration("accuracy.settle", 0, "attribution.settle_window for the run (0: the default), max_wait and horizon raised to fit: what holding spans longer buys")
 )
 
 // accuracyEpoch anchors the runs: seed i of a scenario runs the episode
@@ -112,7 +113,15 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 	start := (accuracyEpoch.UnixNano()+episode-1)/episode*episode + int64(offset)*episode
 	rcfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
 	rcfg.Simulated = gpuvizreceiver.SimulatedConfig{Model: accuracyModel, GPUs: accuracyGPUs, Seed: seed, Scenario: scenario}
-	return runPipeline(t, rcfg, createDefaultConfig(), start, start+episode)
+	pcfg := createDefaultConfig()
+	if *accuracyWait > 0 {
+		pcfg.Attribution.SettleWindow = *accuracyWait
+		pcfg.MaxWait = *accuracyWait + time.Minute
+		pcfg.Attribution.FinalizeAfter = max(pcfg.Attribution.FinalizeAfter, *accuracyWait)
+		pcfg.Attribution.Horizon = pcfg.Attribution.FinalizeAfter + pcfg.MaxWait + 5*time.Minute
+		pcfg.MaxPendingSpans = 1 << 30
+	}
+	return runPipeline(t, rcfg, pcfg, start, start+episode)
 }
 
 // runPipeline runs the simulated server rcfg describes, the receiver's

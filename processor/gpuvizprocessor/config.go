@@ -20,8 +20,9 @@ type Config struct {
 	MaxWait time.Duration `mapstructure:"max_wait"`
 	// MaxPendingSpans bounds the spans held at once. Past it, new batches
 	// pass through un-enriched (and are counted): memory stays bounded
-	// under any span rate. Default 100,000: 20,000 spans/s held for the
-	// settle window and the second their energy takes to arrive, with room.
+	// under any span rate. Default 200,000: 20,000 spans/s held for the
+	// settle window and the second or two their energy takes to arrive,
+	// with room (docs/attribution.md gives the bytes).
 	MaxPendingSpans int `mapstructure:"max_pending_spans"`
 	// History bounds the GPU timeline.
 	History HistoryConfig `mapstructure:"history"`
@@ -59,8 +60,9 @@ type AttributionConfig struct {
 	// span after the previous one closed and takes every span arriving
 	// within the window; the group is attributed together once the window
 	// has passed and its energy is in, so its spans share GPU energy as if
-	// they had arrived at once. Default 2 s: a span's energy takes a second
-	// or two to arrive anyway, so this adds about a second to its export.
+	// they had arrived at once. Default 5 s: about 3 s more than a span
+	// waits for its energy anyway, for a fifth less energy error per request
+	// than 2 s (docs/attribution.md).
 	SettleWindow time.Duration `mapstructure:"settle_window"`
 	// Resolution is the width of the bins energy and labels are kept in.
 	// Default 100 ms.
@@ -173,7 +175,7 @@ func createDefaultConfig() *Config {
 	a := analysis.DefaultConfig()
 	return &Config{
 		MaxWait:         20 * time.Second,
-		MaxPendingSpans: 100_000,
+		MaxPendingSpans: 200_000,
 		// A node-local agent needs a few MiB; the worst case is
 		// max_gpus × 16 series × max_points_per_signal × 16 B = 512 MiB.
 		// 2048 points hold about 5.7 minutes of the driver's 6/s samples and
@@ -196,7 +198,7 @@ func createDefaultConfig() *Config {
 		},
 		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute},
 		Attribution: AttributionConfig{
-			SettleWindow: 2 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
+			SettleWindow: 5 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
 			FinalizeAfter: 30 * time.Second, SamplingRatio: 1,
 		},
 		ReleaseRetry: 30 * time.Second,

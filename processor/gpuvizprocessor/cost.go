@@ -13,6 +13,12 @@ const (
 	defaultPrefillTokensPerSecond = 5000
 )
 
+// contextTokensPerToken is how many tokens of context a decode step reads
+// from the KV cache in the HBM time one token's math and weight share take:
+// about 1,000 for Llama-3-class models with grouped-query attention at
+// 16-bit KV on H100/H200-class GPUs (docs/attribution.md).
+const contextTokensPerToken = 1000
+
 // costPieces estimates what a request cost its GPUs over time, as pieces
 // at a constant rate: requests running in the same bin share its energy in
 // proportion. An engine step's time goes mostly into reading the weights
@@ -33,8 +39,13 @@ func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Pi
 		case inference.PhasePrefill:
 			p.Rate = tokenRate(req.InputTokens, secs, defaultPrefillTokensPerSecond)
 		case inference.PhaseDecode:
-			// The first token came out of the prefill.
+			// The first token came out of the prefill. Each generated
+			// token also reads its context's KV cache: on average the
+			// prompt and half the output.
 			p.Rate = tokenRate(req.OutputTokens-1, secs, defaultDecodeTokensPerSecond)
+			if req.InputTokens >= 0 && req.OutputTokens >= 0 {
+				p.Rate *= 1 + (float64(req.InputTokens)+float64(req.OutputTokens)/2)/contextTokensPerToken
+			}
 		default: // prefill and decode together
 			p.Rate = tokenRate(req.InputTokens+req.OutputTokens, secs, defaultDecodeTokensPerSecond)
 			if req.InputTokens < 0 || req.OutputTokens < 0 {

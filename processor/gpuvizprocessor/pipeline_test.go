@@ -97,7 +97,7 @@ func TestAttributionIsOrderIndependentWithinTheSettleWindow(t *testing.T) {
 			}
 			vllmSpan(td, byte(i+1), base.Add(time.Duration(s.start*float64(time.Second))), s.queue, s.prefill, s.decode, int64(20+30*i))
 			if !oneBatch {
-				*now = base.Add(41*time.Second + time.Duration(n)*400*time.Millisecond) // 1.6 s from first to last: within the 2 s window
+				*now = base.Add(41*time.Second + time.Duration(n)*time.Second) // 4 s from first to last: within the 5 s window
 				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
 			}
 		}
@@ -238,7 +238,7 @@ func TestReleaseRetriesWithTheClientsMetadata(t *testing.T) {
 			vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
 			info := client.Info{Metadata: client.NewMetadata(map[string][]string{"x-tenant": {"acme"}})}
 			require.NoError(t, c.consumeTraces(client.NewContext(context.Background(), info), td, next))
-			for step := range 5 {
+			for step := range 12 {
 				c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
 			}
 			assert.Equal(t, tc.delivered, len(next.AllTraces()))
@@ -257,7 +257,7 @@ func TestReleaseRetriesWithTheClientsMetadata(t *testing.T) {
 // derived metrics say gpuviz.backend=simulated.
 func TestSimulatedDataStaysMarked(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 2 * time.Second })
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
 	md := gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21))
 	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "simulated")
 	c.ingest.consume(context.Background(), md)
@@ -266,7 +266,7 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
 	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
-	c.tick(base.Add(24 * time.Second))
+	c.tick(base.Add(27 * time.Second))
 	require.Len(t, sink.AllTraces(), 1)
 	forEachSpan(sink.AllTraces()[0], func(sp ptrace.Span) {
 		v, ok := sp.Attributes().Get(attrBackend)
@@ -274,7 +274,7 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 		assert.Equal(t, "simulated", v.Str(), sp.Name())
 	})
 	out := pmetric.NewMetrics()
-	c.flushMetrics(context.Background(), out, base.Add(25*time.Second))
+	c.flushMetrics(context.Background(), out, base.Add(28*time.Second))
 	require.Positive(t, out.ResourceMetrics().Len())
 	for i := range out.ResourceMetrics().Len() {
 		v, ok := out.ResourceMetrics().At(i).Resource().Attributes().Get("gpuviz.backend")

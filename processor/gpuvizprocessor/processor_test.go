@@ -420,14 +420,15 @@ func TestLateSpanGetsItsFairShare(t *testing.T) {
 	}
 	short := release(1, 10, 5) // [10 s, 15 s], alone as far as anyone knows
 	long := release(2, 5, 25)  // [5 s, 30 s]: shares [10 s, 15 s] with the short one
+	// The two cost alike to within their contexts' share (docs/attribution.md): 1%.
 	assert.InDelta(t, 5*busy.powerW, short, 1e-6)
-	assert.InDelta(t, 25*busy.powerW-2.5*busy.powerW, long, 1e-6, "half of the shared five seconds, not none of them")
+	assert.InEpsilon(t, 25*busy.powerW-2.5*busy.powerW, long, 0.01, "half of the shared five seconds, not none of them")
 	c.tick(now)
 	books := c.books()
 	require.Len(t, books, 1)
 	tot := books[0].totals
 	assert.InDelta(t, tot.Measured, tot.Attributed+tot.Idle+tot.Unsampled+tot.Correction, 1e-6)
-	assert.InDelta(t, -2.5*busy.powerW, tot.Correction, 1e-6, "what the short one got beyond its final share")
+	assert.InEpsilon(t, -2.5*busy.powerW, tot.Correction, 0.01, "what the short one got beyond its final share")
 }
 
 // In a gateway fed by many hosts, GPUs are told apart by host.name + hw.id:
