@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 )
 
 // Span attributes the processor adds. Everything it adds is under gpuviz.
@@ -33,6 +34,25 @@ const (
 	attrBottleneck     = "gpuviz.bottleneck"
 	phaseAttrPrefix    = "gpuviz.phase."
 )
+
+// phaseAttrs are the attribute names of one phase.
+type phaseAttrs struct{ bottleneck, energy string }
+
+// knownPhaseAttrs holds the names of the recognisers' phases, built once.
+var knownPhaseAttrs = func() map[string]phaseAttrs {
+	m := map[string]phaseAttrs{}
+	for _, name := range []string{inference.PhaseQueue, inference.PhasePrefill, inference.PhaseDecode, inference.PhaseInference} {
+		m[name] = phaseAttrs{phaseAttrPrefix + name + ".bottleneck", phaseAttrPrefix + name + ".energy"}
+	}
+	return m
+}()
+
+func phaseAttrNames(phase string) phaseAttrs {
+	if a, ok := knownPhaseAttrs[phase]; ok {
+		return a
+	}
+	return phaseAttrs{phaseAttrPrefix + phase + ".bottleneck", phaseAttrPrefix + phase + ".energy"}
+}
 
 // put writes the statistics; brief is for phase spans, which carry the
 // essentials (the request span has the rest).
@@ -77,8 +97,9 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 	attrs.EnsureCapacity(attrs.Len() + 18 + 2*len(req.Phases))
 	attrs.PutStr(attrFamily, req.Family)
 	ids := attrs.PutEmptySlice(attrGPUIDs)
-	ids.EnsureCapacity(len(hs.keys))
-	for _, k := range hs.keys {
+	keys := hs.keys()
+	ids.EnsureCapacity(len(keys))
+	for _, k := range keys {
 		ids.AppendEmpty().SetStr(k.GPU)
 	}
 	attrs.PutStr(attrMatch, hs.method)
@@ -99,9 +120,10 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 	}
 	for p, ph := range req.Phases {
 		phLabel := r.phaseLabels[p].Dominant()
-		attrs.PutStr(phaseAttrPrefix+ph.Name+".bottleneck", string(phLabel))
+		names := phaseAttrNames(ph.Name)
+		attrs.PutStr(names.bottleneck, string(phLabel))
 		if r.energyKnown {
-			attrs.PutDouble(phaseAttrPrefix+ph.Name+".energy", rounded(r.phaseEnergy[p]))
+			attrs.PutDouble(names.energy, rounded(r.phaseEnergy[p]))
 		}
 		if phaseSpans {
 			addPhaseSpan(hs, p, r, phLabel, backend)
@@ -117,7 +139,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 		}
 	}
 	return requestRecord{
-		keys: hs.keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
+		keys: keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
 		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
 		end: req.End, seconds: labelSecs,
 	}, true
@@ -129,7 +151,7 @@ func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, ba
 	ph := hs.req.Phases[p]
 	parent := hs.span
 	child := hs.siblings.AppendEmpty()
-	child.SetName("gpu." + ph.Name)
+	child.SetName(phaseSpanName(ph.Name))
 	child.SetKind(ptrace.SpanKindInternal)
 	child.SetTraceID(parent.TraceID())
 	child.SetParentSpanID(parent.SpanID())
@@ -156,6 +178,18 @@ func rounded(v float64) float64 {
 		return v
 	}
 	return math.Round(v*1e9) / 1e9
+}
+
+var knownPhaseSpanNames = map[string]string{
+	inference.PhaseQueue: "gpu." + inference.PhaseQueue, inference.PhasePrefill: "gpu." + inference.PhasePrefill,
+	inference.PhaseDecode: "gpu." + inference.PhaseDecode, inference.PhaseInference: "gpu." + inference.PhaseInference,
+}
+
+func phaseSpanName(phase string) string {
+	if n, ok := knownPhaseSpanNames[phase]; ok {
+		return n
+	}
+	return "gpu." + phase
 }
 
 // newSpanID returns a random, non-zero span ID.

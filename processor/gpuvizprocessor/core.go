@@ -2,6 +2,7 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,7 +51,6 @@ type core struct {
 	hold       hold
 	matcher    matcher
 	pipeline   *pipeline
-	results    []spanResult
 	lastExpire time.Time
 	// settleOpen is when the current settle group opened: spans arriving
 	// within settle_window of it join it and are released together.
@@ -210,14 +210,17 @@ type matchMemo struct {
 }
 
 type matched struct {
-	keys          []timeline.Key
-	group, method string
+	set    *gpuSet
+	method string
 }
 
 func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consumer.Traces) error {
 	now := c.now()
 	var spans []heldSpan
 	rss := td.ResourceSpans()
+	if n := td.SpanCount(); n > 0 {
+		spans = make([]heldSpan, 0, min(n, 1024))
+	}
 	for i := range rss.Len() {
 		rs := rss.At(i)
 		sss := rs.ScopeSpans()
@@ -237,6 +240,9 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 	}
 	if len(spans) == 0 {
 		return next.ConsumeTraces(ctx, td)
+	}
+	if cap(spans) > len(spans)+len(spans)/4 { // held a while: keep no slack
+		spans = slices.Clone(spans)
 	}
 	if c.store.Len() == 0 {
 		// No GPU metrics have come through (yet): nothing to wait for.
@@ -269,29 +275,30 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 // matchSpan decides a span's GPUs, once they are known, and admits its
 // cost to their books at now; the caller holds c.mu. memo may be nil.
 func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time) {
-	if len(hs.keys) > 0 {
+	if hs.set != nil {
 		return
 	}
 	hinted := len(hs.req.GPUIDs) > 0 || len(hs.req.GPUIndexes) > 0
 	mk := matchMemo{hs.req.Host, hs.req.PID}
 	m, ok := memo[mk]
 	if !ok || hinted {
-		m.keys, m.group, m.method = c.matcher.match(hs.req)
-		if !hinted && memo != nil && len(m.keys) > 0 {
+		keys, method := c.matcher.match(hs.req)
+		if len(keys) == 0 {
+			return
+		}
+		m = matched{set: c.pipeline.set(keys), method: method}
+		if !hinted && memo != nil {
 			memo[mk] = m
 		}
 	}
-	if len(m.keys) == 0 {
-		return
-	}
-	hs.keys, hs.group, hs.method = m.keys, m.group, m.method
+	hs.set, hs.method = m.set, m.method
 	c.pipeline.admit(hs, now)
 }
 
 // ready reports whether every span of the batch has matched, its settle
 // group has closed and its GPUs' energy is in up to its end; the caller
-// holds c.mu.
-func (c *core) ready(b *heldBatch, now time.Time) bool {
+// holds c.mu. settled caches the sets' settled times for one release.
+func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time) bool {
 	if !now.Before(b.deadline) {
 		return true
 	}
@@ -301,17 +308,35 @@ func (c *core) ready(b *heldBatch, now time.Time) bool {
 	for i := range b.spans {
 		hs := &b.spans[i]
 		c.matchSpan(hs, nil, now)
-		if len(hs.keys) == 0 {
+		if hs.set == nil {
 			return false
 		}
-		for _, k := range hs.keys {
-			settled, ok := c.store.Settled(k)
-			if !ok || settled.Before(hs.req.End) {
-				return false
-			}
+		t, ok := settled[hs.set]
+		if !ok {
+			t = c.settledAll(hs.set.keys)
+			settled[hs.set] = t
+		}
+		if t.Before(hs.req.End) {
+			return false
 		}
 	}
 	return true
+}
+
+// settledAll returns the time up to which every GPU of keys has its energy
+// (zero when one has none).
+func (c *core) settledAll(keys []timeline.Key) time.Time {
+	var all time.Time
+	for i, k := range keys {
+		t, ok := c.store.Settled(k)
+		if !ok {
+			return time.Time{}
+		}
+		if i == 0 || t.Before(all) {
+			all = t
+		}
+	}
+	return all
 }
 
 // release enriches and forwards the held batches that are ready, or that
@@ -321,8 +346,9 @@ func (c *core) ready(b *heldBatch, now time.Time) bool {
 func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	c.mu.Lock()
 	waiting := map[time.Time]bool{} // settle groups with a batch not ready
+	settled := map[*gpuSet]time.Time{}
 	for _, b := range c.hold.batches {
-		if !b.enriched && !waiting[b.group] && !c.ready(b, now) {
+		if !b.enriched && !waiting[b.group] && !c.ready(b, now, settled) {
 			waiting[b.group] = true
 		}
 	}
@@ -354,29 +380,26 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 // enrich runs the pipeline over the spans released at now and writes the
 // results on them; the caller holds c.mu.
 func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
-	if cap(c.results) < len(spans) {
-		c.results = make([]spanResult, len(spans))
-	}
-	results := c.results[:len(spans)]
-	c.pipeline.round(spans, now, results)
 	ctx := context.Background()
-	backends := map[string]string{}
+	backends := map[*gpuSet]string{}
 	var records []requestRecord
+	if c.cfg.Metrics.Enabled {
+		records = make([]requestRecord, 0, len(spans))
+	}
 	enriched, phases := 0, 0
-	for i, hs := range spans {
-		r := &results[i]
+	c.pipeline.round(spans, now, func(hs *heldSpan, r *spanResult) {
 		switch {
-		case len(hs.keys) == 0:
+		case hs.set == nil:
 			c.countUnenriched(ctx, "no_gpu", 1)
-			continue
+			return
 		case !r.ok:
 			c.countUnenriched(ctx, "no_samples", 1)
-			continue
+			return
 		}
-		backend, ok := backends[hs.group]
+		backend, ok := backends[hs.set]
 		if !ok {
-			backend = c.backendOf(hs.keys)
-			backends[hs.group] = backend
+			backend = c.backendOf(hs.set.keys)
+			backends[hs.set] = backend
 		}
 		if rec, ok := annotate(hs, r, backend, c.cfg.PhaseSpans); ok && c.cfg.Metrics.Enabled {
 			records = append(records, rec)
@@ -385,7 +408,7 @@ func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
 		if c.cfg.PhaseSpans {
 			phases += len(hs.req.Phases)
 		}
-	}
+	})
 	c.countEnriched(ctx, enriched, phases)
 	return records
 }

@@ -38,7 +38,8 @@ const (
 )
 
 // exemplarsPerSeries bounds the exemplars kept on each derived series
-// between two flushes.
+// between two flushes: the first requests of the flush interval, so that
+// keeping them costs nothing once the series has its share.
 const exemplarsPerSeries = 4
 
 const otherModel = "other"
@@ -54,8 +55,6 @@ func pushExemplar(list []exemplar, ex exemplar) []exemplar {
 	if len(list) < exemplarsPerSeries {
 		return append(list, ex)
 	}
-	copy(list, list[1:])
-	list[len(list)-1] = ex
 	return list
 }
 

@@ -35,13 +35,21 @@ type heldSpan struct {
 	span     ptrace.Span
 	siblings ptrace.SpanSlice // where its phase spans go
 	req      inference.Request
-	// The GPUs it matched, decided once they are known; group names the set.
-	keys   []timeline.Key
-	group  string
+	// The GPUs it matched, decided once they are known.
+	set    *gpuSet
 	method string
 	// pieces are its cost on the GPUs, admitted to their books once
-	// matched; nil for a span that takes no share.
-	pieces []attribution.Piece
+	// matched; nil for a span that takes no share. They live in pieceBuf.
+	pieces   []attribution.Piece
+	pieceBuf [inference.MaxPhases]attribution.Piece
+}
+
+// keys returns the span's GPUs; none while it has not matched.
+func (hs *heldSpan) keys() []timeline.Key {
+	if hs.set == nil {
+		return nil
+	}
+	return hs.set.keys
 }
 
 // takesShare reports whether the span is a request the GPUs served: not an

@@ -1,8 +1,6 @@
 package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
 
 import (
-	"strings"
-
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -14,9 +12,8 @@ type matcher struct {
 	order []string
 }
 
-// match returns the request's GPUs, a name for that set (spans of one set
-// share what is computed for it), and the method that matched.
-func (m *matcher) match(req inference.Request) ([]timeline.Key, string, string) {
+// match returns the request's GPUs and the method that matched.
+func (m *matcher) match(req inference.Request) ([]timeline.Key, string) {
 	for _, method := range m.order {
 		var keys []timeline.Key
 		switch method {
@@ -30,22 +27,10 @@ func (m *matcher) match(req inference.Request) ([]timeline.Key, string, string) 
 			keys = m.hostGPUs(req.Host)
 		}
 		if len(keys) > 0 {
-			return keys, groupName(keys), method
+			return keys, method
 		}
 	}
-	return nil, "", ""
-}
-
-// groupName names a set of GPUs.
-func groupName(keys []timeline.Key) string {
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k.Host)
-		b.WriteByte(0)
-		b.WriteString(k.GPU)
-		b.WriteByte(0)
-	}
-	return b.String()
+	return nil, ""
 }
 
 // attributes resolves GPU UUIDs and indexes named on the span or its

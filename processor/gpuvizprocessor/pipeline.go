@@ -6,6 +6,7 @@ import (
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
@@ -20,18 +21,53 @@ type pipeline struct {
 	bookCfg       attribution.Config
 	finalizeAfter time.Duration
 	books         map[timeline.Key]*attribution.Book
+	sets          map[string]*gpuSet
 
 	// Scratch reused across rounds.
 	gpus   map[timeline.Key]*gpuRound
-	groups map[string]*groupRound
+	groups map[*gpuSet]*groupRound
+	cost   attribution.Request
+	name   []byte
+}
+
+// gpuSet is a set of GPUs that spans matched, interned: the spans of one
+// set share what is computed for it, found by pointer, and its books.
+type gpuSet struct {
+	keys  []timeline.Key
+	books []*attribution.Book // nil until the pipeline needs them
+}
+
+// set returns the interned set of keys.
+func (p *pipeline) set(keys []timeline.Key) *gpuSet {
+	p.name = p.name[:0]
+	for _, k := range keys {
+		p.name = append(append(append(append(p.name, k.Host...), 0), k.GPU...), 0)
+	}
+	if s, ok := p.sets[string(p.name)]; ok {
+		return s
+	}
+	s := &gpuSet{keys: keys}
+	p.sets[string(p.name)] = s
+	return s
+}
+
+// booksOf returns the books of a set's GPUs.
+func (p *pipeline) booksOf(s *gpuSet) []*attribution.Book {
+	if s.books == nil {
+		s.books = make([]*attribution.Book, len(s.keys))
+		for i, k := range s.keys {
+			s.books[i] = p.book(k)
+		}
+	}
+	return s.books
 }
 
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(),
 		finalizeAfter: cfg.Attribution.FinalizeAfter,
-		books:         map[timeline.Key]*attribution.Book{},
-		gpus:          map[timeline.Key]*gpuRound{}, groups: map[string]*groupRound{},
+		books:         map[timeline.Key]*attribution.Book{}, sets: map[string]*gpuSet{},
+		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
 
@@ -46,12 +82,13 @@ func (p *pipeline) book(k timeline.Key) *attribution.Book {
 
 // admit puts a matched request's cost in its GPUs' books at now.
 func (p *pipeline) admit(hs *heldSpan, now time.Time) {
-	if !hs.takesShare() || len(hs.keys) == 0 {
+	if !hs.takesShare() || hs.set == nil {
 		return
 	}
-	hs.pieces = costPieces(hs.req, hs.pieces[:0])
-	for _, k := range hs.keys {
-		p.book(k).Admit(hs.pieces, now.UnixNano())
+	hs.pieces = costPieces(hs.req, hs.pieceBuf[:0])
+	p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now.UnixNano())
+	for _, b := range p.booksOf(hs.set) {
+		b.Admit(&p.cost)
 	}
 }
 
@@ -99,15 +136,16 @@ type groupRound struct {
 	counter bool
 }
 
-// spanResult is what the pipeline found for one span.
+// spanResult is what the pipeline found for one span; phases are indexed
+// like the request's.
 type spanResult struct {
 	ok          bool // the span's GPUs had samples in its window
 	stats       gpuStats
-	phaseStats  []gpuStats
+	phaseStats  [inference.MaxPhases]gpuStats
 	labels      bottleneck.Times
-	phaseLabels []bottleneck.Times
+	phaseLabels [inference.MaxPhases]bottleneck.Times
 	energy      float64
-	phaseEnergy []float64
+	phaseEnergy [inference.MaxPhases]float64
 	energyKnown bool
 }
 
@@ -129,20 +167,25 @@ type gpuStats struct {
 	energySource string
 }
 
-// round computes the results of the spans released together at now.
-func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult) {
+// round computes the results of the spans released together at now and
+// hands each to use (the result is reused: use must not keep it).
+func (p *pipeline) round(spans []*heldSpan, now time.Time, use func(*heldSpan, *spanResult)) {
 	clear(p.gpus)
 	clear(p.groups)
 	width := int64(p.bookCfg.Resolution)
 	idx := func(t int64) int64 { return floorDiv(t, width) }
 	// The bins each GPU and each GPU set needs.
 	for _, hs := range spans {
-		if len(hs.keys) == 0 {
+		if hs.set == nil {
 			continue
 		}
 		lo, hi := idx(hs.req.Start.UnixNano()), idx(hs.req.End.UnixNano()-1)+1
 		hi = max(hi, lo+1)
-		for _, k := range hs.keys {
+		gr := p.groups[hs.set]
+		if gr != nil && lo >= gr.lo && hi <= gr.lo+gr.n {
+			continue // inside what the set's GPUs already read
+		}
+		for _, k := range hs.set.keys {
 			g := p.gpus[k]
 			if g == nil {
 				g = &gpuRound{lo: lo, hi: hi}
@@ -150,10 +193,9 @@ func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult)
 			}
 			g.lo, g.hi = min(g.lo, lo), max(g.hi, hi)
 		}
-		gr := p.groups[hs.group]
 		if gr == nil {
-			gr = &groupRound{keys: hs.keys, lo: lo, n: hi - lo, width: width}
-			p.groups[hs.group] = gr
+			gr = &groupRound{keys: hs.set.keys, lo: lo, n: hi - lo, width: width}
+			p.groups[hs.set] = gr
 		}
 		end := max(gr.lo+gr.n, hi)
 		gr.lo = min(gr.lo, lo)
@@ -165,12 +207,13 @@ func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult)
 	for _, gr := range p.groups {
 		p.sum(gr)
 	}
-	for i, hs := range spans {
-		results[i] = spanResult{}
-		if len(hs.keys) == 0 {
-			continue
+	var r spanResult
+	for _, hs := range spans {
+		r = spanResult{}
+		if hs.set != nil {
+			p.result(hs, p.groups[hs.set], now.UnixNano(), &r)
 		}
-		p.result(hs, p.groups[hs.group], now.UnixNano(), &results[i])
+		use(hs, &r)
 	}
 }
 
@@ -344,24 +387,41 @@ func grow(s []float64, n int) []float64 {
 	return s
 }
 
-// at returns column c's prefix sum at time t (ns), linear within a bin.
-func (gr *groupRound) at(t int64, c int) float64 {
-	x := float64(t-gr.lo*gr.width) / float64(gr.width)
+// edge returns the prefix-sum row at or before time t (ns) and how far
+// into the next bin t lies (0..1): the prefix sums at t are linear within
+// a bin.
+func (gr *groupRound) edge(t int64) (row int, frac float64) {
+	d := t - gr.lo*gr.width
 	switch {
-	case x <= 0:
-		return gr.prefix[c]
-	case x >= float64(gr.n):
-		return gr.prefix[int(gr.n)*numCols+c]
+	case d <= 0:
+		return 0, 0
+	case d >= gr.n*gr.width:
+		return int(gr.n), 0
 	}
-	i := int(x)
-	lo, hi := gr.prefix[i*numCols+c], gr.prefix[(i+1)*numCols+c]
-	return lo + (x-float64(i))*(hi-lo)
+	return int(d / gr.width), float64(d%gr.width) / float64(gr.width)
 }
 
 // window returns the columns' sums over [from, to] (ns).
 func (gr *groupRound) window(from, to int64, dst *[numCols]float64) {
+	a, fa := gr.edge(from)
+	z, fz := gr.edge(to)
+	pa, pz := gr.prefix[a*numCols:(a+1)*numCols], gr.prefix[z*numCols:(z+1)*numCols]
+	var na, nz []float64
+	if fa > 0 {
+		na = gr.prefix[(a+1)*numCols : (a+2)*numCols]
+	}
+	if fz > 0 {
+		nz = gr.prefix[(z+1)*numCols : (z+2)*numCols]
+	}
 	for c := range numCols {
-		dst[c] = gr.at(to, c) - gr.at(from, c)
+		hi, lo := pz[c], pa[c]
+		if nz != nil {
+			hi += fz * (nz[c] - pz[c])
+		}
+		if na != nil {
+			lo += fa * (na[c] - pa[c])
+		}
+		dst[c] = hi - lo
 	}
 }
 
@@ -421,10 +481,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 	var drawnKnown bool
 	r.stats, r.labels, drawn, drawnKnown = gr.stats(from, to)
 	r.ok = r.stats.coverage > 0
-	r.phaseStats = make([]gpuStats, len(req.Phases))
-	r.phaseLabels = make([]bottleneck.Times, len(req.Phases))
-	r.phaseEnergy = make([]float64, len(req.Phases))
-	phaseDrawn := make([]float64, len(req.Phases))
+	var phaseDrawn [inference.MaxPhases]float64
 	for i, ph := range req.Phases {
 		r.phaseStats[i], r.phaseLabels[i], phaseDrawn[i], _ = gr.stats(ph.Start.UnixNano(), ph.End.UnixNano())
 	}
@@ -433,19 +490,20 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 		// A batch step or Triton's compute span: the energy its GPUs drew,
 		// unshared (the work of everything it aggregates).
 		r.energy, r.energyKnown = drawn, drawnKnown
-		copy(r.phaseEnergy, phaseDrawn)
+		r.phaseEnergy = phaseDrawn
 	case req.Client:
 		// The server's span takes the energy.
 	default:
-		shares := make([]float64, len(hs.pieces))
-		for _, k := range hs.keys {
-			if p.book(k).Release(hs.pieces, now, shares) {
+		var shares [inference.MaxPhases]float64
+		p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now)
+		for _, b := range p.booksOf(hs.set) {
+			if b.Release(&p.cost, shares[:]) {
 				r.energyKnown = true
 			}
 		}
-		for i, s := range shares {
+		for i, s := range shares[:len(hs.pieces)] {
 			r.energy += s
-			if len(req.Phases) == len(shares) {
+			if len(req.Phases) == len(hs.pieces) {
 				r.phaseEnergy[i] = s
 			}
 		}
@@ -479,11 +537,16 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 	}
 }
 
-// forget drops the books of GPUs the timeline forgot.
+// forget drops the books of GPUs the timeline forgot, and the sets (spans
+// still held keep theirs, whose books are found again when needed).
 func (p *pipeline) forget() {
 	for k := range p.books {
 		if _, ok := p.store.Newest(k); !ok {
 			delete(p.books, k)
 		}
+	}
+	for name, s := range p.sets {
+		s.books = nil
+		delete(p.sets, name)
 	}
 }

@@ -73,16 +73,18 @@ type Totals struct {
 }
 
 type bin struct {
-	weight  float64          // Σ rate × overlap (s) of admitted requests
-	byAge   [numAges]float32 // weight by age class at admission
-	given   float64          // J given to released requests
-	energy  float64          // J, once frozen
-	present int32            // admitted requests whose window overlaps the bin
-	pending int32            // of those, not yet released
-	label   bottleneck.Label
-	frozen  bool
-	known   bool // energy measured
-	final   bool
+	weight float64          // Σ rate × overlap (s) of admitted requests
+	byAge  [numAges]float32 // weight by age class at admission
+	given  float64          // J given to released requests
+	energy float64          // J, once frozen
+	// Admitted requests overlapping the bin, and those of them not yet
+	// released, as differences from the bin before (summed as finalisation
+	// walks forward): admitting and releasing cost O(1), not O(bins).
+	dPresent, dPending int32
+	label              bottleneck.Label
+	frozen             bool
+	known              bool // energy measured
+	final              bool
 }
 
 // Book is one GPU's books. It is not safe for concurrent use.
@@ -92,14 +94,17 @@ type Book struct {
 	bins    []bin // circular over absolute bin indexes [lo, hi)
 	lo, hi  int64
 	finalTo int64 // bins below are final
-	started bool
-	totals  Totals
+	// runPresent and runPending are the counts in effect at finalTo.
+	runPresent, runPending int32
+	started                bool
+	totals                 Totals
 	// arrived is, per age class, the weight final bins had received by
 	// then, decayed; arrivedAll the final weight. Together: the share of
 	// a bin's final weight known at a given age.
 	arrived    [numAges]float64
 	arrivedAll float64
-	learned    float64 // final bins with weight, decayed
+	curve      [numAges]float64 // cumulative share of arrived by class
+	learned    float64          // final bins with weight, decayed
 	decay      float64
 }
 
@@ -110,13 +115,7 @@ func NewBook(cfg Config) *Book {
 }
 
 // Index returns the bin holding Unix time t (ns).
-func (b *Book) Index(t int64) int64 {
-	i := t / b.width
-	if t%b.width < 0 {
-		i--
-	}
-	return i
-}
+func (b *Book) Index(t int64) int64 { return floorDiv(t, b.width) }
 
 // Start returns where bin i begins, Unix ns.
 func (b *Book) Start(i int64) int64 { return i * b.width }
@@ -125,8 +124,7 @@ func (b *Book) Start(i int64) int64 { return i * b.width }
 func (b *Book) Width() int64 { return b.width }
 
 func (b *Book) at(i int64) *bin {
-	n := int64(len(b.bins))
-	return &b.bins[((i%n)+n)%n]
+	return &b.bins[uint64(i)%uint64(len(b.bins))]
 }
 
 // Range returns the bins [from, to) the book keeps, clipped.
@@ -161,143 +159,167 @@ func (b *Book) reach(from, to int64) (int64, int64) {
 	return b.Range(from, to)
 }
 
-// span returns the bins a window [start, end) overlaps.
-func (b *Book) span(start, end int64) (int64, int64) {
-	if end <= start {
-		return 0, 0
-	}
-	return b.Index(start), b.Index(end-1) + 1
+// Request is one request's cost per bin, computed once for all its GPUs'
+// books (their bins line up: same resolution, absolute indexes). Reuse one
+// Request for many: Admit and Release only read it.
+type Request struct {
+	lo, hi int64 // bins its whole window overlaps
+	bins   []pieceBin
 }
 
-// overlap returns the seconds piece p spends in bin i.
-func (b *Book) overlap(i int64, p Piece) float64 {
-	lo, hi := max(p.Start, i*b.width), min(p.End, (i+1)*b.width)
-	if hi <= lo {
-		return 0
-	}
-	return float64(hi-lo) / 1e9
+// pieceBin is a piece's weight in one bin.
+type pieceBin struct {
+	i      int64
+	piece  int32
+	class  int32   // age class at the time the Request was computed
+	weight float64 // rate × overlap, s
+	frac   float64 // where within its age class the bin's age lies, 0..1
 }
 
-// window returns the bins the pieces' whole window overlaps.
-func (b *Book) window(pieces []Piece) (int64, int64) {
+// Cost fills r with the pieces' cost per bin of resolution width, with the
+// bins' ages at now (Unix ns).
+func (r *Request) Cost(pieces []Piece, width, now int64) {
+	r.bins = r.bins[:0]
+	r.lo, r.hi = 0, 0
 	if len(pieces) == 0 {
-		return 0, 0
+		return
 	}
 	start, end := pieces[0].Start, pieces[0].End
 	for _, p := range pieces[1:] {
 		start, end = min(start, p.Start), max(end, p.End)
 	}
-	return b.span(start, end)
-}
-
-// Admit adds a request, as its pieces, to the bins it overlaps at time now
-// (Unix ns): they count it as present and waiting, and its pieces' cost as
-// weight.
-func (b *Book) Admit(pieces []Piece, now int64) {
-	lo, hi := b.window(pieces)
-	if hi <= lo {
+	if end <= start {
 		return
 	}
-	lo, hi = b.reach(lo, hi)
-	for i := lo; i < hi; i++ {
-		bn := b.at(i)
-		bn.present++
-		bn.pending++
-	}
-	for _, p := range pieces {
-		if p.Rate <= 0 {
+	r.lo, r.hi = floorDiv(start, width), floorDiv(end-1, width)+1
+	for k, p := range pieces {
+		if p.Rate <= 0 || p.End <= p.Start {
 			continue
 		}
-		a, z := b.span(p.Start, p.End)
-		a, z = b.Range(a, z)
-		for i := a; i < z; i++ {
-			bn := b.at(i)
-			w := p.Rate * b.overlap(i, p)
-			bn.weight += w
-			bn.byAge[ageClass(b.age(i, now))] += float32(w)
+		for i := floorDiv(p.Start, width); i*width < p.End; i++ {
+			lo, hi := max(p.Start, i*width), min(p.End, (i+1)*width)
+			if hi <= lo {
+				continue
+			}
+			class, frac := ageOf(max(0, float64(now-(i+1)*width)/1e9))
+			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: p.Rate * float64(hi-lo) / 1e9, frac: frac})
 		}
 	}
 }
 
-// age returns bin i's age at now: seconds since it ended.
-func (b *Book) age(i, now int64) float64 {
-	return max(0, float64(now-(i+1)*b.width)/1e9)
+func floorDiv(t, w int64) int64 {
+	i := t / w
+	if t%w < 0 {
+		i--
+	}
+	return i
 }
 
-func ageClass(secs float64) int {
+// ageOf returns the age class of secs and where within it secs lies.
+func ageOf(secs float64) (int, float64) {
+	lo := 0.0
 	for k, bound := range ageBounds {
 		if secs <= bound {
-			return k
+			if math.IsInf(bound, 1) {
+				return k, 1
+			}
+			return k, (secs - lo) / (bound - lo)
 		}
+		lo = bound
 	}
-	return numAges - 1
+	return numAges - 1, 1
 }
 
-// known returns the share of a bin's final weight that has been admitted
-// by the time it is secs old, learned from the bins that became final; 1
-// until enough have. Between class bounds it is interpolated linearly.
-func (b *Book) known(secs float64) float64 {
+// Admit adds a request, computed at the time of admission, to the bins it
+// overlaps: they count it as present and waiting, and its cost as weight.
+func (b *Book) Admit(r *Request) {
+	if r.hi <= r.lo {
+		return
+	}
+	lo, hi := b.reach(r.lo, r.hi+1)
+	if hi > lo {
+		b.count(lo, min(hi, r.hi), 1, 1)
+	}
+	for _, pb := range r.bins {
+		if pb.i < b.lo || pb.i >= b.hi {
+			continue
+		}
+		bn := b.at(pb.i)
+		bn.weight += pb.weight
+		bn.byAge[pb.class] += float32(pb.weight)
+	}
+}
+
+// known returns the share of a bin's final weight admitted by the age of
+// pb (its class and the place within it), learned from the bins that
+// became final; 1 until enough have.
+func (b *Book) known(pb *pieceBin) float64 {
 	if b.learned < minLearned || b.arrivedAll <= 0 {
 		return 1
 	}
-	cum, lo, prev := 0.0, 0.0, 0.0
-	for k, bound := range ageBounds {
-		cum += b.arrived[k]
-		share := cum / b.arrivedAll
-		if secs <= bound {
-			if math.IsInf(bound, 1) {
-				return 1
-			}
-			f := (secs - lo) / (bound - lo)
-			return max(minKnown, prev+f*(share-prev))
-		}
-		lo, prev = bound, share
+	prev := 0.0
+	if pb.class > 0 {
+		prev = b.curve[pb.class-1]
 	}
-	return 1
+	return max(minKnown, prev+pb.frac*(b.curve[pb.class]-prev))
 }
 
 // minKnown caps how far a bin's weight is scaled up.
 const minKnown = 0.05
 
-// Release gives an admitted request, at now (Unix ns), its share of the
-// frozen bins it ran in: per piece into shares (len(pieces), added to), and
-// returns whether any of its bins had measured energy. Bins not frozen
-// give nothing. A bin's weight is what has been admitted, scaled up by the
-// share of a bin's weight known at its age: the requests still running
-// then, whose spans have not arrived, take their part too.
-func (b *Book) Release(pieces []Piece, now int64, shares []float64) bool {
+// Release gives an admitted request, computed at the time of release, its
+// share of the frozen bins it ran in: per piece into shares (indexed like
+// the pieces, added to); it returns whether any of its bins had measured
+// energy. Bins not frozen give nothing. A bin's weight is what has been
+// admitted, scaled up by the share of a bin's weight known at its age: the
+// requests still running then, whose spans have not arrived, take their
+// part too.
+func (b *Book) Release(r *Request, shares []float64) bool {
 	known := false
-	for k, p := range pieces {
-		if p.Rate <= 0 {
+	for k := range r.bins {
+		pb := &r.bins[k]
+		if pb.i < b.lo || pb.i >= b.hi {
 			continue
 		}
-		a, z := b.Range(b.span(p.Start, p.End))
-		for i := a; i < z; i++ {
-			bn := b.at(i)
-			if !bn.known {
-				continue
-			}
-			known = true
-			if bn.weight <= 0 {
-				continue
-			}
-			weight := bn.weight / b.known(b.age(i, now))
-			part := b.ratio * bn.energy * p.Rate * b.overlap(i, p) / weight
-			shares[k] += part
-			bn.given += part
-			if bn.final {
-				b.totals.Attributed += part
-				b.totals.Correction -= part
-			}
+		bn := b.at(pb.i)
+		if !bn.known {
+			continue
+		}
+		known = true
+		if bn.weight <= 0 {
+			continue
+		}
+		part := b.ratio * bn.energy * pb.weight * b.known(pb) / bn.weight
+		shares[pb.piece] += part
+		bn.given += part
+		if bn.final {
+			b.totals.Attributed += part
+			b.totals.Correction -= part
 		}
 	}
-	lo, hi := b.Range(b.window(pieces))
-	for i := lo; i < hi; i++ {
-		if bn := b.at(i); bn.pending > 0 {
-			bn.pending--
-		}
+	if lo, hi := b.Range(r.lo, r.hi); hi > lo {
+		b.count(lo, hi, 0, -1)
 	}
 	return known
+}
+
+// count adds present and pending to bins [lo, hi) (hi < the book's end).
+func (b *Book) count(lo, hi int64, present, pending int32) {
+	for _, e := range [2]struct {
+		i    int64
+		sign int32
+	}{{lo, 1}, {hi, -1}} {
+		if e.i < b.finalTo {
+			b.runPresent += e.sign * present
+			b.runPending += e.sign * pending
+			continue
+		}
+		if e.i < b.hi {
+			bn := b.at(e.i)
+			bn.dPresent += e.sign * present
+			bn.dPending += e.sign * pending
+		}
+	}
 }
 
 // Unfrozen returns the smallest range holding every bin of [from, to) that
@@ -333,14 +355,16 @@ func (b *Book) Freeze(i int64, energyJ float64, known bool, label bottleneck.Lab
 	}
 }
 
-// Label returns bin i's label: the frozen one, except that an idle GPU with
-// a request present was starved (host_bound). "" when not frozen or unknown.
+// Label returns bin i's label: once final, the frozen one with an idle GPU
+// that had a request present counted as starved (host_bound); before, as a
+// request in the bin sees it (present, so idle reads host_bound). "" when
+// not frozen or unknown.
 func (b *Book) Label(i int64) bottleneck.Label {
 	if i < b.lo || i >= b.hi {
 		return ""
 	}
 	bn := b.at(i)
-	if bn.label == bottleneck.Idle && bn.present > 0 {
+	if !bn.final && bn.label == bottleneck.Idle {
 		return bottleneck.HostBound
 	}
 	return bn.label
@@ -365,12 +389,18 @@ func (b *Book) finalize(to int64, force bool) {
 	to = min(to, b.hi)
 	for ; b.finalTo < to; b.finalTo++ {
 		bn := b.at(b.finalTo)
-		if !force && (!bn.frozen || bn.pending > 0) {
+		present, pending := b.runPresent+bn.dPresent, b.runPending+bn.dPending
+		if !force && (!bn.frozen || pending > 0) {
 			return
 		}
+		b.runPresent, b.runPending = present, pending
+		bn.dPresent, bn.dPending = 0, 0
 		bn.final = true
-		if l := b.Label(b.finalTo); l != "" {
-			b.totals.Seconds.Add(l, float64(b.width)/1e9)
+		if bn.label == bottleneck.Idle && present > 0 {
+			bn.label = bottleneck.HostBound
+		}
+		if bn.label != "" {
+			b.totals.Seconds.Add(bn.label, float64(b.width)/1e9)
 		}
 		if !bn.known {
 			continue
@@ -395,6 +425,12 @@ func (b *Book) learn(bn *bin) {
 	}
 	b.arrivedAll = b.arrivedAll*b.decay + bn.weight
 	b.learned = b.learned*b.decay + 1
+	cum := 0.0
+	for k, a := range b.arrived {
+		cum += a
+		b.curve[k] = cum / b.arrivedAll
+	}
+	b.curve[numAges-1] = 1
 }
 
 // Totals returns the books over final bins.

@@ -16,6 +16,18 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
 
 func at(s float64) int64 { return t0 + int64(s*1e9) }
 
+func admit(b *Book, pieces []Piece, now int64) {
+	var r Request
+	r.Cost(pieces, b.Width(), now)
+	b.Admit(&r)
+}
+
+func release(b *Book, pieces []Piece, now int64, shares []float64) bool {
+	var r Request
+	r.Cost(pieces, b.Width(), now)
+	return b.Release(&r, shares)
+}
+
 // longAfter is a moment long after the bins of the tests: their weight is known.
 var longAfter = at(3600)
 
@@ -48,12 +60,12 @@ func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
 	b := testBook(1)
 	queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
 	other := []Piece{{at(0), at(2), 1}}
-	b.Admit(queued, longAfter)
-	b.Admit(other, longAfter)
+	admit(b, queued, longAfter)
+	admit(b, other, longAfter)
 	freeze(b, 0, 2, 100) // 100 W: 100 J per second
 	s1, s2 := make([]float64, 2), make([]float64, 1)
-	b.Release(queued, longAfter, s1)
-	b.Release(other, longAfter, s2)
+	release(b, queued, longAfter, s1)
+	release(b, other, longAfter, s2)
 	closeTo(t, 0, s1[0])
 	closeTo(t, 75, s1[1]) // 3:1 in the second second
 	closeTo(t, 100+25, s2[0])
@@ -78,7 +90,7 @@ func TestOrderIndependentWithinTheWindow(t *testing.T) {
 	run := func(order []int) []float64 {
 		b := testBook(1)
 		for _, i := range order { // all arrive before any release: within the window
-			b.Admit(reqs[i], longAfter)
+			admit(b, reqs[i], longAfter)
 		}
 		lo, hi, _ := b.Unfrozen(b.FinalTo(), b.Index(at(12)))
 		for i := lo; i < hi; i++ {
@@ -87,7 +99,7 @@ func TestOrderIndependentWithinTheWindow(t *testing.T) {
 		out := make([]float64, len(reqs))
 		for _, i := range order {
 			sh := make([]float64, 3)
-			b.Release(reqs[i], longAfter, sh)
+			release(b, reqs[i], longAfter, sh)
 			out[i] = sh[0] + sh[1] + sh[2]
 		}
 		b.Finalize(hi)
@@ -109,15 +121,15 @@ func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 	b := testBook(1)
 	early := []Piece{{at(0), at(2), 1}}
 	late := []Piece{{at(1), at(2), 1}}
-	b.Admit(early, longAfter)
+	admit(b, early, longAfter)
 	freeze(b, 0, 3, 100)
 	s := make([]float64, 1)
-	b.Release(early, longAfter, s)
+	release(b, early, longAfter, s)
 	closeTo(t, 200, s[0]) // alone, as far as anyone knew
 	b.Finalize(b.Index(at(3)))
-	b.Admit(late, longAfter)
+	admit(b, late, longAfter)
 	s[0] = 0
-	b.Release(late, longAfter, s)
+	release(b, late, longAfter, s)
 	closeTo(t, 50, s[0]) // fair: half of the second second, not the leftovers (none)
 	tot := b.Totals()
 	closeTo(t, 300, tot.Measured)
@@ -130,10 +142,10 @@ func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 	b := testBook(0.25)
 	r := []Piece{{at(0), at(1), 1}}
-	b.Admit(r, longAfter)
+	admit(b, r, longAfter)
 	freeze(b, 0, 1, 100)
 	s := make([]float64, 1)
-	b.Release(r, longAfter, s)
+	release(b, r, longAfter, s)
 	closeTo(t, 25, s[0])
 	b.Finalize(b.Index(at(1)))
 	tot := b.Totals()
@@ -144,11 +156,11 @@ func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 	b := testBook(1)
 	r := []Piece{{at(0.5), at(1), 1}}
-	b.Admit(r, longAfter)
+	admit(b, r, longAfter)
 	freeze(b, 0, 2, 100)
 	b.Finalize(b.Index(at(2)))
 	require.Equal(t, b.Index(at(0.5)), b.FinalTo())
-	b.Release(r, longAfter, make([]float64, 1))
+	release(b, r, longAfter, make([]float64, 1))
 	b.Finalize(b.Index(at(2)))
 	require.Equal(t, b.Index(at(2)), b.FinalTo())
 	assert.Equal(t, bottleneck.MemoryBound, b.Label(b.Index(at(0.6))))
@@ -156,8 +168,8 @@ func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 
 func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	b := testBook(1)
-	b.Admit([]Piece{{at(0), at(1), 1}}, longAfter)
-	b.Admit([]Piece{{at(600), at(601), 1}}, longAfter) // ten minutes later: the first is dropped
+	admit(b, []Piece{{at(0), at(1), 1}}, longAfter)
+	admit(b, []Piece{{at(600), at(601), 1}}, longAfter) // ten minutes later: the first is dropped
 	lo, hi := b.Range(b.Index(at(0)), b.Index(at(601)))
 	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
 	assert.Greater(t, lo, b.Index(at(1)))
@@ -171,18 +183,18 @@ func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 	for k := range 300 { // 30 s of bins, each shared by an early and a late request
 		s := 0.1 * float64(k)
 		early, lateOne := []Piece{{at(s), at(s + 0.1), 1}}, []Piece{{at(s), at(s + 0.1), 1}}
-		b.Admit(early, at(s+0.1+0.5))
-		b.Admit(lateOne, at(s+0.1+10))
+		admit(b, early, at(s+0.1+0.5))
+		admit(b, lateOne, at(s+0.1+10))
 		freeze(b, s, s+0.1, 100)
-		b.Release(early, at(s+0.1+10), make([]float64, 1))
-		b.Release(lateOne, at(s+0.1+10), make([]float64, 1))
+		release(b, early, at(s+0.1+10), make([]float64, 1))
+		release(b, lateOne, at(s+0.1+10), make([]float64, 1))
 	}
 	b.Finalize(b.Index(at(30)))
 	closeTo(t, 0, b.Totals().Correction)
 	alone := []Piece{{at(40), at(41), 1}}
-	b.Admit(alone, at(41.5))
+	admit(b, alone, at(41.5))
 	freeze(b, 30, 41, 100)
 	s := make([]float64, 1)
-	b.Release(alone, at(42), s)
+	release(b, alone, at(42), s)
 	assert.InDelta(t, 50, s[0], 5, "about half of 100 J: a second old, half the weight is still to come")
 }

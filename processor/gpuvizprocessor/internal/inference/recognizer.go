@@ -50,6 +50,9 @@ const (
 	familyRule   = "rule:"
 )
 
+// MaxPhases is the most phases a Request has.
+const MaxPhases = 4
+
 // Phase is one stage of a request, in wall-clock time.
 type Phase struct {
 	Name  string // "queue", "prefill", "decode", "inference" (when prefill/decode cannot be told apart)
@@ -295,7 +298,7 @@ func (r *Recognizer) Recognize(span ptrace.Span, resource pcommon.Resource, now 
 // tolerance is how far phases may run past the span's end (clock rounding).
 const tolerance = int64(time.Millisecond)
 
-const maxPhases = 4
+const maxPhases = MaxPhases
 
 type phaseNS struct {
 	name       string
