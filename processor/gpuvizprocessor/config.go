@@ -177,7 +177,7 @@ func createDefaultConfig() *Config {
 		MaxWait:         20 * time.Second,
 		MaxPendingSpans: 200_000,
 		// A node-local agent needs a few MiB; the worst case is
-		// max_gpus × 16 series × max_points_per_signal × 16 B = 512 MiB.
+		// max_gpus × 17 series × max_points_per_signal × 32.25 B = 1.1 GiB.
 		// 2048 points hold about 5.7 minutes of the driver's 6/s samples and
 		// far longer of once-a-scrape readings; a gateway for a large fleet
 		// raises max_gpus and, if memory is tight, lowers the points.
