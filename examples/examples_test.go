@@ -35,7 +35,9 @@ import (
 const (
 	repoRoot     = ".."
 	metadataPath = "../receiver/gpuvizreceiver/metadata.yaml"
-	builderPath  = "../builder-config.yaml"
+	// processorMetadataPath declares the processor's derived sums and gauges.
+	processorMetadataPath = "../processor/gpuvizprocessor/metadata.yaml"
+	builderPath           = "../builder-config.yaml"
 )
 
 // prometheusOwn are series Prometheus writes itself, which rules and
@@ -549,19 +551,34 @@ func seriesLabels(t *testing.T) map[string]map[string]bool {
 		}
 		out[name] = set
 	}
+	// The processor's sums and gauges are declared in its metadata.yaml;
+	// its histograms, which mdatagen cannot generate, in histograms.go.
+	var pmd struct {
+		Attributes map[string]struct {
+			NameOverride string `yaml:"name_override"`
+		} `yaml:"attributes"`
+		Metrics map[string]struct {
+			Attributes []string `yaml:"attributes"`
+		} `yaml:"metrics"`
+	}
+	readYAML(t, processorMetadataPath, &pmd)
 	derived := map[string][]string{
-		"gpuviz.gpu.bottleneck.time":             {"hw.id", "gpuviz.bottleneck"},
-		"gpuviz.gpu.bottleneck.state":            {"hw.id", "gpuviz.bottleneck"},
-		"gpuviz.gpu.anomaly":                     {"hw.id", "gpuviz.signal"},
-		"gpuviz.gpu.load_pattern":                {"hw.id", "gpuviz.load_pattern"},
 		"gpuviz.request.energy":                  {"gen_ai.request.model", "gpuviz.bottleneck", "le"},
 		"gpuviz.request.energy_per_output_token": {"gen_ai.request.model", "gpuviz.bottleneck", "le"},
 		"gpuviz.request.gpu_busy_time":           {"gen_ai.request.model", "gpuviz.bottleneck", "le"},
 	}
+	for name, m := range pmd.Metrics {
+		for _, a := range m.Attributes {
+			if o := pmd.Attributes[a].NameOverride; o != "" {
+				a = o
+			}
+			derived[name] = append(derived[name], a)
+		}
+	}
 	for _, m := range promnames.Derived() {
 		attrs, ok := derived[m.Name]
 		require.True(t, ok, "seriesLabels: add the labels of %s", m.Name)
-		set := map[string]bool{"job": true, "instance": true, "host_name": true, "otel_scope_name": true}
+		set := map[string]bool{"job": true, "instance": true, "host_name": true, "gpuviz_backend": true, "otel_scope_name": true}
 		for _, a := range attrs {
 			set[under(a)] = true
 		}

@@ -134,7 +134,7 @@ func Derived() []Metric {
 		{Name: "gpuviz.gpu.bottleneck.state", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.gpu.bottleneck.time", Unit: "s", Kind: Counter},
 		{Name: "gpuviz.gpu.energy", Unit: "J", Kind: Counter},
-		{Name: "gpuviz.gpu.energy.correction", Unit: "J", Kind: Gauge},
+		{Name: "gpuviz.gpu.energy.correction", Unit: "J", Kind: UpDownCounter},
 		{Name: "gpuviz.gpu.load_pattern", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.request.energy", Unit: "J", Kind: Histogram},
 		{Name: "gpuviz.request.energy_per_output_token", Unit: "J/{token}", Kind: Histogram},

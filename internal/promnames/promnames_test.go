@@ -42,6 +42,7 @@ func TestPrometheus(t *testing.T) {
 		{Metric{"hw.gpu.memory.usage", "By", UpDownCounter}, []string{"hw_gpu_memory_usage_bytes"}},
 		{Metric{"hw.gpu.memory.limit", "By", UpDownCounter}, []string{"hw_gpu_memory_limit_bytes"}},
 		{Metric{"hw.status", "1", UpDownCounter}, []string{"hw_status"}},
+		{Metric{"gpuviz.gpu.energy.correction", "J", UpDownCounter}, []string{"gpuviz_gpu_energy_correction_joules"}},
 		// histograms
 		{Metric{"gpuviz.request.energy", "J", Histogram},
 			[]string{"gpuviz_request_energy_joules_bucket", "gpuviz_request_energy_joules_sum", "gpuviz_request_energy_joules_count"}},
@@ -96,7 +97,7 @@ func TestFromMetadata(t *testing.T) {
 	}
 	for combo := range seen {
 		assert.Contains(t, []string{
-			"1 gauge", "1 updowncounter", "W gauge", "J counter", "Cel gauge", "Hz gauge", "By/s gauge",
+			"1 gauge", "1 updowncounter", "W gauge", "J counter", "J updowncounter", "Cel gauge", "Hz gauge", "By/s gauge",
 			"By counter", "By updowncounter", "s counter", "{error} counter", "{row} counter",
 			"{page} counter", "{replay} counter", "{lane} gauge", "J histogram", "J/{token} histogram",
 			"s histogram",

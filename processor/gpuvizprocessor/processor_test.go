@@ -351,6 +351,7 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 			kind := promnames.Gauge
 			switch m.Type() {
 			case pmetric.MetricTypeSum:
+				kind = promnames.UpDownCounter
 				if m.Sum().IsMonotonic() {
 					kind = promnames.Counter
 				}
