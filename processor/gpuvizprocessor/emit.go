@@ -104,8 +104,11 @@ func (e *emitter) due(now time.Time) bool {
 func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.lastEmit = now
 	e.hists.expire(now)
+	if len(gpus) == 0 && len(e.hists.hosts()) == 0 {
+		return 0 // nothing known yet: the next batch tries again
+	}
+	e.lastEmit = now
 	ts := pcommon.NewTimestampFromTime(now)
 	slices.SortFunc(gpus, func(a, b gpuBooks) int {
 		return cmp.Or(strings.Compare(a.key.Host, b.key.Host), strings.Compare(a.backend, b.backend), strings.Compare(a.key.GPU, b.key.GPU))
