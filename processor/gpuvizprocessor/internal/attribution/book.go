@@ -36,24 +36,23 @@ func (c Config) Validate() error {
 }
 
 // BinBytes is the memory one bin takes.
-const BinBytes = 88
+const BinBytes = 56
 
-// ageBounds are the upper bounds, in seconds, of the age classes in which
-// a bin remembers when its weight was admitted (the age of a bin is how
-// long after its end a request in it was admitted): spans reach the
-// processor when their request ends, so a bin's weight keeps growing
-// until the longest request running in it has ended.
-var ageBounds = [...]float64{1, 2, 4, 8, 16, 32, 64, math.Inf(1)}
+// ageBounds are the upper bounds, in seconds, of the age classes of the
+// arrival curve (the age of a bin is how long after its end a request in
+// it was admitted): spans reach the processor when their request ends, so
+// a bin's weight keeps growing until the longest request running in it has
+// ended. Within a class the curve is taken as linear.
+var ageBounds = [...]float64{0.5, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 128, math.Inf(1)}
 
 const numAges = len(ageBounds)
 
-// arrivalHalfLife is how fast the learned arrival curve forgets: in bins,
-// ten minutes at 100 ms.
-const arrivalHalfLife = 6000
+// arrivalHalfLife is how fast the learned arrival curve forgets.
+const arrivalHalfLife = float64(10 * time.Minute)
 
-// minLearned is how much final weight (in bins' worth) the arrival curve
-// needs before it is used: until then a bin's weight is taken as complete.
-const minLearned = 100
+// minLearned is how many requests (decayed) the arrival curve needs before
+// it is used: until then a bin's weight is taken as complete.
+const minLearned = 20
 
 // Piece is a stretch of one request at a constant cost rate.
 type Piece struct {
@@ -98,20 +97,20 @@ type Book struct {
 	runPresent, runPending int32
 	started                bool
 	totals                 Totals
-	// arrived is, per age class, the weight final bins had received by
-	// then, decayed; arrivedAll the final weight. Together: the share of
-	// a bin's final weight known at a given age.
+	// arrived is, per age class, the weight admitted at that age of its
+	// bins, decayed; arrivedAll all of it. Together: the share of a bin's
+	// weight that arrives by a given age.
 	arrived    [numAges]float64
 	arrivedAll float64
 	curve      [numAges]float64 // cumulative share of arrived by class
-	learned    float64          // final bins with weight, decayed
-	decay      float64
+	learned    float64          // requests admitted, decayed
+	learnedAt  int64            // when arrived was last decayed, Unix ns
 }
 
 // NewBook returns an empty book; cfg must be valid.
 func NewBook(cfg Config) *Book {
 	n := int((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
-	return &Book{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, bins: make([]bin, n), decay: math.Exp2(-1.0 / arrivalHalfLife)}
+	return &Book{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, bins: make([]bin, n)}
 }
 
 // Index returns the bin holding Unix time t (ns).
@@ -164,6 +163,7 @@ func (b *Book) reach(from, to int64) (int64, int64) {
 // Request for many: Admit and Release only read it.
 type Request struct {
 	lo, hi int64 // bins its whole window overlaps
+	now    int64 // when it was computed
 	bins   []pieceBin
 }
 
@@ -180,7 +180,7 @@ type pieceBin struct {
 // bins' ages at now (Unix ns).
 func (r *Request) Cost(pieces []Piece, width, now int64) {
 	r.bins = r.bins[:0]
-	r.lo, r.hi = 0, 0
+	r.lo, r.hi, r.now = 0, 0, now
 	if len(pieces) == 0 {
 		return
 	}
@@ -240,19 +240,35 @@ func (b *Book) Admit(r *Request) {
 	if hi > lo {
 		b.count(lo, min(hi, r.hi), 1, 1)
 	}
+	b.age(r.now)
 	for _, pb := range r.bins {
+		b.arrived[pb.class] += pb.weight
+		b.arrivedAll += pb.weight
 		if pb.i < b.lo || pb.i >= b.hi {
 			continue
 		}
-		bn := b.at(pb.i)
-		bn.weight += pb.weight
-		bn.byAge[pb.class] += float32(pb.weight)
+		b.at(pb.i).weight += pb.weight
 	}
+	b.learned++
+	b.learnCurve()
 }
 
-// known returns the share of a bin's final weight admitted by the age of
-// pb (its class and the place within it), learned from the bins that
-// became final; 1 until enough have.
+// age decays the arrival curve's weights to now.
+func (b *Book) age(now int64) {
+	if b.learnedAt != 0 && now > b.learnedAt {
+		f := math.Exp2(-float64(now-b.learnedAt) / arrivalHalfLife)
+		for k := range b.arrived {
+			b.arrived[k] *= f
+		}
+		b.arrivedAll *= f
+		b.learned *= f
+	}
+	b.learnedAt = max(b.learnedAt, now)
+}
+
+// known returns the share of a bin's weight that has arrived by the age of
+// pb (its class and the place within it), learned from the ages at which
+// admitted requests' weight arrived; 1 until enough requests have.
 func (b *Book) known(pb *pieceBin) float64 {
 	if b.learned < minLearned || b.arrivedAll <= 0 {
 		return 1
@@ -414,17 +430,14 @@ func (b *Book) finalize(to int64, force bool) {
 		b.totals.Unsampled += bn.energy - taken
 		b.totals.Attributed += bn.given
 		b.totals.Correction += taken - bn.given
-		b.learn(bn)
 	}
 }
 
-// learn adds a final bin's arrival profile to the curve.
-func (b *Book) learn(bn *bin) {
-	for k := range b.arrived {
-		b.arrived[k] = b.arrived[k]*b.decay + float64(bn.byAge[k])
+// learnCurve recomputes the cumulative arrival curve.
+func (b *Book) learnCurve() {
+	if b.arrivedAll <= 0 {
+		return
 	}
-	b.arrivedAll = b.arrivedAll*b.decay + bn.weight
-	b.learned = b.learned*b.decay + 1
 	cum := 0.0
 	for k, a := range b.arrived {
 		cum += a
