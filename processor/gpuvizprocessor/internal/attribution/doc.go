@@ -7,12 +7,14 @@
 // prefill and decode at their estimated rates); admission adds each piece's
 // rate × overlap to the bins' weight. A bin's energy, once measured and
 // frozen, goes to the requests that ran in it in proportion to their weight:
-// request r gets ratio × E × w_r / W, where W is the weight of every request
-// admitted so far and ratio is the sampling ratio (with head sampling the
-// visible requests stand for 1/ratio as many). Because every request sees
-// every other request admitted before its release, requests admitted within
-// the caller's settle window of each other are split as if they had arrived
-// together, whatever the order or batching.
+// request r gets ratio × E × w_r / Ŵ, where Ŵ is the weight of every request
+// admitted so far scaled up by the share of a bin's weight that has usually
+// arrived by the bin's age (learned from the ages at which admitted weight
+// arrived: requests still running have not sent their spans), and ratio is
+// the sampling ratio (with head sampling the visible requests stand for
+// 1/ratio as many). Requests released together see the same weight, moment
+// and curve, so the caller's settle groups split as if their spans had
+// arrived at once, whatever the order or batching.
 //
 // A bin becomes final once no admitted request over it is waiting for its
 // release and the caller says so (Finalize): its energy is then booked as
