@@ -125,33 +125,11 @@ func (r *Recognizer) recognizeSGLang(span ptrace.Span, resource pcommon.Resource
 	}
 	var queue, prefill, decode, inference, ttft, e2e int64 = -1, -1, -1, -1, -1, -1
 	u := newUsage()
-	reason := ""
-	for k, v := range span.Attributes().All() {
-		var why string
-		switch k {
-		case vllmQueue:
-			queue, why = secondsNS(v)
-		case vllmPrefill:
-			prefill, why = secondsNS(v)
-		case vllmDecode:
-			decode, why = secondsNS(v)
-		case vllmInference:
-			inference, why = secondsNS(v)
-		case vllmTTFT:
-			ttft, why = secondsNS(v)
-		case vllmE2E:
-			e2e, why = secondsNS(v)
-		case sglangCachedTokens:
-			_, why = tokenCount(v)
-		default:
-			why = u.read(k, v)
-		}
-		if why != "" && reason == "" {
-			reason = why
-		}
-	}
-	if reason != "" {
-		return true, reason
+	if why := readLatencies(span.Attributes(), &u, secondsNS, []latency{
+		{vllmQueue, &queue, nil}, {vllmPrefill, &prefill, nil}, {vllmDecode, &decode, nil}, {vllmInference, &inference, nil},
+		{vllmTTFT, &ttft, nil}, {vllmE2E, &e2e, nil}, {sglangCachedTokens, nil, tokenCount},
+	}); why != "" {
+		return true, why
 	}
 	u.apply(req, d, true)
 	// Offsets from the start; the differences of two latencies (each at

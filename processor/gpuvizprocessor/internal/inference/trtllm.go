@@ -61,27 +61,10 @@ func isTRTLLM(attrs pcommon.Map) bool {
 func recognizeTRTLLM(span ptrace.Span, req *Request, d *draft) string {
 	var queue, ttft, e2e int64 = -1, -1, -1
 	u := newUsage()
-	reason := ""
-	for k, v := range span.Attributes().All() {
-		var why string
-		switch k {
-		case vllmQueue:
-			queue, why = trtllmSeconds(v)
-		case vllmTTFT:
-			ttft, why = trtllmSeconds(v)
-		case vllmE2E:
-			e2e, why = trtllmSeconds(v)
-		case trtllmKVTransfer:
-			_, why = trtllmSeconds(v)
-		default:
-			why = u.read(k, v)
-		}
-		if why != "" && reason == "" {
-			reason = why
-		}
-	}
-	if reason != "" {
-		return reason
+	if why := readLatencies(span.Attributes(), &u, trtllmSeconds, []latency{
+		{vllmQueue, &queue, nil}, {vllmTTFT, &ttft, nil}, {vllmE2E, &e2e, nil}, {trtllmKVTransfer, nil, nil},
+	}); why != "" {
+		return why
 	}
 	u.apply(req, d, true)
 	scheduled := d.start

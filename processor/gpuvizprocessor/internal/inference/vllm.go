@@ -37,29 +37,11 @@ const (
 func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
 	var queue, prefill, decode, inference int64 = -1, -1, -1, -1
 	u := newUsage()
-	reason := ""
-	for k, v := range span.Attributes().All() {
-		var why string
-		switch k {
-		case vllmQueue:
-			queue, why = secondsNS(v)
-		case vllmPrefill:
-			prefill, why = secondsNS(v)
-		case vllmDecode:
-			decode, why = secondsNS(v)
-		case vllmInference:
-			inference, why = secondsNS(v)
-		case vllmTTFT, vllmE2E:
-			_, why = secondsNS(v)
-		default:
-			why = u.read(k, v)
-		}
-		if why != "" && reason == "" {
-			reason = why
-		}
-	}
-	if reason != "" {
-		return reason
+	if why := readLatencies(span.Attributes(), &u, secondsNS, []latency{
+		{vllmQueue, &queue, nil}, {vllmPrefill, &prefill, nil}, {vllmDecode, &decode, nil}, {vllmInference, &inference, nil},
+		{vllmTTFT, nil, nil}, {vllmE2E, nil, nil},
+	}); why != "" {
+		return why
 	}
 	// vLLM names its counts the old way; the newer names are a fallback.
 	u.apply(req, d, true)
@@ -80,6 +62,45 @@ func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
 		return d.next(PhasePrefill, prefill)
 	}
 	return ""
+}
+
+// latency is an attribute a family reads as a duration (or, with its own
+// parse, another number); a nil dst only checks it.
+type latency struct {
+	key   string
+	dst   *int64
+	parse func(pcommon.Value) (int64, string) // nil: readLatencies' parse
+}
+
+// readLatencies reads a span's attributes: those in latencies with parse,
+// the token counts into u. It returns the first reason one was malformed.
+func readLatencies(attrs pcommon.Map, u *usage, parse func(pcommon.Value) (int64, string), latencies []latency) string {
+	reason := ""
+	for k, v := range attrs.All() {
+		why, found := "", false
+		for _, l := range latencies {
+			if l.key != k {
+				continue
+			}
+			found = true
+			p := parse
+			if l.parse != nil {
+				p = l.parse
+			}
+			var n int64
+			if n, why = p(v); l.dst != nil {
+				*l.dst = n
+			}
+			break
+		}
+		if !found {
+			why = u.read(k, v)
+		}
+		if why != "" && reason == "" {
+			reason = why
+		}
+	}
+	return reason
 }
 
 // usage collects the token counts and model a GenAI-style span carries,
