@@ -313,7 +313,7 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 		}
 		t, ok := settled[hs.set]
 		if !ok {
-			t = c.settledAll(hs.set.keys)
+			t, _ = c.store.SettledAll(hs.set.keys) // zero when a GPU has no energy yet
 			settled[hs.set] = t
 		}
 		if t.Before(hs.req.End) {
@@ -321,22 +321,6 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 		}
 	}
 	return true
-}
-
-// settledAll returns the time up to which every GPU of keys has its energy
-// (zero when one has none).
-func (c *core) settledAll(keys []timeline.Key) time.Time {
-	var all time.Time
-	for i, k := range keys {
-		t, ok := c.store.Settled(k)
-		if !ok {
-			return time.Time{}
-		}
-		if i == 0 || t.Before(all) {
-			all = t
-		}
-	}
-	return all
 }
 
 // release enriches and forwards the held batches that are ready, or that

@@ -119,15 +119,12 @@ func (b *Book) Index(t int64) int64 { return floorDiv(t, b.width) }
 // Start returns where bin i begins, Unix ns.
 func (b *Book) Start(i int64) int64 { return i * b.width }
 
-// Width returns the bin width in ns.
-func (b *Book) Width() int64 { return b.width }
-
 func (b *Book) at(i int64) *bin {
 	return &b.bins[uint64(i)%uint64(len(b.bins))]
 }
 
-// Range returns the bins [from, to) the book keeps, clipped.
-func (b *Book) Range(from, to int64) (int64, int64) {
+// clip returns the bins of [from, to) the book keeps.
+func (b *Book) clip(from, to int64) (int64, int64) {
 	from, to = max(from, b.lo), min(to, b.hi)
 	return from, max(from, to)
 }
@@ -155,7 +152,7 @@ func (b *Book) reach(from, to int64) (int64, int64) {
 		}
 		b.hi = to
 	}
-	return b.Range(from, to)
+	return b.clip(from, to)
 }
 
 // Request is one request's cost per bin, computed once for all its GPUs'
@@ -313,7 +310,7 @@ func (b *Book) Release(r *Request, shares []float64) bool {
 			b.totals.Correction -= part
 		}
 	}
-	if lo, hi := b.Range(r.lo, r.hi); hi > lo {
+	if lo, hi := b.clip(r.lo, r.hi); hi > lo {
 		b.count(lo, hi, 0, -1)
 	}
 	return known

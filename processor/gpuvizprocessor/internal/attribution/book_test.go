@@ -18,13 +18,13 @@ func at(s float64) int64 { return t0 + int64(s*1e9) }
 
 func admit(b *Book, pieces []Piece, now int64) {
 	var r Request
-	r.Cost(pieces, b.Width(), now)
+	r.Cost(pieces, b.width, now)
 	b.Admit(&r)
 }
 
 func release(b *Book, pieces []Piece, now int64, shares []float64) bool {
 	var r Request
-	r.Cost(pieces, b.Width(), now)
+	r.Cost(pieces, b.width, now)
 	return b.Release(&r, shares)
 }
 
@@ -170,7 +170,7 @@ func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	b := testBook(1)
 	admit(b, []Piece{{at(0), at(1), 1}}, longAfter)
 	admit(b, []Piece{{at(600), at(601), 1}}, longAfter) // ten minutes later: the first is dropped
-	lo, hi := b.Range(b.Index(at(0)), b.Index(at(601)))
+	lo, hi := b.clip(b.Index(at(0)), b.Index(at(601)))
 	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
 	assert.Greater(t, lo, b.Index(at(1)))
 }

@@ -61,18 +61,6 @@
 // cumulative counter is exact over any gap, only its split inside the gap is
 // a guess.
 //
-// Intervals(k, from, to, dst) cuts [from, to] at every sample timestamp of
-// the GPU (all signals and the energy counter) and at every stretch start
-// that is not a sample timestamp (a MaxSpan cap, a first sample's second),
-// so that every signal's value is constant inside each interval. It keeps the
-// intervals some signal or a usable counter segment covers, and gives each
-// the values in effect (Has false where a signal says nothing) and its energy
-// by the same rules as Window: the counter's share (split by Power as above)
-// when the counter segment under the interval is usable, else Power times the
-// interval's length. When the whole window's energy comes from one source,
-// the intervals' energies add up to Window's EnergyJ (up to floating-point
-// rounding).
-//
 // Bins(k, from, width, n, dst) gives the n fixed-width bins [from+i·width,
 // from+(i+1)·width) the processor's per-round pipeline books: per signal the
 // integral, the covered seconds and the max, and the bin's energy. A bin the
@@ -145,6 +133,6 @@
 //
 // One sync.RWMutex guards the Store. Add is tens of nanoseconds under the
 // write lock, so sharding would buy little at a million points per second
-// and cost simplicity; Window, Intervals, Bins and the lookups hold only the
+// and cost simplicity; Window, Bins and the lookups hold only the
 // read lock, so readers do not wait on each other.
 package timeline // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
