@@ -282,3 +282,42 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 		assert.Equal(t, "simulated", v.Str())
 	}
 }
+
+// Exemplars go out with the flush after their request and not again.
+func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, nil)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	*now = base.Add(21 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	c.tick(base.Add(27 * time.Second))
+	require.Len(t, sink.AllTraces(), 1)
+	count := func(md pmetric.Metrics) (n int) {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := range ms.Len() {
+				m := ms.At(j)
+				switch m.Type() {
+				case pmetric.MetricTypeSum:
+					for k := range m.Sum().DataPoints().Len() {
+						n += m.Sum().DataPoints().At(k).Exemplars().Len()
+					}
+				case pmetric.MetricTypeHistogram:
+					for k := range m.Histogram().DataPoints().Len() {
+						n += m.Histogram().DataPoints().At(k).Exemplars().Len()
+					}
+				}
+			}
+		}
+		return n
+	}
+	first, second := pmetric.NewMetrics(), pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), first, base.Add(30*time.Second))
+	c.flushMetrics(context.Background(), second, base.Add(50*time.Second))
+	assert.Positive(t, count(first), "the request's exemplars")
+	assert.Zero(t, count(second), "sent once")
+	assert.Positive(t, second.ResourceMetrics().Len(), "the series themselves go on")
+}
