@@ -241,8 +241,12 @@ func checkAccuracy(t *testing.T, truthFile string) {
 	assert.Equal(t, "steady", rep.Scenario)
 	assert.GreaterOrEqual(t, rep.Coverage.Share, 0.9, "requests enriched")
 	assert.Zero(t, rep.Coverage.ExtraEnriched, "one enriched request span per trace")
-	assert.LessOrEqual(t, rep.Energy.Request.Median, 1.0, "median per-request energy error (two live runs: 0.62, 0.72)")
-	assert.InDelta(t, 1, rep.Conservation.Ratio, 0.1, "attributed energy against the requests' true energy")
+	assert.LessOrEqual(t, rep.Energy.Request.Median, 0.35, "median per-request energy error (two live runs: 0.173, 0.177)")
+	// Requests are attributed while their neighbours still run; the arrival
+	// curve estimates those on average, and the books count the rest as
+	// correction (docs/attribution.md). Two live runs: 0.988, 0.897;
+	// 10-minute runs of every scenario: 0.88-1.26 (docs/accuracy.md).
+	assert.InDelta(t, 1, rep.Conservation.Ratio, 0.25, "attributed energy against the requests' true energy")
 	assert.Greater(t, rep.Labels.Request.Seconds, 0.0, "labels were scored")
 }
 
