@@ -218,9 +218,7 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 	now := c.now()
 	var spans []heldSpan
 	rss := td.ResourceSpans()
-	if n := td.SpanCount(); n > 0 {
-		spans = make([]heldSpan, 0, min(n, 1024))
-	}
+	total, seen := td.SpanCount(), 0
 	for i := range rss.Len() {
 		rs := rss.At(i)
 		sss := rs.ScopeSpans()
@@ -229,8 +227,12 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 			for k := range sl.Len() {
 				span := sl.At(k)
 				req, verdict, reason := c.recognizer.Recognize(span, rs.Resource(), now)
+				seen++
 				switch verdict {
 				case inference.Recognized:
+					if spans == nil { // room for every span left: clipped below
+						spans = make([]heldSpan, 0, total-seen+1)
+					}
 					spans = append(spans, heldSpan{span: span, siblings: sl, req: req})
 				case inference.Malformed:
 					c.countUnenriched(ctx, "malformed_"+reason, 1)

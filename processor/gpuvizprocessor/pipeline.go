@@ -20,6 +20,7 @@ type pipeline struct {
 	thresholds    bottleneck.Thresholds
 	bookCfg       attribution.Config
 	finalizeAfter time.Duration
+	phaseSpans    bool // phase spans carry their own statistics
 	books         map[timeline.Key]*attribution.Book
 	sets          map[string]*gpuSet
 
@@ -65,8 +66,8 @@ func (p *pipeline) booksOf(s *gpuSet) []*attribution.Book {
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(),
-		finalizeAfter: cfg.Attribution.FinalizeAfter,
-		books:         map[timeline.Key]*attribution.Book{}, sets: map[string]*gpuSet{},
+		finalizeAfter: cfg.Attribution.FinalizeAfter, phaseSpans: cfg.PhaseSpans,
+		books: map[timeline.Key]*attribution.Book{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
@@ -403,6 +404,11 @@ func (gr *groupRound) edge(t int64) (row int, frac float64) {
 
 // window returns the columns' sums over [from, to] (ns).
 func (gr *groupRound) window(from, to int64, dst *[numCols]float64) {
+	gr.columns(from, to, 0, numCols, dst)
+}
+
+// columns returns the sums of columns [lo, hi) over [from, to] (ns).
+func (gr *groupRound) columns(from, to int64, lo, hi int, dst *[numCols]float64) {
 	a, fa := gr.edge(from)
 	z, fz := gr.edge(to)
 	pa, pz := gr.prefix[a*numCols:(a+1)*numCols], gr.prefix[z*numCols:(z+1)*numCols]
@@ -413,16 +419,28 @@ func (gr *groupRound) window(from, to int64, dst *[numCols]float64) {
 	if fz > 0 {
 		nz = gr.prefix[(z+1)*numCols : (z+2)*numCols]
 	}
-	for c := range numCols {
-		hi, lo := pz[c], pa[c]
+	for c := lo; c < hi; c++ {
+		top, bottom := pz[c], pa[c]
 		if nz != nil {
-			hi += fz * (nz[c] - pz[c])
+			top += fz * (nz[c] - pz[c])
 		}
 		if na != nil {
-			lo += fa * (na[c] - pa[c])
+			bottom += fa * (na[c] - pa[c])
 		}
-		dst[c] = hi - lo
+		dst[c] = top - bottom
 	}
+}
+
+// labelTimes returns the GPU-seconds per label and the energy drawn over
+// [from, to] (ns): what a phase needs when it gets no span of its own.
+func (gr *groupRound) labelTimes(from, to int64) (bottleneck.Times, float64) {
+	var w [numCols]float64
+	gr.columns(from, to, colEnergy, numCols, &w)
+	var labels bottleneck.Times
+	for j := range labels {
+		labels[j] = w[colLabels+j]
+	}
+	return labels, w[colEnergy]
 }
 
 // stats summarises a window of the set from its column sums.
@@ -483,7 +501,11 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 	r.ok = r.stats.coverage > 0
 	var phaseDrawn [inference.MaxPhases]float64
 	for i, ph := range req.Phases {
-		r.phaseStats[i], r.phaseLabels[i], phaseDrawn[i], _ = gr.stats(ph.Start.UnixNano(), ph.End.UnixNano())
+		if p.phaseSpans {
+			r.phaseStats[i], r.phaseLabels[i], phaseDrawn[i], _ = gr.stats(ph.Start.UnixNano(), ph.End.UnixNano())
+		} else {
+			r.phaseLabels[i], phaseDrawn[i] = gr.labelTimes(ph.Start.UnixNano(), ph.End.UnixNano())
+		}
 	}
 	switch {
 	case req.Aggregate:
