@@ -132,16 +132,10 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 	if !hs.takesShare() {
 		return requestRecord{}, false
 	}
-	var labelSecs float64
-	for i, l := range bottleneck.Labels {
-		if l == label {
-			labelSecs = r.labels[i]
-		}
-	}
 	return requestRecord{
 		keys: keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
 		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
-		end: req.End, seconds: labelSecs,
+		end: req.End, seconds: r.labels.Of(label),
 	}, true
 }
 

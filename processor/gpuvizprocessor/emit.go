@@ -166,15 +166,7 @@ func (e *emitter) recordGPU(ts pcommon.Timestamp, g gpuBooks, tracker *analysis.
 	id := g.key.GPU
 	for _, label := range bottleneck.Labels {
 		attr := metadata.MapAttributeBottleneck[string(label)]
-		var t bottleneck.Times
-		t.Add(label, 1)
-		secs := 0.0
-		for j, one := range t {
-			if one > 0 {
-				secs = g.totals.Seconds[j]
-			}
-		}
-		e.mb.RecordGpuvizGpuBottleneckTimeDataPoint(ts, secs, id, attr)
+		e.mb.RecordGpuvizGpuBottleneckTimeDataPoint(ts, g.totals.Seconds.Of(label), id, attr)
 		e.mb.RecordGpuvizGpuBottleneckStateDataPoint(ts, boolInt(g.current == label), id, attr)
 	}
 	e.mb.RecordGpuvizGpuEnergyDataPoint(ts, g.totals.Attributed, id, metadata.AttributeEnergyUseRequests)

@@ -343,6 +343,7 @@ func (p *pipeline) sum(gr *groupRound) {
 	}
 	for i := range n {
 		clear(row)
+		var labels bottleneck.Times
 		um, mm := 0.0, 0.0
 		for _, k := range gr.keys {
 			g := p.gpus[k]
@@ -356,13 +357,7 @@ func (p *pipeline) sum(gr *groupRound) {
 				row[colEnergy] += b.EnergyJ
 				row[colEnergyKnown]++
 			}
-			if l := g.labels[gr.lo+int64(i)-g.lo]; l != "" {
-				var t bottleneck.Times
-				t.Add(l, float64(gr.width)/1e9)
-				for j, s := range t {
-					row[colLabels+j] += s
-				}
-			}
+			labels.Add(g.labels[gr.lo+int64(i)-g.lo], float64(gr.width)/1e9) // "" adds nothing
 			if b.Covered[timeline.Utilization] > 0 {
 				um = max(um, b.Max[timeline.Utilization])
 			}
@@ -371,6 +366,7 @@ func (p *pipeline) sum(gr *groupRound) {
 			}
 			gr.counter = gr.counter && g.counter
 		}
+		copy(row[colLabels:], labels[:])
 		gr.utilMax[i], gr.memMax[i] = um, mm
 		prev, cur := gr.prefix[i*numCols:(i+1)*numCols], gr.prefix[(i+1)*numCols:(i+2)*numCols]
 		for c := range numCols {

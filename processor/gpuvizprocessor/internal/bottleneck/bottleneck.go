@@ -298,6 +298,14 @@ func (t *Times) Add(l Label, d float64) {
 	}
 }
 
+// Of returns label l's time; 0 for a label not in Labels.
+func (t *Times) Of(l Label) float64 {
+	if i := indexOf(l); i >= 0 {
+		return t[i]
+	}
+	return 0
+}
+
 // Dominant returns the label with the most time, ties broken as Dominant.
 func (t *Times) Dominant() Label {
 	best, most := Unknown, 0.0

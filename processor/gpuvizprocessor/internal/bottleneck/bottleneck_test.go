@@ -523,3 +523,13 @@ func TestDominantProperties(t *testing.T) {
 		}
 	}
 }
+
+func TestTimesOf(t *testing.T) {
+	var tm Times
+	tm.Add(MemoryBound, 2)
+	tm.Add(HostBound, 0.5)
+	assert.Equal(t, 2.0, tm.Of(MemoryBound))
+	assert.Equal(t, 0.5, tm.Of(HostBound))
+	assert.Zero(t, tm.Of(Idle))
+	assert.Zero(t, tm.Of("nonsense"))
+}
