@@ -61,6 +61,8 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_settle":    "attribution.settle_window: 30s must be at least 0 and below max_wait (20s)",
 		"bad_ratio":     "attribution: sampling_ratio: 0 must be in (0, 1]",
 		"bad_horizon":   "attribution.horizon: 40s must be at least finalize_after + max_wait (50s)",
+		"bad_retry":     "release_retry: -1s must not be negative",
+		"bad_expiry":    "metrics.idle_expiry: 1s must be at least metrics.interval (10s)",
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), msg)

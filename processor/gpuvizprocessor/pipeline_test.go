@@ -13,12 +13,14 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // virtualCore returns a started core on a clock the test moves, whose
@@ -320,4 +322,62 @@ func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
 	assert.Positive(t, count(first), "the request's exemplars")
 	assert.Zero(t, count(second), "sent once")
 	assert.Positive(t, second.ResourceMetrics().Len(), "the series themselves go on")
+}
+
+// NVLink throughput over the capacity the receiver reports reaches the
+// classifier: a GPU moving most of what its links carry is interconnect
+// bound, one moving little is not.
+func TestNVLinkCapacityMakesAFraction(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		bytes float64
+		want  bottleneck.Label
+	}{
+		{"links near capacity", 400e9, bottleneck.InterconnectBound},
+		{"links quiet", 20e9, bottleneck.MemoryBound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := virtualCore(t, nil)
+			md := gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 5))
+			ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+			for _, m := range []struct {
+				name string
+				v    float64
+			}{{"nvidia.gpu.nvlink.throughput", tc.bytes}, {"nvidia.gpu.nvlink.capacity", 478.1e9}} {
+				g := ms.AppendEmpty()
+				g.SetName(m.name)
+				dps := g.SetEmptyGauge().DataPoints()
+				for i := range 5 {
+					p := dps.AppendEmpty()
+					p.SetTimestamp(pcommon.NewTimestampFromTime(base.Add(time.Duration(i) * time.Second)))
+					p.SetDoubleValue(m.v)
+					p.Attributes().PutStr("hw.id", "GPU-a")
+					p.Attributes().PutStr("network.io.direction", "transmit")
+				}
+			}
+			c.ingest.consume(context.Background(), md)
+			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+			bins := c.store.Bins(k, base.Add(2*time.Second), 100*time.Millisecond, 1, nil)
+			assert.Equal(t, tc.want, c.pipeline.classify(&bins[0], true))
+		})
+	}
+}
+
+// A host's and a model's request histograms go once they have seen no
+// request for metrics.idle_expiry.
+func TestIdleHistogramsExpire(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	h := newHistograms(2, 10*time.Minute)
+	k := histKey{host: "node-1", model: h.model("node-1", "llama", base), label: bottleneck.MemoryBound}
+	h.observe(histEnergy, k, 5, exemplar{}, base)
+	h.expire(base.Add(9 * time.Minute))
+	assert.Equal(t, []string{"node-1"}, h.hosts())
+	h.expire(base.Add(11 * time.Minute))
+	assert.Empty(t, h.hosts())
+	assert.Empty(t, h.models, "the host's models are forgotten too")
+	// With the old ones gone, new models get their own series again.
+	assert.Equal(t, "a", h.model("node-1", "a", base.Add(12*time.Minute)))
+	assert.Equal(t, "b", h.model("node-1", "b", base.Add(12*time.Minute)))
+	assert.Equal(t, otherModel, h.model("node-1", "c", base.Add(12*time.Minute)), "max_models per host")
 }
