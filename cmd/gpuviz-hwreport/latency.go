@@ -9,6 +9,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
 	"github.com/gpuviz/gpuviz/internal/gpucheck"
+	"github.com/gpuviz/gpuviz/internal/nvmlcalls"
 )
 
 // tickFields are the field values the receiver's sampling clock reads per
@@ -22,22 +23,6 @@ var tickFields = []uint32{
 	nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN,       // 269
 	nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_THERM_SLOWDOWN,       // 270
 	nvml.FI_DEV_CLOCKS_EVENT_REASON_HW_POWER_BRAKE_SLOWDOWN, // 271
-}
-
-// gpmMetrics are the GPM metrics the receiver asks for, in its order
-// (receiver/gpuvizreceiver/gpm.go).
-var gpmMetrics = []nvml.GpmMetricId{
-	nvml.GPM_METRIC_SM_UTIL,
-	nvml.GPM_METRIC_SM_OCCUPANCY,
-	nvml.GPM_METRIC_ANY_TENSOR_UTIL,
-	nvml.GPM_METRIC_DRAM_BW_UTIL,
-	nvml.GPM_METRIC_FP16_UTIL,
-	nvml.GPM_METRIC_FP32_UTIL,
-	nvml.GPM_METRIC_FP64_UTIL,
-	nvml.GPM_METRIC_PCIE_RX_PER_SEC,
-	nvml.GPM_METRIC_PCIE_TX_PER_SEC,
-	nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
-	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
 }
 
 // sampleTypes are the driver sample buffers the receiver drains once per
@@ -64,15 +49,7 @@ type symbols struct {
 }
 
 func probe(lib nvml.Interface) symbols {
-	ext := lib.Extensions()
-	has := func(names ...string) bool {
-		for _, n := range names {
-			if ext.LookupSymbol(n) != nil {
-				return false
-			}
-		}
-		return true
-	}
+	has := func(names ...string) bool { return nvmlcalls.HasSymbols(lib, names...) }
 	return symbols{
 		fieldValues: has("nvmlDeviceGetFieldValues"),
 		gpm:         has("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet", "nvmlGpmMetricsGet"),
@@ -233,13 +210,13 @@ func gpmLatency(lib nvml.Interface, dev nvml.Device, syms symbols, n int) []gpuc
 	req := &nvml.GpmMetricsGetType{}
 	metricErrs := 0
 	us, errs = timeCalls(n, func() nvml.Return {
-		req.NumMetrics = uint32(len(gpmMetrics))
+		req.NumMetrics = uint32(len(nvmlcalls.GPMMetrics))
 		req.Sample1, req.Sample2 = s1, s2
-		for i, id := range gpmMetrics {
+		for i, id := range nvmlcalls.GPMMetrics {
 			req.Metrics[i] = nvml.GpmMetric{MetricId: uint32(id)}
 		}
 		ret := lib.GpmMetricsGet(req)
-		for i := range gpmMetrics {
+		for i := range nvmlcalls.GPMMetrics {
 			if nvml.Return(req.Metrics[i].NvmlReturn) != nvml.SUCCESS {
 				metricErrs++
 			}

@@ -6,23 +6,12 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/gpuviz/gpuviz/internal/nvmlcalls"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
 // gpmMetrics are the GPM metrics the receiver asks for, in request order.
-var gpmMetrics = [...]nvml.GpmMetricId{
-	nvml.GPM_METRIC_SM_UTIL,
-	nvml.GPM_METRIC_SM_OCCUPANCY,
-	nvml.GPM_METRIC_ANY_TENSOR_UTIL,
-	nvml.GPM_METRIC_DRAM_BW_UTIL,
-	nvml.GPM_METRIC_FP16_UTIL,
-	nvml.GPM_METRIC_FP32_UTIL,
-	nvml.GPM_METRIC_FP64_UTIL,
-	nvml.GPM_METRIC_PCIE_RX_PER_SEC,
-	nvml.GPM_METRIC_PCIE_TX_PER_SEC,
-	nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC,
-	nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC,
-}
+var gpmMetrics = &nvmlcalls.GPMMetrics
 
 // gpmState holds a GPU's two GPM sample buffers: the previous scrape's
 // sample is kept, so each scrape's metrics cover the whole interval since

@@ -7,6 +7,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
+	"github.com/gpuviz/gpuviz/internal/nvmlcalls"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
@@ -71,15 +72,7 @@ type symbols struct {
 }
 
 func probeSymbols(lib nvml.Interface) symbols {
-	ext := lib.Extensions()
-	has := func(names ...string) bool {
-		for _, n := range names {
-			if ext.LookupSymbol(n) != nil {
-				return false
-			}
-		}
-		return true
-	}
+	has := func(names ...string) bool { return nvmlcalls.HasSymbols(lib, names...) }
 	return symbols{
 		memoryInfoV2:          has("nvmlDeviceGetMemoryInfo_v2"),
 		totalEnergy:           has("nvmlDeviceGetTotalEnergyConsumption"),
