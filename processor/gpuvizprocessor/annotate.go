@@ -118,8 +118,10 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 			attrs.PutDouble(attrEnergyPerToken, rounded(perToken))
 		}
 	}
+	var phases [inference.MaxPhases]recordPhase
 	for p, ph := range req.Phases {
 		phLabel := r.phaseLabels[p].Dominant()
+		phases[p] = recordPhase{name: ph.Name, start: ph.Start, end: ph.End, label: phLabel, energy: r.phaseEnergy[p]}
 		names := phaseAttrNames(ph.Name)
 		attrs.PutStr(names.bottleneck, string(phLabel))
 		if r.energyKnown {
@@ -136,6 +138,8 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 		keys: keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
 		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
 		end: req.End, seconds: r.labels.Of(label),
+		family: req.Family, start: req.Start, inputTokens: req.InputTokens, outputTokens: req.OutputTokens,
+		phases: phases, numPhases: len(req.Phases),
 	}, true
 }
 

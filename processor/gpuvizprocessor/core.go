@@ -45,6 +45,10 @@ type core struct {
 	// on a virtual clock replace it with one that never fires.
 	ticker     func() (<-chan time.Time, func())
 	unregister func()
+	id         component.ID
+	// view is the live view's sink, attached at the first Start; nil
+	// without a gpuviz_view extension. Set under mu and ingest.mu.
+	view *viewSink
 
 	// mu guards the held spans, the matcher's use and the pipeline's books.
 	mu         sync.Mutex
@@ -79,7 +83,7 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 		ingest:   newIngest(store, an, tel),
 		analysis: an,
 		emitter:  newEmitter(set, cfg, store, an, time.Now()),
-		now:      time.Now, ticker: realTicker, unregister: unregister,
+		now:      time.Now, ticker: realTicker, unregister: unregister, id: set.ID,
 		hold:     hold{max: cfg.MaxPendingSpans},
 		matcher:  matcher{store: store, order: cfg.Match.Order},
 		pipeline: newPipeline(store, cfg),
@@ -98,7 +102,7 @@ type handle struct {
 	started bool
 }
 
-func (h *handle) start(context.Context, component.Host) error {
+func (h *handle) start(_ context.Context, host component.Host) error {
 	c := h.core
 	c.lifeMu.Lock()
 	defer c.lifeMu.Unlock()
@@ -108,6 +112,7 @@ func (h *handle) start(context.Context, component.Host) error {
 	h.started = true
 	c.running++
 	if c.running == 1 {
+		c.setView(attachView(host, c.id, c.cfg.Attribution.Resolution, c.logger))
 		c.stop, c.done = make(chan struct{}), make(chan struct{})
 		go c.loop(c.stop, c.done)
 	}
@@ -123,6 +128,9 @@ func (h *handle) shutdown(context.Context) error {
 		c.running--
 		if c.running == 0 {
 			stop, done = c.stop, c.done
+			if v := c.setView(nil); v != nil {
+				defer v.detach()
+			}
 		}
 	}
 	c.users--
@@ -137,6 +145,22 @@ func (h *handle) shutdown(context.Context) error {
 		c.tel.Shutdown()
 	}
 	return nil
+}
+
+// setView installs v as the live view's sink (nil: none) in the ingest
+// and the pipeline and returns the one it replaces.
+func (c *core) setView(v *viewSink) *viewSink {
+	c.mu.Lock()
+	c.ingest.mu.Lock()
+	old := c.view
+	c.view, c.ingest.view = v, v
+	c.pipeline.onFreeze = nil
+	if v != nil {
+		c.pipeline.onFreeze = v.label
+	}
+	c.ingest.mu.Unlock()
+	c.mu.Unlock()
+	return old
 }
 
 func (c *core) isRunning() bool {
@@ -353,9 +377,15 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	if len(fresh) > 0 {
 		records = c.enrich(fresh, now)
 	}
+	v := c.view
 	c.mu.Unlock()
-	for _, r := range records {
-		c.emitter.record(r)
+	for i := range records {
+		if c.cfg.Metrics.Enabled {
+			c.emitter.record(records[i])
+		}
+		if v != nil {
+			v.request(&records[i])
+		}
 	}
 	for _, b := range ready {
 		b.enriched = true
@@ -369,7 +399,8 @@ func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
 	ctx := context.Background()
 	backends := map[*gpuSet]string{}
 	var records []requestRecord
-	if c.cfg.Metrics.Enabled {
+	keep := c.cfg.Metrics.Enabled || c.view != nil
+	if keep {
 		records = make([]requestRecord, 0, len(spans))
 	}
 	enriched, phases := 0, 0
@@ -387,7 +418,7 @@ func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
 			backend = c.backendOf(hs.set.keys)
 			backends[hs.set] = backend
 		}
-		if rec, ok := annotate(hs, r, backend, c.cfg.PhaseSpans); ok && c.cfg.Metrics.Enabled {
+		if rec, ok := annotate(hs, r, backend, c.cfg.PhaseSpans); ok && keep {
 			records = append(records, rec)
 		}
 		enriched++

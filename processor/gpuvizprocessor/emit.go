@@ -15,6 +15,7 @@ import (
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -40,6 +41,20 @@ type requestRecord struct {
 	spanID      pcommon.SpanID
 	end         time.Time
 	seconds     float64
+	// What the live view shows besides (view.go).
+	family                    string
+	start                     time.Time
+	inputTokens, outputTokens int64
+	phases                    [inference.MaxPhases]recordPhase
+	numPhases                 int
+}
+
+// recordPhase is one phase of a requestRecord.
+type recordPhase struct {
+	name       string
+	start, end time.Time
+	label      bottleneck.Label
+	energy     float64
 }
 
 // emitter builds the derived metrics: the GPUs' books through the

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -84,10 +85,20 @@ var handlers = map[string]handler{
 		}
 	},
 	"nvidia.gpu.info": func(in *ingest, b *ingestBatch, p point) {
+		index := -1
 		if idx, ok := p.attrs.Get("nvidia.gpu.index"); ok && idx.Type() == pcommon.ValueTypeInt {
-			in.store.SetIndex(p.key, int(idx.Int()))
+			index = int(idx.Int())
+			in.store.SetIndex(p.key, index)
+		}
+		if in.view != nil {
+			in.view.info(p.key, index, stringAttr(p.attrs, "hw.model"))
 		}
 	},
+	// Read for the live view only (view.go).
+	"hw.temperature":              viewTemperature,
+	"nvidia.gpu.clock.frequency":  viewClock,
+	"nvidia.gpu.samples.sm_clock": viewGauge(view.SMClock, 1e-6),
+	"nvidia.gpu.power.limit":      viewPowerLimit,
 	"nvidia.gpu.process.memory.usage": func(in *ingest, b *ingestBatch, p point) {
 		if pid, ok := p.attrs.Get("process.pid"); ok && pid.Type() == pcommon.ValueTypeInt {
 			in.store.SetProcess(p.key, pid.Int(), p.ts)
@@ -125,6 +136,7 @@ type ingest struct {
 
 	mu   sync.Mutex
 	gpus map[timeline.Key]*gpuIngest
+	view *viewSink // nil: no live view
 }
 
 // gpuIngest is what turning one GPU's counters into rates needs.
@@ -237,6 +249,9 @@ func (b *ingestBatch) refuse(reason string) {
 func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v float64) {
 	if b.in.store.Add(k, sig, ts, v) {
 		b.learned++
+		if b.in.view != nil {
+			b.in.view.sample(k, sig, ts, v)
+		}
 		if b.in.analysis.wants(sig) {
 			b.observed = append(b.observed, analysisPoint{key: k, sig: sig, ts: ts, v: v})
 		}
@@ -280,6 +295,9 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 		k := timeline.Key{Host: hst, GPU: id}
 		if backend != "" && k != last {
 			b.in.state(k).backend = backend
+			if b.in.view != nil {
+				b.in.view.backend(k, backend)
+			}
 			last = k
 		}
 		h(b.in, b, point{key: k, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)})

@@ -24,6 +24,9 @@ type pipeline struct {
 	books         map[timeline.Key]*attribution.Book
 	sets          map[string]*gpuSet
 
+	// onFreeze is the live view's: told each bin's label as it freezes.
+	onFreeze func(k timeline.Key, binStart int64, label bottleneck.Label)
+
 	// Scratch reused across rounds.
 	gpus   map[timeline.Key]*gpuRound
 	groups map[*gpuSet]*groupRound
@@ -264,7 +267,11 @@ func (p *pipeline) freeze(k timeline.Key, book *attribution.Book, lo int64, bins
 			break
 		}
 		b := &bins[i-lo]
-		book.Freeze(i, b.EnergyJ, b.EnergyKnown, p.classify(b, false))
+		l := p.classify(b, false)
+		book.Freeze(i, b.EnergyJ, b.EnergyKnown, l)
+		if p.onFreeze != nil {
+			p.onFreeze(k, book.Start(i), l)
+		}
 	}
 }
 
