@@ -11,7 +11,8 @@ TOOLS := $(CURDIR)/.tools
 OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
 DIST := _build/otelcol-gpuviz
 
-.PHONY: all build run test lint generate check-generated unit smoke bench accuracy gpu-check hardware-report loadgen prometheus demo e2e clean
+.PHONY: all build run test lint generate check-generated unit smoke bench accuracy gpu-check hardware-report loadgen prometheus demo e2e clean \
+	web web-check chromium screenshots
 
 all: build
 
@@ -74,6 +75,33 @@ prometheus:
 	@command -v prometheus >/dev/null || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 
+# Chromium from Debian's package, for the browser test of the view and
+# `make screenshots` (driven through the DevTools protocol; no downloaded browser).
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+
+# The gpuviz_view page: npm ci from the lockfile (uPlot and esbuild pinned),
+# then esbuild into web/dist, which is committed and embedded with go:embed.
+WEB := extension/gpuvizviewextension/web
+web:
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error && node build.mjs
+
+# The committed web/dist must be exactly what web/src builds.
+web-check:
+	cd $(WEB) && npm ci --no-audit --no-fund --loglevel=error
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; cd $(WEB) && node build.mjs --out "$$tmp/dist" >/dev/null; \
+	if ! diff -r dist "$$tmp/dist" >/dev/null; then diff -r dist "$$tmp/dist" | head -20; \
+		echo "web/dist is not what web/src builds: run make web and commit web/dist"; exit 1; fi; \
+	if ! git diff --quiet HEAD -- dist || [ -n "$$(git ls-files --others --exclude-standard -- dist)" ]; then \
+		git status --short -- dist; echo "web/dist differs from what is committed: commit it"; exit 1; fi; \
+	echo "web/dist is what web/src builds, and is committed"
+
+# docs/images/view.png and view-requests.png: the view of the collector on the
+# simulated steady scenario with the load generator, in headless Chromium at 1600x1000.
+screenshots: build loadgen chromium
+	go run ./cmd/gpuviz-screenshots --out docs/images
+
 # Jaeger, Prometheus, the collector on simulated GPUs and the load generator
 # on loopback; Ctrl-C stops them all. Jaeger is built once into ~/.cache/gpuviz.
 demo: build loadgen prometheus
@@ -83,7 +111,7 @@ demo: build loadgen prometheus
 # and scored against the engine's truth; then the same window replayed
 # in-process by the accuracy harness must score the same.
 E2E_OUT := $(CURDIR)/_build/e2e
-e2e: build loadgen prometheus
+e2e: build loadgen prometheus chromium
 	rm -rf $(E2E_OUT)
 	GPUVIZ_JAEGER="$$(scripts/jaeger.sh)" GPUVIZ_E2E_OUT=$(E2E_OUT) go test -tags e2e -count=1 -v -timeout 20m ./e2e/
 	go test -tags accuracy -count=1 -v -run TestInProcessMatchesLive ./processor/gpuvizprocessor -args -accuracy.live=$(E2E_OUT)

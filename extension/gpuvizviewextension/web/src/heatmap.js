@@ -73,7 +73,7 @@ export class Heatmap {
     for (let t = Math.ceil(r.from / tickMs) * tickMs; t <= r.to; t += tickMs) {
       const x = xOf(t);
       ctx.beginPath(); ctx.moveTo(x, y0); ctx.lineTo(x, y0 + 4); ctx.stroke();
-      ctx.fillText(fmtClock(t), x, y0 + 11);
+      if (x - 26 >= GUTTER && x + 26 <= W) ctx.fillText(fmtClock(t), x, y0 + 11);
     }
     ctx.textAlign = "start";
     if (this.cursor !== null && this.cursor >= r.from) {

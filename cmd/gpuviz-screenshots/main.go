@@ -1,0 +1,114 @@
+// Command gpuviz-screenshots regenerates docs/images/view.png and
+// view-requests.png (`make screenshots`): it runs the built collector on a
+// simulated batching scenario with the gpuviz_view extension and the load
+// generator, opens the page in headless Chromium at 1600×1000, waits for
+// data and takes the page, then the page after clicking a request.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gpuviz/gpuviz/internal/viewcheck"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "gpuviz-screenshots:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	collector := flag.String("collector", "_build/otelcol-gpuviz", "the built collector")
+	loadgen := flag.String("loadgen", "_build/loadgen", "the built load generator")
+	chromium := flag.String("chromium", "/usr/bin/chromium", "Chromium (Debian's package)")
+	out := flag.String("out", "docs/images", "where the PNGs go")
+	scenario := flag.String("scenario", "steady", "the simulated batching scenario")
+	warmup := flag.Duration("warmup", 75*time.Second, "how long the stack runs before the first screenshot")
+	rangeS := flag.Int("range", 60, "the page's time range in seconds (60, 300 or 900)")
+	url := flag.String("url", "", "take the pictures of a view already running at this URL instead of starting one")
+	flag.Parse()
+
+	ctx, cancel := context.WithTimeout(context.Background(), *warmup+5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	base := *url
+	if base == "" {
+		work, err := os.MkdirTemp("", "gpuviz-screenshots-")
+		if err != nil {
+			return err
+		}
+		s, err := viewcheck.StartStack(ctx, viewcheck.StackConfig{
+			WorkDir: work, Collector: *collector, Loadgen: *loadgen, Scenario: *scenario,
+			TraceURLTemplate: "http://127.0.0.1:16686/trace/{trace_id}",
+		})
+		if err != nil {
+			return err
+		}
+		defer s.Stop()
+		defer func() {
+			if err := s.Exited(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+			}
+		}()
+		base = s.URL
+		fmt.Printf("collector and load generator running (logs in %s), view at %s\n", work, base)
+	}
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	src, err := viewcheck.GetSources(ctx, base)
+	if err != nil {
+		return err
+	}
+	if len(src.Sources) == 0 {
+		return fmt.Errorf("%s lists no source", base)
+	}
+	b, err := viewcheck.NewBrowser(ctx, *chromium)
+	if err != nil {
+		return err
+	}
+	defer b.Close()
+	if err := b.Open(fmt.Sprintf("%s#range=%d", base, *rangeS)); err != nil {
+		return err
+	}
+	if _, err := b.WaitFor(*warmup+2*time.Minute, viewcheck.Ready(src.Sources[0].GPUs)); err != nil {
+		return err
+	}
+	if wait := *warmup - time.Since(start); wait > 0 && *url == "" {
+		fmt.Printf("waiting %v for the range to fill\n", wait.Round(time.Second))
+		time.Sleep(wait)
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	if err := b.HoverChart(0, "util", 0.72); err != nil {
+		return err
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := b.Screenshot(filepath.Join(*out, "view.png")); err != nil {
+		return err
+	}
+	clicked, shown, err := b.ClickRequest()
+	if err != nil {
+		return err
+	}
+	if clicked == "" || shown != clicked {
+		return fmt.Errorf("clicked request %q, the details show %q", clicked, shown)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := b.Screenshot(filepath.Join(*out, "view-requests.png")); err != nil {
+		return err
+	}
+	if errs := b.ConsoleErrors(); len(errs) > 0 {
+		return fmt.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
+	}
+	fmt.Printf("wrote %s and %s (trace %s in the details)\n", filepath.Join(*out, "view.png"), filepath.Join(*out, "view-requests.png"), shown)
+	return nil
+}
