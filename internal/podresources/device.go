@@ -1,0 +1,69 @@
+package podresources // import "github.com/gpuviz/gpuviz/internal/podresources"
+
+import (
+	"strconv"
+	"strings"
+)
+
+// DeviceID is one device ID as the kubelet reports it, parsed. The NVIDIA
+// device plugin and DRA driver name a GPU in several forms:
+//
+//	GPU-8f6c...           a whole GPU, by UUID (the plugin's default strategy)
+//	MIG-1d2e...           a MIG device, by UUID
+//	GPU-8f6c...::3        replica 3 of a time-sliced GPU (nvidia.com/gpu.shared)
+//	0, 1, ...             a GPU by index (the plugin's index strategy)
+//	gpu-0, mig-0-1-2 ...  a DRA device name (gpu.nvidia.com driver)
+type DeviceID struct {
+	// UUID is the GPU or MIG UUID; "" when the ID names an index.
+	UUID string
+	// Index is the GPU's index when the ID names one, else -1.
+	Index int
+	// Replica is the time-slicing replica, else -1.
+	Replica int
+}
+
+// ParseDeviceID parses a device ID; ok is false for an ID that names no
+// NVIDIA GPU in a known form.
+func ParseDeviceID(id string) (DeviceID, bool) {
+	d := DeviceID{Index: -1, Replica: -1}
+	id = strings.TrimSpace(id)
+	if base, rep, found := strings.Cut(id, "::"); found {
+		n, err := strconv.Atoi(rep)
+		if err != nil || n < 0 {
+			return d, false
+		}
+		d.Replica, id = n, base
+	}
+	switch {
+	case strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-"):
+		if len(id) <= len("GPU-") {
+			return d, false
+		}
+		d.UUID = id
+		return d, true
+	case strings.HasPrefix(id, "gpu-"):
+		// DRA: the driver's device name for a whole GPU is gpu-<index>.
+		return index(d, id[len("gpu-"):])
+	default:
+		return index(d, id)
+	}
+}
+
+func index(d DeviceID, s string) (DeviceID, bool) {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 1<<16 {
+		return d, false
+	}
+	d.Index = n
+	return d, true
+}
+
+// isGPUResource reports whether a device-plugin resource is NVIDIA GPUs:
+// nvidia.com/gpu, its shared (time-sliced) form, and the MIG resources of
+// the mixed strategy (nvidia.com/mig-1g.10gb, ...).
+func isGPUResource(name string) bool {
+	return name == "nvidia.com/gpu" || name == "nvidia.com/gpu.shared" || strings.HasPrefix(name, "nvidia.com/mig-")
+}
+
+// isGPUDriver reports whether a DRA driver is NVIDIA's GPU driver.
+func isGPUDriver(name string) bool { return name == "gpu.nvidia.com" }

@@ -1,0 +1,258 @@
+package podresources
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParseDeviceID(t *testing.T) {
+	for _, tc := range []struct {
+		id   string
+		want DeviceID
+		ok   bool
+	}{
+		{"GPU-8f6c2a1e-0000-4000-8000-000000000001", DeviceID{UUID: "GPU-8f6c2a1e-0000-4000-8000-000000000001", Index: -1, Replica: -1}, true},
+		{"MIG-1d2e3f40-0000-4000-8000-000000000002", DeviceID{UUID: "MIG-1d2e3f40-0000-4000-8000-000000000002", Index: -1, Replica: -1}, true},
+		{"GPU-8f6c::3", DeviceID{UUID: "GPU-8f6c", Index: -1, Replica: 3}, true},
+		{"2", DeviceID{Index: 2, Replica: -1}, true},
+		{"1::0", DeviceID{Index: 1, Replica: 0}, true},
+		{"gpu-5", DeviceID{Index: 5, Replica: -1}, true},
+		{"GPU-", DeviceID{Index: -1, Replica: -1}, false},
+		{"GPU-8f6c::x", DeviceID{Index: -1, Replica: -1}, false},
+		{"-1", DeviceID{Index: -1, Replica: -1}, false},
+		{"nic-0", DeviceID{Index: -1, Replica: -1}, false},
+		{"", DeviceID{Index: -1, Replica: -1}, false},
+	} {
+		got, ok := ParseDeviceID(tc.id)
+		assert.Equal(t, tc.ok, ok, tc.id)
+		if tc.ok {
+			assert.Equal(t, tc.want, got, tc.id)
+		}
+	}
+}
+
+func FuzzParseDeviceID(f *testing.F) {
+	for _, s := range []string{"GPU-1", "MIG-2::1", "3", "gpu-0", "::", "GPU-::-1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		d, ok := ParseDeviceID(id)
+		if !ok {
+			return
+		}
+		// Exactly one of a UUID and an index; a replica is never negative
+		// unless absent.
+		if (d.UUID == "") == (d.Index < 0) {
+			t.Fatalf("%q: %+v names both or neither", id, d)
+		}
+		if d.Replica < -1 {
+			t.Fatalf("%q: replica %d", id, d.Replica)
+		}
+	})
+}
+
+func pod(ns, name string, containers ...*podresourcesv1.ContainerResources) *podresourcesv1.PodResources {
+	return &podresourcesv1.PodResources{Namespace: ns, Name: name, Containers: containers}
+}
+
+func container(name, resource string, ids ...string) *podresourcesv1.ContainerResources {
+	return &podresourcesv1.ContainerResources{Name: name, Devices: []*podresourcesv1.ContainerDevices{{ResourceName: resource, DeviceIds: ids}}}
+}
+
+func resolveIndex(i int) (string, bool) {
+	if i < 0 || i >= 4 {
+		return "", false
+	}
+	return fmt.Sprintf("GPU-%d", i), true
+}
+
+func TestFromList(t *testing.T) {
+	dra := &podresourcesv1.ContainerResources{Name: "dra", DynamicResources: []*podresourcesv1.DynamicResource{{
+		ClaimName: "gpu-claim", ClaimResources: []*podresourcesv1.ClaimResource{
+			{DriverName: "gpu.nvidia.com", DeviceName: "gpu-3"},
+			{DriverName: "nic.example.com", DeviceName: "nic-0"}, // not a GPU
+		},
+	}}}
+	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
+		pod("llm", "vllm-0", container("vllm", "nvidia.com/gpu", "GPU-0", "GPU-1")),
+		// Time-sliced: two pods on replicas of one GPU.
+		pod("llm", "small-a", container("srv", "nvidia.com/gpu.shared", "GPU-2::0")),
+		pod("llm", "small-b", container("srv", "nvidia.com/gpu.shared", "GPU-2::1")),
+		// MIG, mixed strategy.
+		pod("batch", "job", container("main", "nvidia.com/mig-1g.10gb", "MIG-a")),
+		// Index strategy and an index no GPU has.
+		pod("batch", "idx", container("main", "nvidia.com/gpu", "1", "9")),
+		// Not a GPU resource.
+		pod("net", "sriov", container("main", "intel.com/sriov", "0000:3b:00.1")),
+		pod("dra", "claim", dra),
+	}}
+	a, unresolved := FromList(resp, resolveIndex)
+	assert.Equal(t, 1, unresolved, "index 9")
+	assert.Equal(t, Allocation{
+		"GPU-0": {{"llm", "vllm-0", "vllm", -1}},
+		"GPU-1": {{"batch", "idx", "main", -1}, {"llm", "vllm-0", "vllm", -1}},
+		"GPU-2": {{"llm", "small-a", "srv", 0}, {"llm", "small-b", "srv", 1}},
+		"GPU-3": {{"dra", "claim", "dra", -1}},
+		"MIG-a": {{"batch", "job", "main", -1}},
+	}, a)
+	assert.Equal(t, []string{"GPU-0", "GPU-1"}, a.DevicesOf("llm", "vllm-0"))
+	assert.Empty(t, a.DevicesOf("llm", "nope"))
+
+	_, unresolved = FromList(resp, nil)
+	assert.Equal(t, 3, unresolved, "two index IDs and the DRA name need a resolver")
+}
+
+func TestHistoryIsTimeVersionedAndBounded(t *testing.T) {
+	t0 := time.Unix(1_000, 0)
+	h := NewHistory(time.Minute, 3)
+	a1 := Allocation{"GPU-0": {{"ns", "a", "c", -1}}}
+	a2 := Allocation{"GPU-0": {{"ns", "b", "c", -1}}}
+	_, ok := h.At(t0)
+	assert.False(t, ok, "nothing known yet")
+	assert.True(t, h.Observe(t0, a1))
+	assert.False(t, h.Observe(t0.Add(time.Second), Allocation{"GPU-0": {{"ns", "a", "c", -1}}}), "unchanged")
+	assert.True(t, h.Observe(t0.Add(10*time.Second), a2))
+
+	for _, tc := range []struct {
+		at   time.Duration
+		want Allocation
+	}{{0, a1}, {9 * time.Second, a1}, {10 * time.Second, a2}, {time.Hour, a2}} {
+		got, ok := h.At(t0.Add(tc.at))
+		require.True(t, ok)
+		assert.Equal(t, tc.want, got, "at +%v", tc.at)
+	}
+	_, ok = h.At(t0.Add(-time.Nanosecond))
+	assert.False(t, ok, "before the first version")
+
+	// Versions superseded before the horizon go; so do those past the bound.
+	assert.True(t, h.Observe(t0.Add(2*time.Minute), a1))
+	assert.Equal(t, 2, h.Versions(), "a1 at t0 was superseded 10 s in, over a minute ago")
+	for i := range 5 {
+		h.Observe(t0.Add(2*time.Minute+time.Duration(i+1)*time.Second), Allocation{"GPU-0": {{"ns", fmt.Sprint(i), "c", -1}}})
+	}
+	assert.Equal(t, 3, h.Versions())
+	latest, _ := h.Latest()
+	assert.Equal(t, "4", latest["GPU-0"][0].Pod)
+}
+
+// kubelet is a PodResources server on a unix socket, as the kubelet runs
+// one; its answer can be changed, and it can be stopped and restarted.
+type kubelet struct {
+	podresourcesv1.UnimplementedPodResourcesListerServer
+	path string
+	mu   sync.Mutex
+	pods []*podresourcesv1.PodResources
+	srv  *grpc.Server
+	done chan struct{}
+}
+
+func (k *kubelet) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return &podresourcesv1.ListPodResourcesResponse{PodResources: k.pods}, nil
+}
+
+func (k *kubelet) set(pods ...*podresourcesv1.PodResources) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.pods = pods
+}
+
+func (k *kubelet) start(t *testing.T) {
+	_ = os.Remove(k.path)
+	l, err := net.Listen("unix", k.path)
+	require.NoError(t, err)
+	k.srv = grpc.NewServer()
+	podresourcesv1.RegisterPodResourcesListerServer(k.srv, k)
+	k.done = make(chan struct{})
+	go func() { defer close(k.done); _ = k.srv.Serve(l) }()
+}
+
+func (k *kubelet) stop() {
+	k.srv.Stop()
+	<-k.done
+	_ = os.Remove(k.path)
+}
+
+func TestWatcherFollowsTheKubelet(t *testing.T) {
+	dir, err := os.MkdirTemp("", "podres") // short: unix socket paths are limited to 108 bytes
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	k := &kubelet{path: filepath.Join(dir, "kubelet.sock")}
+	k.set(pod("llm", "vllm-0", container("vllm", "nvidia.com/gpu", "GPU-0", "GPU-1")))
+
+	core, logs := observer.New(zap.InfoLevel)
+	w := NewWatcher(Config{Socket: "unix://" + k.path, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, Horizon: time.Hour, MaxVersions: 100},
+		resolveIndex, zap.New(core))
+	// The socket does not exist yet: one warning, however many refreshes.
+	require.NoError(t, w.Start())
+	defer w.Shutdown()
+	require.Eventually(t, func() bool { err, _ := w.Status(); return err != nil }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	assert.Equal(t, 1, logs.FilterMessageSnippet("mapping off").Len())
+	_, ok := w.History().Latest()
+	assert.False(t, ok)
+
+	holder := func(ns, pod string) func() bool {
+		return func() bool {
+			a, ok := w.History().Latest()
+			return ok && len(a["GPU-0"]) == 1 && a["GPU-0"][0].Namespace == ns && a["GPU-0"][0].Pod == pod
+		}
+	}
+	k.start(t)
+	require.Eventually(t, holder("llm", "vllm-0"), 5*time.Second, 5*time.Millisecond, "the socket came up")
+	assert.Equal(t, 1, logs.FilterMessageSnippet("mapping on").Len())
+
+	// A new allocation is seen within the interval, and the old one is
+	// still there for what happened under it.
+	before := time.Now()
+	k.set(pod("llm", "vllm-1", container("vllm", "nvidia.com/gpu", "0")))
+	require.Eventually(t, holder("llm", "vllm-1"), 5*time.Second, 5*time.Millisecond)
+	old, ok := w.History().At(before)
+	require.True(t, ok)
+	assert.Equal(t, "vllm-0", old["GPU-0"][0].Pod)
+
+	// The socket goes away (kubelet restart) and comes back: one more
+	// warning, one more recovery, and the mapping it had stays in the
+	// meantime.
+	k.stop()
+	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("mapping off").Len() == 2 }, 5*time.Second, 5*time.Millisecond)
+	assert.True(t, holder("llm", "vllm-1")())
+	k.set(pod("llm", "vllm-2", container("vllm", "nvidia.com/gpu", "GPU-0")))
+	k.start(t)
+	defer k.stop()
+	require.Eventually(t, holder("llm", "vllm-2"), 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 2, logs.FilterMessageSnippet("mapping on").Len())
+}
+
+func TestConfigValidate(t *testing.T) {
+	ok := Config{Socket: DefaultSocket, Interval: 5 * time.Second, Timeout: time.Second, Horizon: time.Hour, MaxVersions: 64}
+	require.NoError(t, ok.Validate())
+	for field, mutate := range map[string]func(*Config){
+		"socket":       func(c *Config) { c.Socket = "unix://" },
+		"interval":     func(c *Config) { c.Interval = time.Millisecond },
+		"timeout":      func(c *Config) { c.Timeout = 10 * time.Second },
+		"horizon":      func(c *Config) { c.Horizon = time.Second },
+		"max_versions": func(c *Config) { c.MaxVersions = 0 },
+	} {
+		c := ok
+		mutate(&c)
+		assert.ErrorContains(t, c.Validate(), field+":")
+	}
+}

@@ -1,0 +1,165 @@
+package podresources // import "github.com/gpuviz/gpuviz/internal/podresources"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// DefaultSocket is where the kubelet serves the PodResources API.
+const DefaultSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+
+// Config configures a Watcher.
+type Config struct {
+	// Socket is the kubelet's PodResources socket path (a unix:// prefix is
+	// allowed).
+	Socket string
+	// Interval is how often the allocation is listed: a change is seen
+	// within it.
+	Interval time.Duration
+	// Timeout bounds one List call.
+	Timeout time.Duration
+	// Horizon is how long superseded allocations are kept for matching
+	// things that happened under them; MaxVersions bounds them in number.
+	Horizon     time.Duration
+	MaxVersions int
+}
+
+// Validate names the bad fields.
+func (c Config) Validate() error {
+	var errs []error
+	if strings.TrimPrefix(c.Socket, "unix://") == "" {
+		errs = append(errs, errors.New("socket: must not be empty"))
+	}
+	if c.Interval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("interval: %v must be at least 100ms", c.Interval))
+	}
+	if c.Timeout <= 0 || c.Timeout > c.Interval {
+		errs = append(errs, fmt.Errorf("timeout: %v must be positive and at most the interval (%v)", c.Timeout, c.Interval))
+	}
+	if c.Horizon < c.Interval {
+		errs = append(errs, fmt.Errorf("horizon: %v must be at least the interval (%v)", c.Horizon, c.Interval))
+	}
+	if c.MaxVersions < 1 {
+		errs = append(errs, fmt.Errorf("max_versions: %d must be at least 1", c.MaxVersions))
+	}
+	return errors.Join(errs...)
+}
+
+// Watcher lists the kubelet's pod resources on its own goroutine and keeps
+// them in a History: readers never wait on the kubelet. A socket that is
+// missing or unreadable is logged once (and once again when it comes back);
+// until then the history simply has nothing new.
+type Watcher struct {
+	cfg     Config
+	resolve Resolver
+	logger  *zap.Logger
+	history *History
+	now     func() time.Time
+
+	mu         sync.Mutex
+	unresolved int
+	failing    bool
+	lastErr    error
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// NewWatcher returns a watcher; cfg must be valid. resolve turns GPU indexes
+// into UUIDs (nil: index IDs are not resolved).
+func NewWatcher(cfg Config, resolve Resolver, logger *zap.Logger) *Watcher {
+	return &Watcher{
+		cfg: cfg, resolve: resolve, logger: logger, now: time.Now,
+		history: NewHistory(cfg.Horizon, cfg.MaxVersions),
+	}
+}
+
+// History returns the allocations seen so far.
+func (w *Watcher) History() *History { return w.history }
+
+// Start lists once, then every interval, until Shutdown.
+func (w *Watcher) Start() error {
+	path := strings.TrimPrefix(w.cfg.Socket, "unix://")
+	// The passthrough resolver hands the path to the dialer as is; the
+	// kubelet serves plain gRPC on its local socket.
+	conn, err := grpc.NewClient("passthrough:///"+path,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", path)
+		}))
+	if err != nil {
+		return fmt.Errorf("pod resources: %w", err)
+	}
+	client := podresourcesv1.NewPodResourcesListerClient(conn)
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.done)
+		defer conn.Close()
+		t := time.NewTicker(w.cfg.Interval)
+		defer t.Stop()
+		for {
+			w.refresh(client)
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Shutdown stops the watcher and waits for it.
+func (w *Watcher) Shutdown() {
+	if w.stop == nil {
+		return
+	}
+	close(w.stop)
+	<-w.done
+	w.stop = nil
+}
+
+// refresh lists the pod resources once and records them.
+func (w *Watcher) refresh(client podresourcesv1.PodResourcesListerClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+	defer cancel()
+	resp, err := client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.lastErr = err
+		if !w.failing {
+			w.failing = true
+			w.logger.Warn("Kubernetes pod mapping off: the kubelet's PodResources socket cannot be read; retrying every interval",
+				zap.String("socket", w.cfg.Socket), zap.Duration("interval", w.cfg.Interval), zap.Error(err))
+		}
+		return
+	}
+	if w.failing {
+		w.failing = false
+		w.logger.Info("Kubernetes pod mapping on: the kubelet's PodResources socket answers again", zap.String("socket", w.cfg.Socket))
+	}
+	w.lastErr = nil
+	a, unresolved := FromList(resp, w.resolve)
+	w.unresolved = unresolved
+	w.history.Observe(w.now(), a)
+}
+
+// Status returns the last List error (nil when it answered) and how many
+// GPU device IDs it named that resolved to no GPU of this node.
+func (w *Watcher) Status() (lastErr error, unresolved int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr, w.unresolved
+}
