@@ -114,6 +114,42 @@ type Registry struct {
 	mu      sync.RWMutex
 	sources []*Source
 	refs    map[*Source]int
+	gone    Dropped // what released sources dropped
+}
+
+// Dropped counts what a bounded store did not keep.
+type Dropped struct {
+	GPUs                int64 // GPUs refused past max_gpus
+	SamplesTooOld       int64 // samples and labels older than the retention behind their GPU's newest
+	RequestsOverwritten int64 // requests dropped, oldest first, past max_requests
+}
+
+func (d *Dropped) add(s *Source) {
+	d.GPUs += s.refusedGPUs.Load()
+	d.SamplesTooOld += s.tooOld.Load()
+	d.RequestsOverwritten += s.droppedRequests.Load()
+}
+
+// Dropped returns what every source, registered now or before, dropped.
+func (r *Registry) Dropped() Dropped {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	d := r.gone
+	for _, s := range r.sources {
+		d.add(s)
+	}
+	return d
+}
+
+// GPUs returns the number of GPUs over all sources.
+func (r *Registry) GPUs() int {
+	n := 0
+	for _, s := range r.Sources() {
+		s.mu.RLock()
+		n += len(s.gpus)
+		s.mu.RUnlock()
+	}
+	return n
 }
 
 // NewRegistry returns an empty registry; now is the view's clock.
@@ -153,6 +189,7 @@ func (r *Registry) release(s *Source) {
 		return
 	}
 	delete(r.refs, s)
+	r.gone.add(s)
 	for i, x := range r.sources {
 		if x == s {
 			r.sources = append(r.sources[:i:i], r.sources[i+1:]...)

@@ -22,8 +22,8 @@ import (
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/gpuviz/gpuviz/internal/inferspans"
-	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
