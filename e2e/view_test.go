@@ -90,12 +90,14 @@ func TestView(t *testing.T) {
 		assert.NotEmpty(t, charts["util"].Signals, "GPU %s reports utilisation", g.ID)
 	}
 	assert.Positive(t, f.HeatCells, "the heatmap drew cells")
-	assert.Equal(t, 8, f.Lanes, "a request lane per GPU")
+	// A lane per GPU, except that the GPUs of one engine (here the steady
+	// scenario's engine owns all 8) share theirs: every GPU is in one.
+	assert.ElementsMatch(t, gpuIDs(f), f.LaneGPUs, "every GPU is in exactly one request lane")
 	assert.Positive(t, f.BarsWithPhases, "request bars with phases")
 	assert.Positive(t, f.Phases["prefill"], "prefill phases")
 	assert.Positive(t, f.Phases["decode"], "decode phases")
 	assert.Contains(t, f.Summary, "GPU TIME BY BOTTLENECK", "the summary strip")
-	t.Logf("page: %d GPUs, %d heatmap cells, %d request bars (%v), status %q", len(f.GPUs), f.HeatCells, f.Bars, f.Phases, f.Status)
+	t.Logf("page: %d GPUs, %d heatmap cells, %d request lanes, %d request bars (%v), status %q", len(f.GPUs), f.HeatCells, f.Lanes, f.Bars, f.Phases, f.Status)
 
 	out := os.Getenv("GPUVIZ_E2E_OUT")
 	if out == "" {
@@ -122,6 +124,14 @@ func TestView(t *testing.T) {
 	assert.Contains(t, f2.Status, "live", "still updating")
 	assert.Empty(t, b.ConsoleErrors(), "console errors and exceptions")
 	t.Logf("screenshots: %s, %s", filepath.Join(out, "view.png"), filepath.Join(out, "view-requests.png"))
+}
+
+func gpuIDs(f viewcheck.Facts) []string {
+	var ids []string
+	for _, g := range f.GPUs {
+		ids = append(ids, g.ID)
+	}
+	return ids
 }
 
 func dumpViewLogs(t *testing.T, dir string) {

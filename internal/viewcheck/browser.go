@@ -97,7 +97,8 @@ type GPU struct {
 type Facts struct {
 	SimBanner      bool           `json:"simBanner"` // #sim-banner is visible
 	GPUs           []GPU          `json:"gpus"`      // .gpu-row[data-gpu]
-	Lanes          int            `json:"lanes"`     // .lane[data-gpu]
+	Lanes          int            `json:"lanes"`     // .lane[data-gpus]
+	LaneGPUs       []string       `json:"laneGPUs"`  // the GPUs the lanes cover (one engine's GPUs share one)
 	Bars           int            `json:"bars"`      // .request-bar[data-trace-id]
 	BarsWithPhases int            `json:"barsWithPhases"`
 	Phases         map[string]int `json:"phases"`    // .phase[data-phase] by name
@@ -123,7 +124,8 @@ const factsJS = `(() => {
   }
   const banner = document.getElementById('sim-banner');
   return { simBanner: !!banner && !banner.hidden && banner.offsetHeight > 0, gpus,
-    lanes: document.querySelectorAll('.lane[data-gpu]').length, bars: bars.length, barsWithPhases: withPhases, phases,
+    lanes: document.querySelectorAll('.lane[data-gpus]').length,
+    laneGPUs: [...document.querySelectorAll('.lane[data-gpus]')].flatMap((l) => l.dataset.gpus.split(' ')), bars: bars.length, barsWithPhases: withPhases, phases,
     heatCells: Number(document.getElementById('heatmap').dataset.cells || 0),
     status: document.getElementById('status').textContent, summary: document.getElementById('summary').innerText };
 })()`
@@ -259,8 +261,8 @@ func (b *Browser) Screenshot(path string) error {
 var Required = []string{"util", "memory", "power"}
 
 // Ready accepts the page once it shows wantGPUs GPUs whose charts all have
-// points, the heatmap has cells and the lanes have request bars with
-// prefill and decode phases.
+// points, the heatmap has cells, every GPU is in a request lane and the
+// lanes have request bars with prefill and decode phases.
 func Ready(wantGPUs int) func(Facts) error {
 	return func(f Facts) error {
 		if len(f.GPUs) != wantGPUs {
@@ -283,8 +285,14 @@ func Ready(wantGPUs int) func(Facts) error {
 		if f.HeatCells == 0 {
 			return errors.New("the heatmap has no cells")
 		}
-		if f.Lanes != wantGPUs {
-			return fmt.Errorf("%d request lanes, want %d", f.Lanes, wantGPUs)
+		covered := map[string]bool{}
+		for _, id := range f.LaneGPUs {
+			covered[id] = true
+		}
+		for _, g := range f.GPUs {
+			if !covered[g.ID] {
+				return fmt.Errorf("no request lane for GPU %s (lanes cover %v)", g.ID, f.LaneGPUs)
+			}
 		}
 		if f.BarsWithPhases == 0 || f.Phases["prefill"] == 0 || f.Phases["decode"] == 0 {
 			return fmt.Errorf("request bars: %d, with phases %d (%v)", f.Bars, f.BarsWithPhases, f.Phases)

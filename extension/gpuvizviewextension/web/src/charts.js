@@ -27,6 +27,31 @@ export const CHARTS = [
 const AXIS = { stroke: "#8d96a7", font: "10px system-ui, sans-serif", grid: { stroke: "rgba(255,255,255,0.06)", width: 1 },
   ticks: { stroke: "rgba(255,255,255,0.12)", width: 1, size: 3 } };
 
+// spacing is the usual distance, in columns, between a series' samples:
+// signals read once per collection interval (utilisation, memory,
+// temperature, clocks: 10 s by default) fill one column in ten, signals on
+// the sampling clock every column. Lines bridge nulls up to 2.5 spacings;
+// longer runs of nulls are gaps, drawn as gaps.
+export function spacing(a) {
+  const d = [];
+  let last = -1;
+  for (let i = 0; i < a.length; i++) {
+    if (a[i] === null || a[i] === undefined) continue;
+    if (last >= 0) d.push(i - last);
+    last = i;
+  }
+  if (!d.length) return 1;
+  d.sort((x, y) => x - y);
+  return Math.max(1, d[d.length >> 1]);
+}
+
+// lastAt is the newest value at or before i, no older than hold columns.
+export function lastAt(a, i, hold) {
+  if (!a) return null;
+  for (let j = i; j >= 0 && j > i - hold; j--) if (a[j] !== null && a[j] !== undefined) return a[j];
+  return null;
+}
+
 export class GPUCharts {
   constructor(root, head, store, onCursor) {
     this.root = root; this.head = head; this.store = store; this.onCursor = onCursor;
@@ -51,7 +76,7 @@ export class GPUCharts {
       const el = document.createElement("div");
       el.className = "gpu-row";
       el.dataset.gpu = g.id;
-      el.innerHTML = `<div class="gpu-label"><b>GPU ${g.index}</b><span>${esc(g.name || "")}</span><span class="uuid" title="${esc(g.id)}">${esc((g.uuid || g.id).slice(0, 12))}</span></div>`;
+      el.innerHTML = `<div class="gpu-label"><b>GPU ${g.index}</b><span class="name" title="${esc(g.name || "")}">${esc(g.name || "")}</span><span class="uuid" title="${esc(g.id)}">…${esc((g.uuid || g.id).slice(-10))}</span></div>`;
       const charts = CHARTS.map((def) => {
         const c = document.createElement("div");
         c.className = "chart";
@@ -80,10 +105,12 @@ export class GPUCharts {
         let points = 0;
         const k = c.def.scale || 1;
         const sc = (a) => (k === 1 ? a : a.map((v) => (v === null ? null : v * k)));
+        c.hold = [];
         for (const name of present) {
           const m = ser[name];
           data.push(sc(m.min), sc(m.max), sc(m.mean));
           for (const v of m.mean) if (v !== null) points++;
+          c.hold.push(spacing(m.mean));
         }
         if (c.def.ref) {
           const rv = c.def.ref(row.gpu);
@@ -109,12 +136,18 @@ export class GPUCharts {
     const def = c.def, store = this.store;
     const series = [{}];
     const bands = [];
+    // Gaps narrower than 2.5 sample spacings are bridged (see spacing).
+    const gaps = (i) => (u, sidx, i0, i1, found) => {
+      const span = u.scales.x.max - u.scales.x.min;
+      const px = span > 0 ? ((2.5 * (c.hold[i] || 1) * store.step) / 1000 / span) * u.bbox.width : 0;
+      return found.filter((g) => g[1] - g[0] > px);
+    };
     present.forEach((name, i) => {
       const col = SIGNAL_COLOR[name];
       const base = 1 + i * 3;
-      series.push({ stroke: "transparent", width: 0, points: { show: false } });
-      series.push({ stroke: "transparent", width: 0, points: { show: false } });
-      series.push({ stroke: col, width: name === "utilization" ? 1.6 : 1.2, points: { show: false } });
+      series.push({ stroke: "transparent", width: 0, points: { show: false }, gaps: gaps(i) });
+      series.push({ stroke: "transparent", width: 0, points: { show: false }, gaps: gaps(i) });
+      series.push({ stroke: col, width: name === "utilization" ? 1.6 : 1.2, points: { show: false }, gaps: gaps(i) });
       bands.push({ series: [base + 1, base], fill: alpha(col, present.length > 1 ? 0.16 : 0.28) });
     });
     if (def.ref) series.push({ stroke: "#c8ccd4", width: 1, dash: [4, 3], points: { show: false } });
@@ -177,7 +210,7 @@ export class GPUCharts {
     const d = c.u.data, n = d[0].length;
     const i = idx === null || idx === undefined ? n - 1 : idx;
     const parts = c.present.map((name, j) => {
-      const v = d[3 + j * 3] ? d[3 + j * 3][i] : null;
+      const v = lastAt(d[3 + j * 3], i, c.hold ? c.hold[j] * 2.5 : 1);
       return `<span style="color:${SIGNAL_COLOR[name]}">${esc(c.def.read(v ?? null))}</span>`;
     });
     if (c.throttle && c.throttle[0] && c.throttle[0].mean[i] > 0) parts.push(`<span class="thr">power ${pct(c.throttle[0].mean[i])}</span>`);

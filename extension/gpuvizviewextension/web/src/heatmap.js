@@ -2,6 +2,7 @@
 // (mean per column) or by the bottleneck label holding the column longest.
 import { LABELS, labelColor, labelText, ramp } from "./colors.js";
 import { fmtClock, pct, esc } from "./format.js";
+import { spacing, lastAt } from "./charts.js";
 
 export const GUTTER = 96; // px left of every time axis (GPU names)
 
@@ -53,8 +54,11 @@ export class Heatmap {
       ctx.fillRect(GUTTER, y, pw, rh - 1);
       const u = s.series[g.id]?.utilization?.mean || [];
       const lab = s.labels[g.id] || [];
+      // Utilisation read once per collection interval colours the columns
+      // up to its next sample (as far as 2.5 spacings, then no data).
+      const hold = Math.ceil(spacing(u) * 2.5);
       for (let i = 0; i < s.time.length; i++) {
-        const v = this.mode === "utilization" ? u[i] : lab[i];
+        const v = this.mode === "utilization" ? lastAt(u, i, hold) : lab[i];
         if (v === null || v === undefined) continue;
         const x0 = Math.max(GUTTER, xOf(s.time[i])), x1 = Math.min(W, xOf(s.time[i] + s.step));
         if (x1 <= x0) continue;
@@ -98,7 +102,11 @@ export class Heatmap {
     if (i < 0) { this.tip.hidden = true; return; }
     const g = s.gpus[gi];
     const u = s.series[g.id]?.utilization;
-    this.tip.innerHTML = `<b>GPU ${g.index}</b> · ${fmtClock(s.time[i])}<br>utilisation ${pct(u?.mean[i])} (min ${pct(u?.min[i])}, max ${pct(u?.max[i])})<br>bottleneck: ${esc(labelText(s.labels[g.id]?.[i]))}`;
+    const hold = u ? Math.ceil(spacing(u.mean) * 2.5) : 1;
+    let k = i;
+    while (u && k > i - hold && k > 0 && (u.mean[k] === null || u.mean[k] === undefined)) k--;
+    const uv = u && u.mean[k] !== null && u.mean[k] !== undefined ? `${pct(u.mean[k])} (min ${pct(u.min[k])}, max ${pct(u.max[k])}${k !== i ? `, read ${fmtClock(s.time[k])}` : ""})` : "no data";
+    this.tip.innerHTML = `<b>GPU ${g.index}</b> · ${fmtClock(s.time[i])}<br>utilisation ${uv}<br>bottleneck: ${esc(labelText(s.labels[g.id]?.[i]))}`;
     showTip(this.tip, e);
   }
 }

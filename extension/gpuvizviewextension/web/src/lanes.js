@@ -21,7 +21,8 @@ export class Lanes {
       LABELS.filter((l) => l !== "idle" && l !== "unknown").map((l) => `<span><i style="background:${labelColor(l)}"></i>${esc(labelText(l))}</span>`).join("") +
       `<span><i style="background:rgba(170,185,210,.8)"></i>density: requests beyond the sub-lanes</span><span>hover: tokens, energy · click: details</span>`;
     this.root = root; this.sub = sub; this.tip = tip; this.store = store; this.onSelect = onSelect;
-    this.lanes = new Map(); // gpu id -> lane
+    this.lanes = new Map(); // gpu id -> lane (GPUs of one engine share one)
+    this.list = [];
     this.key = "";
     this.selected = null;
     root.addEventListener("mousemove", (e) => this.hover(e));
@@ -34,23 +35,60 @@ export class Lanes {
     });
   }
 
-  maxSub() { return Math.max(4, Math.min(16, Math.floor(400 / Math.max(1, this.store.gpus.length) / SUB_H))); }
+  // groups puts GPUs that serve exactly the same requests (one engine over
+  // them, tensor-parallel or owning the node) in one lane; every other GPU
+  // has its own. Identical lanes would repeat the same bars.
+  groups() {
+    const s = this.store, keyOf = new Map(), mixed = new Set();
+    for (const q of s.requests.values()) {
+      const k = (q.gpus || []).join(" ");
+      for (const id of q.gpus || []) {
+        if (!keyOf.has(id)) keyOf.set(id, k);
+        else if (keyOf.get(id) !== k) mixed.add(id);
+      }
+    }
+    const out = [], done = new Set();
+    for (const g of s.gpus) {
+      if (done.has(g.id)) continue;
+      const k = keyOf.get(g.id);
+      const ids = k && !mixed.has(g.id) ? k.split(" ") : [g.id];
+      const members = s.gpus.filter((x) => ids.includes(x.id) && !done.has(x.id) && keyOf.get(x.id) === k && !mixed.has(x.id));
+      const grp = members.length > 1 && members.length === ids.length ? members : [g];
+      for (const x of grp) done.add(x.id);
+      out.push(grp);
+    }
+    return out;
+  }
 
-  build() {
+  // subs is how many sub-lanes a lane of n GPUs gets: about 400 px of bars
+  // shared out by GPUs.
+  subs(n) {
+    const total = Math.max(1, this.store.gpus.length);
+    return Math.max(4, Math.min(64, Math.floor((400 * n) / total / SUB_H)));
+  }
+
+  build(groups) {
     this.root.textContent = "";
     this.lanes.clear();
+    this.list = [];
     this.key = "";
-    const max = this.maxSub();
-    for (const g of this.store.gpus) {
+    groups = groups || this.store.gpus.map((g) => [g]);
+    this.groupKey = groups.map((gr) => gr.map((g) => g.id).join(" ")).join("|");
+    for (const gr of groups) {
+      const max = this.subs(gr.length);
       const el = document.createElement("div");
       el.className = "lane";
-      el.dataset.gpu = g.id;
-      el.innerHTML = `<div class="lane-label"><b>GPU ${g.index}</b><span class="more"></span></div>` +
+      el.dataset.gpu = gr[0].id;
+      el.dataset.gpus = gr.map((g) => g.id).join(" ");
+      const name = gr.length === 1 ? `GPU ${gr[0].index}` : gpuRange(gr);
+      el.innerHTML = `<div class="lane-label"><b>${esc(name)}</b>${gr.length > 1 ? `<span>one engine, ${gr.length} GPUs</span>` : ""}<span class="more"></span></div>` +
         `<div class="lane-body" style="height:${max * SUB_H + DENSITY_H}px"><div class="track"></div><canvas class="density"></canvas></div>`;
       this.root.appendChild(el);
       const body = el.querySelector(".lane-body");
-      this.lanes.set(g.id, { g, el, body, track: body.firstChild, density: body.lastChild, more: el.querySelector(".more"),
-        subs: Array.from({ length: max }, () => []), overflow: new Map(), placed: new Map() });
+      const L = { gr, el, body, track: body.firstChild, density: body.lastChild, more: el.querySelector(".more"),
+        subs: Array.from({ length: max }, () => []), overflow: new Map(), placed: new Map() };
+      for (const g of gr) this.lanes.set(g.id, L);
+      this.list.push(L);
     }
     this.cursorEl = document.createElement("div");
     this.cursorEl.className = "lane-cursor";
@@ -62,21 +100,24 @@ export class Lanes {
   // everything again.
   update() {
     const s = this.store, r = s.resp;
-    if (!r || !this.lanes.size) return;
-    const width = this.lanes.values().next().value.body.clientWidth || 1;
+    if (!r) return;
+    const groups = this.groups();
+    if (groups.map((gr) => gr.map((g) => g.id).join(" ")).join("|") !== this.groupKey) this.build(groups);
+    if (!this.list.length) return;
+    const width = this.list[0].body.clientWidth || 1;
     const key = `${r.to - r.from}|${width}`;
     if (key !== this.key || (r.from - this.origin) / this.msPerPx > 200000) {
       this.key = key;
       this.origin = r.from;
       this.msPerPx = (r.to - r.from) / width;
-      for (const L of this.lanes.values()) {
+      for (const L of this.list) {
         L.track.textContent = "";
         L.subs = L.subs.map(() => []);
         L.overflow.clear(); L.placed.clear();
       }
     }
     // Remove what the store dropped.
-    for (const L of this.lanes.values()) {
+    for (const L of this.list) {
       for (const [seq, p] of L.placed) {
         if (s.requests.has(seq)) continue;
         p.el.remove();
@@ -117,7 +158,7 @@ export class Lanes {
     }
     const shift = (r.from - this.origin) / this.msPerPx;
     let maxConc = 0, bars = 0;
-    for (const L of this.lanes.values()) {
+    for (const L of this.list) {
       L.track.style.transform = `translateX(${-shift}px)`;
       const used = L.subs.filter((a) => a.length).length;
       L.el.dataset.sublanes = String(used);
@@ -127,7 +168,7 @@ export class Lanes {
       bars += L.placed.size;
     }
     this.sub.textContent = `${s.requests.size} requests in range · bars split queue / prefill / decode, coloured by bottleneck · ` +
-      `beyond ${this.maxSub()} sub-lanes the rest is a density strip (up to ${maxConc} more at once)`;
+      `GPUs of one engine share a lane · beyond a lane's sub-lanes the rest is a density strip` + (maxConc ? ` (up to ${maxConc} more at once)` : "");
     this.root.dataset.bars = String(bars);
   }
 
@@ -185,8 +226,8 @@ export class Lanes {
   setCursor(t) {
     const r = this.store.resp;
     if (!this.cursorEl) return;
-    if (t === null || !r || !this.lanes.size) { this.cursorEl.hidden = true; return; }
-    const L = this.lanes.values().next().value;
+    if (t === null || !r || !this.list.length) { this.cursorEl.hidden = true; return; }
+    const L = this.list[0];
     const x = GUTTER + ((t - r.from) / (r.to - r.from)) * L.body.clientWidth;
     this.cursorEl.hidden = false;
     this.cursorEl.style.left = x + "px";
@@ -215,13 +256,19 @@ export class Lanes {
   }
 }
 
+function gpuRange(gr) {
+  const ix = gr.map((g) => g.index).sort((a, b) => a - b);
+  const contiguous = ix.every((v, i) => i === 0 || v === ix[i - 1] + 1);
+  return contiguous ? `GPU ${ix[0]}–${ix[ix.length - 1]}` : `GPU ${ix.join(",")}`;
+}
+
 function insertAt(a, s) {
   let lo = 0, hi = a.length;
   while (lo < hi) { const m = (lo + hi) >> 1; if (a[m].s < s) lo = m + 1; else hi = m; }
   return lo;
 }
 
-export function details(panel, q, template) {
+export function details(panel, q, template, gpus) {
   if (!q) { panel.hidden = true; panel.textContent = ""; return; }
   const id = esc(q.trace_id);
   const link = template ? `<a href="${esc(template.split("{trace_id}").join(encodeURIComponent(q.trace_id)))}" target="_blank" rel="noopener">${id}</a>` : `<code>${id}</code>`;
@@ -232,7 +279,7 @@ export function details(panel, q, template) {
     `<table>` +
     row("model", esc(q.model || "–")) + row("family", esc(q.family || "–")) +
     row("span", `<code>${esc(q.span_id || "–")}</code>`) +
-    row("GPUs", esc((q.gpus || []).map((g) => g.split("/").pop().slice(0, 12)).join(", "))) +
+    row("GPUs", (q.gpus || []).map((id) => { const g = (gpus || []).find((x) => x.id === id); return `<span title="${esc(id)}">${g ? "GPU " + g.index : esc(id)}</span>`; }).join(", ")) +
     row("time", `${fmtClock(q.start)} → ${fmtClock(q.end)} (${fmtMs(q.end - q.start)})`) +
     row("tokens", `${q.input_tokens ?? "–"} in · ${q.output_tokens ?? "–"} out`) +
     row("energy", `${fmtJ(q.energy_j)} · ${fmtJ(q.energy_per_token_j)}/token`) +

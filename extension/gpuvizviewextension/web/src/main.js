@@ -26,7 +26,7 @@ const charts = new GPUCharts($("chart-rows"), $("chart-head"), store, (t) => { h
 const heat = new Heatmap($("heatmap"), $("heat-legend"), tip, store);
 const lanes = new Lanes($("lanes"), $("lane-sub"), $("lane-legend"), tip, store, (q) => {
   selected = q;
-  details($("details"), q, state.template);
+  details($("details"), q, state.template, store.gpus);
 });
 
 function readHash() {
@@ -111,6 +111,7 @@ async function poll() {
 }
 
 function apply(r, ms) {
+  const t0 = performance.now();
   if (r.trace_url_template !== undefined) state.template = r.trace_url_template;
   const changed = store.merge(r);
   document.body.classList.toggle("simulated", !!r.simulated);
@@ -121,7 +122,10 @@ function apply(r, ms) {
   lanes.update();
   renderSummary($("summary"), store);
   $("fleet-sub").textContent = `${store.gpus.length} GPUs × ${store.time.length} columns of ${store.step / 1000} s`;
+  const draw = performance.now() - t0;
   setStatus(`live · ${fmtClock(r.now)} · ${Math.round(ms)} ms`, "ok");
+  $("status").dataset.drawMs = draw.toFixed(1);
+  $("status").title = `answer ${Math.round(ms)} ms, drawing ${draw.toFixed(1)} ms`;
   if (selected && !store.requests.has(selected.seq)) { selected = null; details($("details"), null, ""); }
 }
 
@@ -147,6 +151,12 @@ function init() {
   window.addEventListener("resize", () => {
     clearTimeout(rt);
     rt = setTimeout(() => { charts.resize(); heat.draw(); lanes.update(); }, 100);
+  });
+  window.addEventListener("hashchange", () => {
+    readHash();
+    $("source").value = state.source;
+    heat.drawLegend();
+    restart();
   });
   loadSources().then(() => restart());
 }
