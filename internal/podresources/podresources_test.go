@@ -1,12 +1,7 @@
 package podresources
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +10,9 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
-	"google.golang.org/grpc"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/gpuviz/gpuviz/internal/podresources/podresourcestest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -67,14 +63,6 @@ func FuzzParseDeviceID(f *testing.F) {
 	})
 }
 
-func pod(ns, name string, containers ...*podresourcesv1.ContainerResources) *podresourcesv1.PodResources {
-	return &podresourcesv1.PodResources{Namespace: ns, Name: name, Containers: containers}
-}
-
-func container(name, resource string, ids ...string) *podresourcesv1.ContainerResources {
-	return &podresourcesv1.ContainerResources{Name: name, Devices: []*podresourcesv1.ContainerDevices{{ResourceName: resource, DeviceIds: ids}}}
-}
-
 func resolveIndex(i int) (string, bool) {
 	if i < 0 || i >= 4 {
 		return "", false
@@ -90,17 +78,17 @@ func TestFromList(t *testing.T) {
 		},
 	}}}
 	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
-		pod("llm", "vllm-0", container("vllm", "nvidia.com/gpu", "GPU-0", "GPU-1")),
+		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "GPU-0", "GPU-1")),
 		// Time-sliced: two pods on replicas of one GPU.
-		pod("llm", "small-a", container("srv", "nvidia.com/gpu.shared", "GPU-2::0")),
-		pod("llm", "small-b", container("srv", "nvidia.com/gpu.shared", "GPU-2::1")),
+		podresourcestest.Pod("llm", "small-a", podresourcestest.Container("srv", "nvidia.com/gpu.shared", "GPU-2::0")),
+		podresourcestest.Pod("llm", "small-b", podresourcestest.Container("srv", "nvidia.com/gpu.shared", "GPU-2::1")),
 		// MIG, mixed strategy.
-		pod("batch", "job", container("main", "nvidia.com/mig-1g.10gb", "MIG-a")),
+		podresourcestest.Pod("batch", "job", podresourcestest.Container("main", "nvidia.com/mig-1g.10gb", "MIG-a")),
 		// Index strategy and an index no GPU has.
-		pod("batch", "idx", container("main", "nvidia.com/gpu", "1", "9")),
+		podresourcestest.Pod("batch", "idx", podresourcestest.Container("main", "nvidia.com/gpu", "1", "9")),
 		// Not a GPU resource.
-		pod("net", "sriov", container("main", "intel.com/sriov", "0000:3b:00.1")),
-		pod("dra", "claim", dra),
+		podresourcestest.Pod("net", "sriov", podresourcestest.Container("main", "intel.com/sriov", "0000:3b:00.1")),
+		podresourcestest.Pod("dra", "claim", dra),
 	}}
 	a, unresolved := FromList(resp, resolveIndex)
 	assert.Equal(t, 1, unresolved, "index 9")
@@ -151,54 +139,12 @@ func TestHistoryIsTimeVersionedAndBounded(t *testing.T) {
 	assert.Equal(t, "4", latest["GPU-0"][0].Pod)
 }
 
-// kubelet is a PodResources server on a unix socket, as the kubelet runs
-// one; its answer can be changed, and it can be stopped and restarted.
-type kubelet struct {
-	podresourcesv1.UnimplementedPodResourcesListerServer
-	path string
-	mu   sync.Mutex
-	pods []*podresourcesv1.PodResources
-	srv  *grpc.Server
-	done chan struct{}
-}
-
-func (k *kubelet) List(context.Context, *podresourcesv1.ListPodResourcesRequest) (*podresourcesv1.ListPodResourcesResponse, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	return &podresourcesv1.ListPodResourcesResponse{PodResources: k.pods}, nil
-}
-
-func (k *kubelet) set(pods ...*podresourcesv1.PodResources) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.pods = pods
-}
-
-func (k *kubelet) start(t *testing.T) {
-	_ = os.Remove(k.path)
-	l, err := net.Listen("unix", k.path)
-	require.NoError(t, err)
-	k.srv = grpc.NewServer()
-	podresourcesv1.RegisterPodResourcesListerServer(k.srv, k)
-	k.done = make(chan struct{})
-	go func() { defer close(k.done); _ = k.srv.Serve(l) }()
-}
-
-func (k *kubelet) stop() {
-	k.srv.Stop()
-	<-k.done
-	_ = os.Remove(k.path)
-}
-
 func TestWatcherFollowsTheKubelet(t *testing.T) {
-	dir, err := os.MkdirTemp("", "podres") // short: unix socket paths are limited to 108 bytes
-	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	k := &kubelet{path: filepath.Join(dir, "kubelet.sock")}
-	k.set(pod("llm", "vllm-0", container("vllm", "nvidia.com/gpu", "GPU-0", "GPU-1")))
+	k := podresourcestest.New(t)
+	k.Set(podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "GPU-0", "GPU-1")))
 
 	core, logs := observer.New(zap.InfoLevel)
-	w := NewWatcher(Config{Socket: "unix://" + k.path, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, Horizon: time.Hour, MaxVersions: 100},
+	w := NewWatcher(Config{Socket: "unix://" + k.Path, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, Horizon: time.Hour, MaxVersions: 100},
 		resolveIndex, zap.New(core))
 	// The socket does not exist yet: one warning, however many refreshes.
 	require.NoError(t, w.Start())
@@ -215,14 +161,14 @@ func TestWatcherFollowsTheKubelet(t *testing.T) {
 			return ok && len(a["GPU-0"]) == 1 && a["GPU-0"][0].Namespace == ns && a["GPU-0"][0].Pod == pod
 		}
 	}
-	k.start(t)
+	k.Start(t)
 	require.Eventually(t, holder("llm", "vllm-0"), 5*time.Second, 5*time.Millisecond, "the socket came up")
 	assert.Equal(t, 1, logs.FilterMessageSnippet("mapping on").Len())
 
 	// A new allocation is seen within the interval, and the old one is
 	// still there for what happened under it.
 	before := time.Now()
-	k.set(pod("llm", "vllm-1", container("vllm", "nvidia.com/gpu", "0")))
+	k.Set(podresourcestest.Pod("llm", "vllm-1", podresourcestest.Container("vllm", "nvidia.com/gpu", "0")))
 	require.Eventually(t, holder("llm", "vllm-1"), 5*time.Second, 5*time.Millisecond)
 	old, ok := w.History().At(before)
 	require.True(t, ok)
@@ -231,12 +177,11 @@ func TestWatcherFollowsTheKubelet(t *testing.T) {
 	// The socket goes away (kubelet restart) and comes back: one more
 	// warning, one more recovery, and the mapping it had stays in the
 	// meantime.
-	k.stop()
+	k.Stop()
 	require.Eventually(t, func() bool { return logs.FilterMessageSnippet("mapping off").Len() == 2 }, 5*time.Second, 5*time.Millisecond)
 	assert.True(t, holder("llm", "vllm-1")())
-	k.set(pod("llm", "vllm-2", container("vllm", "nvidia.com/gpu", "GPU-0")))
-	k.start(t)
-	defer k.stop()
+	k.Set(podresourcestest.Pod("llm", "vllm-2", podresourcestest.Container("vllm", "nvidia.com/gpu", "GPU-0")))
+	k.Start(t)
 	require.Eventually(t, holder("llm", "vllm-2"), 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, 2, logs.FilterMessageSnippet("mapping on").Len())
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -141,8 +143,13 @@ func (w *Watcher) refresh(client podresourcesv1.PodResourcesListerClient) {
 		w.lastErr = err
 		if !w.failing {
 			w.failing = true
-			w.logger.Warn("Kubernetes pod mapping off: the kubelet's PodResources socket cannot be read; retrying every interval",
-				zap.String("socket", w.cfg.Socket), zap.Duration("interval", w.cfg.Interval), zap.Error(err))
+			fields := []zap.Field{zap.String("socket", w.cfg.Socket), zap.Duration("interval", w.cfg.Interval), zap.Error(err)}
+			if _, statErr := os.Stat(strings.TrimPrefix(w.cfg.Socket, "unix://")); errors.Is(statErr, fs.ErrNotExist) {
+				// Not on Kubernetes, or the socket is not mounted: not a fault.
+				w.logger.Info("Kubernetes pod mapping off: no kubelet PodResources socket; looking again every interval", fields...)
+			} else {
+				w.logger.Warn("Kubernetes pod mapping off: the kubelet's PodResources socket cannot be read; retrying every interval", fields...)
+			}
 		}
 		return
 	}

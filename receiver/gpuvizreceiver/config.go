@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/internal/podresources"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
@@ -47,6 +48,8 @@ type Config struct {
 	Processes ProcessesConfig `mapstructure:"processes"`
 	// XidEvents configures the watch for critical Xid errors.
 	XidEvents XidEventsConfig `mapstructure:"xid_events"`
+	// Kubernetes configures what the receiver learns from the kubelet.
+	Kubernetes KubernetesConfig `mapstructure:"kubernetes"`
 
 	_ struct{}
 }
@@ -104,6 +107,36 @@ type XidEventsConfig struct {
 	Enabled bool `mapstructure:"enabled"`
 
 	_ struct{}
+}
+
+// KubernetesConfig configures what the receiver learns from the kubelet.
+type KubernetesConfig struct {
+	// PodResources reads which pod and container each GPU is allocated to.
+	PodResources PodResourcesConfig `mapstructure:"pod_resources"`
+
+	_ struct{}
+}
+
+// PodResourcesConfig configures the kubelet's PodResources API.
+type PodResourcesConfig struct {
+	// Enabled lists the allocations on its own interval. Where the socket
+	// does not exist (not on Kubernetes, not mounted) it logs that once.
+	Enabled bool `mapstructure:"enabled"`
+	// Socket is the kubelet's PodResources socket.
+	Socket string `mapstructure:"socket"`
+	// Interval is how often allocations are listed: a new allocation shows
+	// within it.
+	Interval time.Duration `mapstructure:"interval"`
+	// Timeout bounds one List call.
+	Timeout time.Duration `mapstructure:"timeout"`
+
+	_ struct{}
+}
+
+func (c PodResourcesConfig) watcher() podresources.Config {
+	// The receiver reports the allocation now; the processor keeps the
+	// history it matches spans against, from these series.
+	return podresources.Config{Socket: c.Socket, Interval: c.Interval, Timeout: c.Timeout, Horizon: c.Interval, MaxVersions: 2}
 }
 
 // maxProcessesPerGPU caps processes.top: a GPU rarely runs more than a
@@ -188,6 +221,13 @@ func (cfg *Config) Validate() error {
 	}
 	if cfg.Processes.Enabled && (cfg.Processes.Top < 1 || cfg.Processes.Top > maxProcessesPerGPU) {
 		errs = append(errs, fmt.Errorf("processes.top: %d is out of range: report 1 to %d processes per GPU", cfg.Processes.Top, maxProcessesPerGPU))
+	}
+	if pr := cfg.Kubernetes.PodResources; pr.Enabled {
+		if err := pr.watcher().Validate(); err != nil {
+			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+				errs = append(errs, fmt.Errorf("kubernetes.pod_resources.%w", e))
+			}
+		}
 	}
 	seen := map[DeviceRef]bool{}
 	for i, d := range cfg.Devices {

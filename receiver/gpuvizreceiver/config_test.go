@@ -93,6 +93,8 @@ func TestInvalidConfig(t *testing.T) {
 		"flush_before_tick":          "samples.flush_interval: 250ms is shorter than samples.interval (500ms)",
 		"no_pending_ticks":           "samples.max_pending_ticks: 0 is out of range: 1 to 1000",
 		"pending_shorter_than_flush": "samples.max_pending_ticks: 10 ticks do not last one flush_interval (5s at 250ms)",
+		"pod_resources_fast":         "kubernetes.pod_resources.interval: 10ms must be at least 100ms",
+		"pod_resources_no_socket":    "kubernetes.pod_resources.socket: must not be empty",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)

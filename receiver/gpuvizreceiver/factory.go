@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/internal/podresources"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
@@ -33,6 +34,9 @@ func createDefaultConfig() component.Config {
 		Samples:              SamplesConfig{Enabled: true, Interval: defaultSampleInterval, FlushInterval: time.Second, MaxPendingTicks: 40},
 		Processes:            ProcessesConfig{Enabled: true, Top: 10},
 		XidEvents:            XidEventsConfig{Enabled: true},
+		Kubernetes: KubernetesConfig{PodResources: PodResourcesConfig{
+			Enabled: true, Socket: podresources.DefaultSocket, Interval: 5 * time.Second, Timeout: 2 * time.Second,
+		}},
 	}
 }
 

@@ -32,7 +32,7 @@ type processState struct {
 }
 
 type procInfo struct {
-	executable, container, commandLine string
+	executable, container, podUID, commandLine string
 }
 
 func processesEnabled(m *metadata.MetricsConfig) bool {
@@ -80,6 +80,7 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		}
 	}
 
+	namespace, pod := soleHolder(s.allocation(), g.id)
 	running := make(map[uint32]bool, len(procs))
 	for _, p := range procs {
 		running[p.Pid] = true
@@ -90,12 +91,12 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		}
 		pid := int64(p.Pid)
 		s.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
-			pid, info.executable, info.container, info.commandLine)
+			pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine)
 		if u, ok := st.util[p.Pid]; ok {
 			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
-				pid, info.executable, info.container, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineSm)
+				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineSm)
 			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.MemUtil), g.id, g.name,
-				pid, info.executable, info.container, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineMemoryController)
+				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineMemoryController)
 		}
 	}
 	for pid := range st.info {
@@ -122,6 +123,7 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 	}
 	if cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
 		info.container = containerID(cgroup)
+		info.podUID = podUID(cgroup)
 	}
 	if s.cfg.Processes.CommandLine {
 		if cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/gpuviz/gpuviz/internal/podresources"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
@@ -35,6 +36,7 @@ type gpuScraper struct {
 	syms     symbols
 	gpus     []*gpu
 	xid      *xidWatcher
+	pods     *podresources.Watcher
 	mb       *metadata.MetricsBuilder
 	resource pcommon.Resource
 }
@@ -55,6 +57,10 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 	s.lib = lib
 	if s.cfg.XidEvents.Enabled && s.cfg.Metrics.NvidiaGpuXidErrors.Enabled {
 		s.xid = startXidWatcher(lib, s.gpus, s.logger)
+	}
+	if err := s.startPods(); err != nil {
+		s.shutdown(context.Background())
+		return err
 	}
 
 	s.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
@@ -138,6 +144,10 @@ func (s *gpuScraper) shutdown(context.Context) error {
 		s.xid.shutdown()
 		s.xid = nil
 	}
+	if s.pods != nil {
+		s.pods.Shutdown()
+		s.pods = nil
+	}
 	for _, g := range s.gpus {
 		if !g.tickAbandoned {
 			g.tick.free(s.lib)
@@ -213,6 +223,7 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 	}
 	s.recordGPMStatus(g, ts)
 	s.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
+	s.recordAllocations(g, s.allocation(), ts)
 	if g.xids.take(func(code uint64, n int64) {
 		s.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, int64(code))
 	}) {

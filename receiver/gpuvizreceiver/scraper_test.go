@@ -27,6 +27,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/gpuviz/gpuviz/internal/podresources/podresourcestest"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
@@ -205,7 +206,16 @@ func TestScrapeGolden(t *testing.T) {
 		"scrape_samples_off.yaml": scrapeOnly(),
 	} {
 		t.Run(name, func(t *testing.T) {
+			// GPU 0 is a vLLM pod's; GPU 1 is time-sliced between two pods,
+			// one of them naming it by index.
+			k := podresourcestest.New(t)
+			k.Set(podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "GPU-00000000-0000-0000-0000-000000000000")),
+				podresourcestest.Pod("llm", "small-a", podresourcestest.Container("srv", "nvidia.com/gpu.shared", "GPU-00000000-0000-0000-0000-000000000001::0")),
+				podresourcestest.Pod("llm", "small-b", podresourcestest.Container("srv", "nvidia.com/gpu.shared", "1::1")))
+			k.Start(t)
+			cfg.Kubernetes.PodResources.Socket = k.Path
 			s := startScraper(t, cfg, fixtureServer(2), BackendNVML)
+			require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
 			// The first scrape opens the GPM interval and sets the counters'
 			// base; the second is the steady state.
 			_, err := s.scrape(context.Background())

@@ -855,6 +855,63 @@ func (ms *NvidiaGpuInfoMetricConfig) Validate() error {
 	return nil
 }
 
+// NvidiaGpuK8sAllocationMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.k8s.allocation metric.
+type NvidiaGpuK8sAllocationMetricAttributeKey string
+
+const (
+	NvidiaGpuK8sAllocationMetricAttributeKeyHwID                NvidiaGpuK8sAllocationMetricAttributeKey = "hw.id"
+	NvidiaGpuK8sAllocationMetricAttributeKeyHwName              NvidiaGpuK8sAllocationMetricAttributeKey = "hw.name"
+	NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuMigID      NvidiaGpuK8sAllocationMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuK8sAllocationMetricAttributeKeyK8sNamespaceName    NvidiaGpuK8sAllocationMetricAttributeKey = "k8s.namespace.name"
+	NvidiaGpuK8sAllocationMetricAttributeKeyK8sPodName          NvidiaGpuK8sAllocationMetricAttributeKey = "k8s.pod.name"
+	NvidiaGpuK8sAllocationMetricAttributeKeyK8sContainerName    NvidiaGpuK8sAllocationMetricAttributeKey = "k8s.container.name"
+	NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuK8sReplica NvidiaGpuK8sAllocationMetricAttributeKey = "nvidia.gpu.k8s.replica"
+)
+
+// NvidiaGpuK8sAllocationMetricConfig provides config for the nvidia.gpu.k8s.allocation metric.
+type NvidiaGpuK8sAllocationMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuK8sAllocationMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuK8sAllocationMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuK8sAllocationMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuK8sAllocationMetricAttributeKeyHwID, NvidiaGpuK8sAllocationMetricAttributeKeyHwName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuK8sAllocationMetricAttributeKeyK8sNamespaceName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sPodName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sContainerName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuK8sReplica:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.k8s.allocation doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, k8s.namespace.name, k8s.pod.name, k8s.container.name, nvidia.gpu.k8s.replica]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.k8s.allocation metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // NvidiaGpuMemoryRemapFailedMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.memory.remap.failed metric.
 type NvidiaGpuMemoryRemapFailedMetricAttributeKey string
 
@@ -1985,6 +2042,9 @@ const (
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid            NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.pid"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.executable.name"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID           NvidiaGpuProcessMemoryUsageMetricAttributeKey = "container.id"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID             NvidiaGpuProcessMemoryUsageMetricAttributeKey = "k8s.pod.uid"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName      NvidiaGpuProcessMemoryUsageMetricAttributeKey = "k8s.namespace.name"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName            NvidiaGpuProcessMemoryUsageMetricAttributeKey = "k8s.pod.name"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine    NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.command_line"
 )
 
@@ -2014,9 +2074,9 @@ func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine:
+		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line]", val)
+			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID) {
@@ -2041,6 +2101,9 @@ const (
 	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid             NvidiaGpuProcessUtilizationMetricAttributeKey = "process.pid"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName  NvidiaGpuProcessUtilizationMetricAttributeKey = "process.executable.name"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID            NvidiaGpuProcessUtilizationMetricAttributeKey = "container.id"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID              NvidiaGpuProcessUtilizationMetricAttributeKey = "k8s.pod.uid"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName       NvidiaGpuProcessUtilizationMetricAttributeKey = "k8s.namespace.name"
+	NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName             NvidiaGpuProcessUtilizationMetricAttributeKey = "k8s.pod.name"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine     NvidiaGpuProcessUtilizationMetricAttributeKey = "process.command_line"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine NvidiaGpuProcessUtilizationMetricAttributeKey = "nvidia.gpu.process.engine"
 )
@@ -2071,9 +2134,9 @@ func (ms *NvidiaGpuProcessUtilizationMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuProcessUtilizationMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
+		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]", val)
+			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, nvidia.gpu.process.engine]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwID) {
@@ -2501,6 +2564,7 @@ type MetricsConfig struct {
 	NvidiaGpuFanSpeed                           NvidiaGpuFanSpeedMetricConfig                           `mapstructure:"nvidia.gpu.fan.speed"`
 	NvidiaGpuGpmStatus                          NvidiaGpuGpmStatusMetricConfig                          `mapstructure:"nvidia.gpu.gpm.status"`
 	NvidiaGpuInfo                               NvidiaGpuInfoMetricConfig                               `mapstructure:"nvidia.gpu.info"`
+	NvidiaGpuK8sAllocation                      NvidiaGpuK8sAllocationMetricConfig                      `mapstructure:"nvidia.gpu.k8s.allocation"`
 	NvidiaGpuMemoryRemapFailed                  NvidiaGpuMemoryRemapFailedMetricConfig                  `mapstructure:"nvidia.gpu.memory.remap.failed"`
 	NvidiaGpuMemoryRemapPending                 NvidiaGpuMemoryRemapPendingMetricConfig                 `mapstructure:"nvidia.gpu.memory.remap.pending"`
 	NvidiaGpuMemoryRemappedRows                 NvidiaGpuMemoryRemappedRowsMetricConfig                 `mapstructure:"nvidia.gpu.memory.remapped_rows"`
@@ -2613,6 +2677,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []NvidiaGpuInfoMetricAttributeKey{NvidiaGpuInfoMetricAttributeKeyHwID, NvidiaGpuInfoMetricAttributeKeyHwName, NvidiaGpuInfoMetricAttributeKeyHwVendor, NvidiaGpuInfoMetricAttributeKeyHwModel, NvidiaGpuInfoMetricAttributeKeyHwDriverVersion, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuIndex, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuPciBusID},
 		},
+		NvidiaGpuK8sAllocation: NvidiaGpuK8sAllocationMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuK8sAllocationMetricAttributeKey{NvidiaGpuK8sAllocationMetricAttributeKeyHwID, NvidiaGpuK8sAllocationMetricAttributeKeyHwName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuK8sAllocationMetricAttributeKeyK8sNamespaceName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sPodName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sContainerName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuK8sReplica},
+		},
 		NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
@@ -2721,12 +2790,12 @@ func DefaultMetricsConfig() MetricsConfig {
 		NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID},
+			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName},
 		},
 		NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 		},
 		NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
 			Enabled: true,

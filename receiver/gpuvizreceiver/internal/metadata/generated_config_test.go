@@ -101,6 +101,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuInfoMetricAttributeKey{NvidiaGpuInfoMetricAttributeKeyHwID, NvidiaGpuInfoMetricAttributeKeyHwName, NvidiaGpuInfoMetricAttributeKeyHwVendor, NvidiaGpuInfoMetricAttributeKeyHwModel, NvidiaGpuInfoMetricAttributeKeyHwDriverVersion, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuIndex, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuPciBusID},
 					},
+					NvidiaGpuK8sAllocation: NvidiaGpuK8sAllocationMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuK8sAllocationMetricAttributeKey{NvidiaGpuK8sAllocationMetricAttributeKeyHwID, NvidiaGpuK8sAllocationMetricAttributeKeyHwName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuK8sAllocationMetricAttributeKeyK8sNamespaceName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sPodName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sContainerName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuK8sReplica},
+					},
 					NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -209,12 +214,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
 					},
 					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 					},
 					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
 						Enabled: true,
@@ -344,6 +349,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []NvidiaGpuInfoMetricAttributeKey{NvidiaGpuInfoMetricAttributeKeyHwID, NvidiaGpuInfoMetricAttributeKeyHwName, NvidiaGpuInfoMetricAttributeKeyHwVendor, NvidiaGpuInfoMetricAttributeKeyHwModel, NvidiaGpuInfoMetricAttributeKeyHwDriverVersion, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuIndex, NvidiaGpuInfoMetricAttributeKeyNvidiaGpuPciBusID},
 					},
+					NvidiaGpuK8sAllocation: NvidiaGpuK8sAllocationMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuK8sAllocationMetricAttributeKey{NvidiaGpuK8sAllocationMetricAttributeKeyHwID, NvidiaGpuK8sAllocationMetricAttributeKeyHwName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuK8sAllocationMetricAttributeKeyK8sNamespaceName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sPodName, NvidiaGpuK8sAllocationMetricAttributeKeyK8sContainerName, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuK8sReplica},
+					},
 					NvidiaGpuMemoryRemapFailed: NvidiaGpuMemoryRemapFailedMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -452,12 +462,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
 					},
 					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 					},
 					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
 						Enabled: false,
@@ -512,7 +522,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuGpmStatusMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkCapacityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuGpmStatusMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuK8sAllocationMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkCapacityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -693,6 +703,18 @@ func TestNvidiaGpuInfoMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.info doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, hw.vendor, hw.model, hw.driver_version, nvidia.gpu.index, nvidia.gpu.pci.bus_id]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuInfo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuK8sAllocationMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuK8sAllocation
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuK8sAllocationMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.k8s.allocation doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, k8s.namespace.name, k8s.pod.name, k8s.container.name, nvidia.gpu.k8s.replica]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuK8sAllocation
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -954,7 +976,7 @@ func TestNvidiaGpuProcessMemoryUsageMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuProcessMemoryUsageMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuProcessMemoryUsage
 	cfg.AggregationStrategy = "invalid"
@@ -966,7 +988,7 @@ func TestNvidiaGpuProcessUtilizationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuProcessUtilizationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, process.command_line, nvidia.gpu.process.engine]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, nvidia.gpu.process.engine]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuProcessUtilization
 	cfg.AggregationStrategy = "invalid"

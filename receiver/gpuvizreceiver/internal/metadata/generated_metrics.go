@@ -519,6 +519,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "nvidia.gpu.info",
 		Attributes: []string{"hw.id", "hw.name", "hw.vendor", "hw.model", "hw.driver_version", "nvidia.gpu.index", "nvidia.gpu.pci.bus_id"},
 	},
+	NvidiaGpuK8sAllocation: metricInfo{
+		Name:       "nvidia.gpu.k8s.allocation",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "k8s.namespace.name", "k8s.pod.name", "k8s.container.name", "nvidia.gpu.k8s.replica"},
+	},
 	NvidiaGpuMemoryRemapFailed: metricInfo{
 		Name:       "nvidia.gpu.memory.remap.failed",
 		Attributes: []string{"hw.id", "hw.name"},
@@ -605,11 +609,11 @@ var MetricsInfo = metricsInfo{
 	},
 	NvidiaGpuProcessMemoryUsage: metricInfo{
 		Name:       "nvidia.gpu.process.memory.usage",
-		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "process.command_line"},
+		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "k8s.pod.uid", "k8s.namespace.name", "k8s.pod.name", "process.command_line"},
 	},
 	NvidiaGpuProcessUtilization: metricInfo{
 		Name:       "nvidia.gpu.process.utilization",
-		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "process.command_line", "nvidia.gpu.process.engine"},
+		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "k8s.pod.uid", "k8s.namespace.name", "k8s.pod.name", "process.command_line", "nvidia.gpu.process.engine"},
 	},
 	NvidiaGpuSamplesMemoryControllerUtilization: metricInfo{
 		Name:       "nvidia.gpu.samples.memory_controller.utilization",
@@ -669,6 +673,7 @@ type metricsInfo struct {
 	NvidiaGpuFanSpeed                           metricInfo
 	NvidiaGpuGpmStatus                          metricInfo
 	NvidiaGpuInfo                               metricInfo
+	NvidiaGpuK8sAllocation                      metricInfo
 	NvidiaGpuMemoryRemapFailed                  metricInfo
 	NvidiaGpuMemoryRemapPending                 metricInfo
 	NvidiaGpuMemoryRemappedRows                 metricInfo
@@ -2236,6 +2241,113 @@ func (m *metricNvidiaGpuInfo) emit(metrics pmetric.MetricSlice) {
 
 func newMetricNvidiaGpuInfo(cfg NvidiaGpuInfoMetricConfig) metricNvidiaGpuInfo {
 	m := metricNvidiaGpuInfo{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuK8sAllocation struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        NvidiaGpuK8sAllocationMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []int64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.k8s.allocation metric with initial data.
+func (m *metricNvidiaGpuK8sAllocation) init() {
+	m.data.SetName("nvidia.gpu.k8s.allocation")
+	m.data.SetDescription("Always 1; one series per container a GPU or MIG device is allocated to, from the kubelet's PodResources API (kubernetes.pod_resources). Join it on hw.id (and nvidia.gpu.mig.id) to put pods on the GPU series without fragmenting them; a shared (time-sliced) GPU has one series per container. The API does not carry pod UIDs.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuK8sAllocation) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, k8sContainerNameAttributeValue string, nvidiaGpuK8sReplicaAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyK8sNamespaceName) {
+		dp.Attributes().PutStr("k8s.namespace.name", k8sNamespaceNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyK8sPodName) {
+		dp.Attributes().PutStr("k8s.pod.name", k8sPodNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyK8sContainerName) {
+		dp.Attributes().PutStr("k8s.container.name", k8sContainerNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuK8sAllocationMetricAttributeKeyNvidiaGpuK8sReplica) {
+		dp.Attributes().PutInt("nvidia.gpu.k8s.replica", nvidiaGpuK8sReplicaAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuK8sAllocation) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuK8sAllocation) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuK8sAllocation(cfg NvidiaGpuK8sAllocationMetricConfig) metricNvidiaGpuK8sAllocation {
+	m := metricNvidiaGpuK8sAllocation{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -4296,7 +4408,7 @@ func (m *metricNvidiaGpuProcessMemoryUsage) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
+func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4318,6 +4430,15 @@ func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID) {
 		dp.Attributes().PutStr("container.id", containerIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID) {
+		dp.Attributes().PutStr("k8s.pod.uid", k8sPodUIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName) {
+		dp.Attributes().PutStr("k8s.namespace.name", k8sNamespaceNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName) {
+		dp.Attributes().PutStr("k8s.pod.name", k8sPodNameAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine) {
 		dp.Attributes().PutStr("process.command_line", processCommandLineAttributeValue)
@@ -4400,7 +4521,7 @@ func (m *metricNvidiaGpuProcessUtilization) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
+func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4422,6 +4543,15 @@ func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID) {
 		dp.Attributes().PutStr("container.id", containerIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID) {
+		dp.Attributes().PutStr("k8s.pod.uid", k8sPodUIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName) {
+		dp.Attributes().PutStr("k8s.namespace.name", k8sNamespaceNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName) {
+		dp.Attributes().PutStr("k8s.pod.name", k8sPodNameAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine) {
 		dp.Attributes().PutStr("process.command_line", processCommandLineAttributeValue)
@@ -5288,6 +5418,7 @@ type MetricsBuilder struct {
 	metricNvidiaGpuFanSpeed                           metricNvidiaGpuFanSpeed
 	metricNvidiaGpuGpmStatus                          metricNvidiaGpuGpmStatus
 	metricNvidiaGpuInfo                               metricNvidiaGpuInfo
+	metricNvidiaGpuK8sAllocation                      metricNvidiaGpuK8sAllocation
 	metricNvidiaGpuMemoryRemapFailed                  metricNvidiaGpuMemoryRemapFailed
 	metricNvidiaGpuMemoryRemapPending                 metricNvidiaGpuMemoryRemapPending
 	metricNvidiaGpuMemoryRemappedRows                 metricNvidiaGpuMemoryRemappedRows
@@ -5361,6 +5492,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNvidiaGpuFanSpeed:                           newMetricNvidiaGpuFanSpeed(mbc.Metrics.NvidiaGpuFanSpeed),
 		metricNvidiaGpuGpmStatus:                          newMetricNvidiaGpuGpmStatus(mbc.Metrics.NvidiaGpuGpmStatus),
 		metricNvidiaGpuInfo:                               newMetricNvidiaGpuInfo(mbc.Metrics.NvidiaGpuInfo),
+		metricNvidiaGpuK8sAllocation:                      newMetricNvidiaGpuK8sAllocation(mbc.Metrics.NvidiaGpuK8sAllocation),
 		metricNvidiaGpuMemoryRemapFailed:                  newMetricNvidiaGpuMemoryRemapFailed(mbc.Metrics.NvidiaGpuMemoryRemapFailed),
 		metricNvidiaGpuMemoryRemapPending:                 newMetricNvidiaGpuMemoryRemapPending(mbc.Metrics.NvidiaGpuMemoryRemapPending),
 		metricNvidiaGpuMemoryRemappedRows:                 newMetricNvidiaGpuMemoryRemappedRows(mbc.Metrics.NvidiaGpuMemoryRemappedRows),
@@ -5494,6 +5626,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNvidiaGpuFanSpeed.emit(ils.Metrics())
 	mb.metricNvidiaGpuGpmStatus.emit(ils.Metrics())
 	mb.metricNvidiaGpuInfo.emit(ils.Metrics())
+	mb.metricNvidiaGpuK8sAllocation.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryRemapFailed.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryRemapPending.emit(ils.Metrics())
 	mb.metricNvidiaGpuMemoryRemappedRows.emit(ils.Metrics())
@@ -5633,6 +5766,11 @@ func (mb *MetricsBuilder) RecordNvidiaGpuInfoDataPoint(ts pcommon.Timestamp, val
 	mb.metricNvidiaGpuInfo.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, hwVendorAttributeValue, hwModelAttributeValue, hwDriverVersionAttributeValue, nvidiaGpuIndexAttributeValue, nvidiaGpuPciBusIDAttributeValue)
 }
 
+// RecordNvidiaGpuK8sAllocationDataPoint adds a data point to nvidia.gpu.k8s.allocation metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuK8sAllocationDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, k8sContainerNameAttributeValue string, nvidiaGpuK8sReplicaAttributeValue int64) {
+	mb.metricNvidiaGpuK8sAllocation.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, k8sContainerNameAttributeValue, nvidiaGpuK8sReplicaAttributeValue)
+}
+
 // RecordNvidiaGpuMemoryRemapFailedDataPoint adds a data point to nvidia.gpu.memory.remap.failed metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuMemoryRemapFailedDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string) {
 	mb.metricNvidiaGpuMemoryRemapFailed.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue)
@@ -5739,13 +5877,13 @@ func (mb *MetricsBuilder) RecordNvidiaGpuPowerLimitDataPoint(ts pcommon.Timestam
 }
 
 // RecordNvidiaGpuProcessMemoryUsageDataPoint adds a data point to nvidia.gpu.process.memory.usage metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string) {
-	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string) {
+	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, k8sPodUIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, processCommandLineAttributeValue)
 }
 
 // RecordNvidiaGpuProcessUtilizationDataPoint adds a data point to nvidia.gpu.process.utilization metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
-	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, processCommandLineAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
+	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, k8sPodUIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, processCommandLineAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
 }
 
 // RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.samples.memory_controller.utilization metric.

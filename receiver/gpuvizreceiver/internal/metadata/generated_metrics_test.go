@@ -82,6 +82,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["nvidia.gpu.fan.speed"] = mb.metricNvidiaGpuFanSpeed.config.AggregationStrategy
 			aggMap["nvidia.gpu.gpm.status"] = mb.metricNvidiaGpuGpmStatus.config.AggregationStrategy
 			aggMap["nvidia.gpu.info"] = mb.metricNvidiaGpuInfo.config.AggregationStrategy
+			aggMap["nvidia.gpu.k8s.allocation"] = mb.metricNvidiaGpuK8sAllocation.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory.remap.failed"] = mb.metricNvidiaGpuMemoryRemapFailed.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory.remap.pending"] = mb.metricNvidiaGpuMemoryRemapPending.config.AggregationStrategy
 			aggMap["nvidia.gpu.memory.remapped_rows"] = mb.metricNvidiaGpuMemoryRemappedRows.config.AggregationStrategy
@@ -211,6 +212,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordNvidiaGpuK8sAllocationDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", "k8s.namespace.name-val", "k8s.pod.name-val", "k8s.container.name-val", 22)
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuK8sAllocationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "k8s.container.name-val-2", 23)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 1, "hw.id-val", "hw.name-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordNvidiaGpuMemoryRemapFailedDataPoint(ts, 3, "hw.id-val", "hw.name-val-2")
@@ -337,15 +344,15 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val")
+			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "k8s.pod.uid-val", "k8s.namespace.name-val", "k8s.pod.name-val", "process.command_line-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2")
+				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "k8s.pod.uid-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "process.command_line-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "process.command_line-val", AttributeNvidiaGpuProcessEngineSm)
+			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "k8s.pod.uid-val", "k8s.namespace.name-val", "k8s.pod.name-val", "process.command_line-val", AttributeNvidiaGpuProcessEngineSm)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "process.command_line-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
+				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "k8s.pod.uid-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "process.command_line-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -417,6 +424,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNvidiaGpuFanSpeed.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuGpmStatus.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuInfo.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuK8sAllocation.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRemapFailed.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRemapPending.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuMemoryRemappedRows.aggDataPoints)
@@ -1409,6 +1417,76 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("nvidia.gpu.index")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.pci.bus_id")
+						assert.False(t, ok)
+					}
+				case "nvidia.gpu.k8s.allocation":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.k8s.allocation"], "Found a duplicate in the metrics slice: nvidia.gpu.k8s.allocation")
+						validatedMetrics["nvidia.gpu.k8s.allocation"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Always 1; one series per container a GPU or MIG device is allocated to, from the kubelet's PodResources API (kubernetes.pod_resources). Join it on hw.id (and nvidia.gpu.mig.id) to put pods on the GPU series without fragmenting them; a shared (time-sliced) GPU has one series per container. The API does not carry pod UIDs.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						k8sNamespaceNameAttrVal, ok := dp.Attributes().Get("k8s.namespace.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.namespace.name-val", k8sNamespaceNameAttrVal.Str())
+						k8sPodNameAttrVal, ok := dp.Attributes().Get("k8s.pod.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.pod.name-val", k8sPodNameAttrVal.Str())
+						k8sContainerNameAttrVal, ok := dp.Attributes().Get("k8s.container.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.container.name-val", k8sContainerNameAttrVal.Str())
+						nvidiaGpuK8sReplicaAttrVal, ok := dp.Attributes().Get("nvidia.gpu.k8s.replica")
+						assert.True(t, ok)
+						assert.EqualValues(t, 22, nvidiaGpuK8sReplicaAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.k8s.allocation"], "Found a duplicate in the metrics slice: nvidia.gpu.k8s.allocation")
+						validatedMetrics["nvidia.gpu.k8s.allocation"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Always 1; one series per container a GPU or MIG device is allocated to, from the kubelet's PodResources API (kubernetes.pod_resources). Join it on hw.id (and nvidia.gpu.mig.id) to put pods on the GPU series without fragmenting them; a shared (time-sliced) GPU has one series per container. The API does not carry pod UIDs.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.k8s.allocation"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.namespace.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.pod.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.container.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.k8s.replica")
 						assert.False(t, ok)
 					}
 				case "nvidia.gpu.memory.remap.failed":
@@ -2559,6 +2637,15 @@ func TestMetricsBuilder(t *testing.T) {
 						containerIDAttrVal, ok := dp.Attributes().Get("container.id")
 						assert.True(t, ok)
 						assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
+						k8sPodUIDAttrVal, ok := dp.Attributes().Get("k8s.pod.uid")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.pod.uid-val", k8sPodUIDAttrVal.Str())
+						k8sNamespaceNameAttrVal, ok := dp.Attributes().Get("k8s.namespace.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.namespace.name-val", k8sNamespaceNameAttrVal.Str())
+						k8sPodNameAttrVal, ok := dp.Attributes().Get("k8s.pod.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.pod.name-val", k8sPodNameAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.process.memory.usage"], "Found a duplicate in the metrics slice: nvidia.gpu.process.memory.usage")
 						validatedMetrics["nvidia.gpu.process.memory.usage"] = true
@@ -2592,6 +2679,12 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("container.id")
 						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.pod.uid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.namespace.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.pod.name")
+						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.command_line")
 						assert.False(t, ok)
 					}
@@ -2623,6 +2716,15 @@ func TestMetricsBuilder(t *testing.T) {
 						containerIDAttrVal, ok := dp.Attributes().Get("container.id")
 						assert.True(t, ok)
 						assert.Equal(t, "container.id-val", containerIDAttrVal.Str())
+						k8sPodUIDAttrVal, ok := dp.Attributes().Get("k8s.pod.uid")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.pod.uid-val", k8sPodUIDAttrVal.Str())
+						k8sNamespaceNameAttrVal, ok := dp.Attributes().Get("k8s.namespace.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.namespace.name-val", k8sNamespaceNameAttrVal.Str())
+						k8sPodNameAttrVal, ok := dp.Attributes().Get("k8s.pod.name")
+						assert.True(t, ok)
+						assert.Equal(t, "k8s.pod.name-val", k8sPodNameAttrVal.Str())
 						nvidiaGpuProcessEngineAttrVal, ok := dp.Attributes().Get("nvidia.gpu.process.engine")
 						assert.True(t, ok)
 						assert.Equal(t, "sm", nvidiaGpuProcessEngineAttrVal.Str())
@@ -2656,6 +2758,12 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("process.executable.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("container.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.pod.uid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.namespace.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("k8s.pod.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.command_line")
 						assert.False(t, ok)

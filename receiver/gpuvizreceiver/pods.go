@@ -1,0 +1,92 @@
+package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpuviz/gpuviz/internal/podresources"
+)
+
+// startPods starts listing the kubelet's GPU allocations, when configured.
+func (s *gpuScraper) startPods() error {
+	pr := s.cfg.Kubernetes.PodResources
+	if !pr.Enabled || !s.cfg.Metrics.NvidiaGpuK8sAllocation.Enabled && !processesEnabled(&s.cfg.Metrics) {
+		return nil
+	}
+	byIndex := map[int]string{}
+	for _, g := range s.gpus {
+		byIndex[g.index] = g.id
+	}
+	w := podresources.NewWatcher(pr.watcher(), func(i int) (string, bool) {
+		id, ok := byIndex[i]
+		return id, ok
+	}, s.logger)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	s.pods = w
+	return nil
+}
+
+// allocation returns the kubelet's latest allocation; nil when there is
+// none (off, not on Kubernetes, not listed yet).
+func (s *gpuScraper) allocation() podresources.Allocation {
+	if s.pods == nil {
+		return nil
+	}
+	a, _ := s.pods.History().Latest()
+	return a
+}
+
+// recordAllocations reports the containers GPU g and its MIG devices are
+// allocated to.
+func (s *gpuScraper) recordAllocations(g *gpu, a podresources.Allocation, ts pcommon.Timestamp) {
+	if len(a) == 0 || !s.cfg.Metrics.NvidiaGpuK8sAllocation.Enabled {
+		return
+	}
+	record := func(migID string, holders []podresources.Holder) {
+		for _, h := range holders {
+			s.mb.RecordNvidiaGpuK8sAllocationDataPoint(ts, 1, g.id, g.name, migID, h.Namespace, h.Pod, h.Container, int64(h.Replica))
+		}
+	}
+	record("", a[g.id])
+	if layout := g.tick.migLayout.Load(); layout != nil {
+		for _, inst := range *layout {
+			record(inst.uuid, a[inst.uuid])
+		}
+	}
+}
+
+// soleHolder returns the pod GPU g is allocated to when it is exactly one
+// (a process on a GPU shared by several pods cannot be told apart by the
+// allocation alone: its pod UID from the cgroup still says which).
+func soleHolder(a podresources.Allocation, gpuID string) (namespace, pod string) {
+	hs := a[gpuID]
+	if len(hs) == 0 {
+		return "", ""
+	}
+	for _, h := range hs[1:] {
+		if h.Namespace != hs[0].Namespace || h.Pod != hs[0].Pod {
+			return "", ""
+		}
+	}
+	return hs[0].Namespace, hs[0].Pod
+}
+
+// podUIDPattern matches the pod UID in a kubelet cgroup path: the cgroupfs
+// driver writes /kubepods/burstable/pod<uid>/<container>, the systemd driver
+// kubepods-burstable-pod<uid with _ for ->.slice.
+var podUIDPattern = regexp.MustCompile(`pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})`)
+
+// podUID returns the pod UID in a /proc/<pid>/cgroup file, or "".
+func podUID(cgroup []byte) string {
+	for line := range bytes.SplitSeq(cgroup, []byte{'\n'}) {
+		if m := podUIDPattern.FindSubmatch(line); m != nil {
+			return strings.ReplaceAll(string(m[1]), "_", "-")
+		}
+	}
+	return ""
+}
