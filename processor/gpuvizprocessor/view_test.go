@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,14 +16,18 @@ import (
 	"testing/fstest"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/extension/extensiontest"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/gpuviz/gpuviz/extension/gpuvizviewextension"
 	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/view"
@@ -192,4 +199,299 @@ func TestViewFixture(t *testing.T) {
 	path := filepath.Join("..", "..", "extension", "gpuvizviewextension", "testdata", "view.json")
 	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 	require.NoError(t, os.WriteFile(path, b, 0o644))
+}
+
+// viewAnswer is the part of /api/v1/view the processor's tests read.
+type viewAnswer struct {
+	Simulated bool    `json:"simulated"`
+	From      int64   `json:"from"`
+	To        int64   `json:"to"`
+	FinalMS   int64   `json:"final_ms"`
+	Time      []int64 `json:"time"`
+	GPUs      []struct {
+		ID          string   `json:"id"`
+		Index       *int     `json:"index"`
+		Name        string   `json:"name"`
+		Simulated   bool     `json:"simulated"`
+		MemoryTotal *float64 `json:"memory_total_bytes"`
+		PowerLimit  *float64 `json:"power_limit_w"`
+	} `json:"gpus"`
+	Series      map[string]map[string]struct{ Min, Max, Mean []*float64 } `json:"series"`
+	Labels      map[string][]*string                                      `json:"labels"`
+	RequestsSeq uint64                                                    `json:"requests_seq"`
+	Requests    []struct {
+		Seq        uint64   `json:"seq"`
+		TraceID    string   `json:"trace_id"`
+		GPUs       []string `json:"gpus"`
+		Family     string   `json:"family"`
+		Start, End int64
+		Bottleneck *string  `json:"bottleneck"`
+		Energy     *float64 `json:"energy_j"`
+		Simulated  bool     `json:"simulated"`
+		Phases     []struct {
+			Name       string   `json:"name"`
+			Start, End int64
+			Bottleneck *string  `json:"bottleneck"`
+			Energy     *float64 `json:"energy_j"`
+		} `json:"phases"`
+	} `json:"requests"`
+	Summary struct {
+		Share    map[string]float64 `json:"bottleneck_share"`
+		Requests int                `json:"requests"`
+	} `json:"summary"`
+}
+
+func (v *testView) view(t *testing.T, target string) viewAnswer {
+	t.Helper()
+	code, b := v.get(t, target)
+	require.Equal(t, http.StatusOK, code, string(b))
+	var a viewAnswer
+	require.NoError(t, json.Unmarshal(b, &a))
+	return a
+}
+
+func newViewedSim(t *testing.T, cfg *Config, lim view.Limits) (*viewSim, *testView) {
+	var sim *viewSim
+	v := newTestView(func() time.Time { return sim.now() })
+	v.Registry = view.NewRegistry(lim, "", func() time.Time { return sim.now() })
+	sim = newViewSim(t, "steady", 1, viewHost{component.MustNewID(view.ComponentType): v}, cfg)
+	return sim, v
+}
+
+func defaultViewLimits() view.Limits {
+	return view.Limits{Retention: 15 * time.Minute, MaxGPUs: 64, MaxRequests: 20000}
+}
+
+func TestViewOfASimulatedNode(t *testing.T) {
+	sim, v := newViewedSim(t, createDefaultConfig(), defaultViewLimits())
+	require.NotNil(t, sim.core.view, "the processor found the gpuviz_view extension")
+	sim.run(150 * time.Second)
+	a := v.view(t, "/api/v1/view?range=120&columns=120")
+	assert.True(t, a.Simulated)
+	require.Len(t, a.GPUs, viewSimGPUs)
+	signals := []string{"utilization", "sm_activity", "tensor_activity", "dram_activity", "memory_used_bytes", "power_w",
+		"temperature_c", "sm_clock_mhz", "power_throttled", "thermal_throttled",
+		"pcie_rx_bytes_per_s", "pcie_tx_bytes_per_s", "nvlink_rx_bytes_per_s", "nvlink_tx_bytes_per_s"}
+	for i, g := range a.GPUs {
+		require.NotNil(t, g.Index, g.ID)
+		assert.Equal(t, i, *g.Index)
+		assert.Contains(t, g.Name, "H200")
+		assert.True(t, g.Simulated)
+		require.NotNil(t, g.MemoryTotal)
+		assert.Greater(t, *g.MemoryTotal, 100e9)
+		require.NotNil(t, g.PowerLimit)
+		assert.Equal(t, 700.0, *g.PowerLimit)
+		for _, sig := range signals {
+			s, ok := a.Series[g.ID][sig]
+			require.True(t, ok, "%s has %s", g.ID, sig)
+			require.Len(t, s.Mean, len(a.Time))
+			points := 0
+			for c := range s.Mean {
+				if s.Mean[c] != nil {
+					points++
+					assert.LessOrEqual(t, *s.Min[c], *s.Mean[c]+1e-3*abs(*s.Mean[c]), sig)
+					assert.GreaterOrEqual(t, *s.Max[c], *s.Mean[c]-1e-3*abs(*s.Mean[c]), sig)
+				}
+			}
+			// Scrape-time readings come every collection_interval (10 s),
+			// the sampled ones every second.
+			assert.GreaterOrEqual(t, points, 10, "%s %s", g.ID, sig)
+		}
+		labelled := 0
+		for c, l := range a.Labels[g.ID] {
+			if l != nil && a.Time[c] < a.FinalMS {
+				labelled++
+			}
+		}
+		assert.Greater(t, labelled, 80, "%s: labels over the final columns", g.ID)
+	}
+	assert.Greater(t, a.Summary.Share["memory_bound"]+a.Summary.Share["compute_bound"], 0.5)
+
+	// Requests: every one an enriched span, with its phases.
+	require.NotEmpty(t, a.Requests)
+	assert.Equal(t, a.RequestsSeq, a.Requests[len(a.Requests)-1].Seq)
+	enriched := enrichedTraceIDs(sim.traces.AllTraces())
+	for _, r := range a.Requests {
+		require.Contains(t, enriched, r.TraceID)
+		assert.Equal(t, "vllm", r.Family)
+		assert.True(t, r.Simulated)
+		assert.Len(t, r.GPUs, viewSimGPUs, "steady is one engine over the node's 8 GPUs")
+		require.NotEmpty(t, r.Phases)
+		names := []string{}
+		for _, p := range r.Phases {
+			names = append(names, p.Name)
+			assert.LessOrEqual(t, r.Start, p.Start)
+			assert.GreaterOrEqual(t, r.End, p.End)
+		}
+		assert.Contains(t, names, "decode")
+		require.NotNil(t, r.Energy)
+		assert.Greater(t, *r.Energy, 0.0)
+		require.NotNil(t, r.Bottleneck)
+	}
+}
+
+func abs(x float64) float64 { return max(x, -x) }
+
+func enrichedTraceIDs(traces []ptrace.Traces) map[string]bool {
+	out := map[string]bool{}
+	for _, td := range traces {
+		for _, rs := range td.ResourceSpans().All() {
+			for _, ss := range rs.ScopeSpans().All() {
+				for _, sp := range ss.Spans().All() {
+					if _, ok := sp.Attributes().Get("gpuviz.energy"); ok {
+						out[sp.TraceID().String()] = true
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestViewIncrementsMatchAFullFetch: what the page builds from a full
+// fetch and the increments (since, requests_after) is what a full fetch
+// later says.
+func TestViewIncrementsMatchAFullFetch(t *testing.T) {
+	sim, v := newViewedSim(t, createDefaultConfig(), defaultViewLimits())
+	sim.run(100 * time.Second)
+	const q = "/api/v1/view?range=60&columns=60"
+	page := v.view(t, q)
+	for range 5 {
+		sim.run(time.Second)
+		since := min(page.Time[len(page.Time)-1], page.FinalMS)
+		inc := v.view(t, fmt.Sprintf("%s&since=%d&requests_after=%d", q, since, page.RequestsSeq))
+		require.GreaterOrEqual(t, inc.Time[0], since)
+		mergeView(&page, &inc)
+	}
+	full := v.view(t, q)
+	// The page holds more columns on the left (it drops them itself).
+	off := len(page.Time) - len(full.Time)
+	require.GreaterOrEqual(t, off, 0)
+	require.Equal(t, full.Time, page.Time[off:])
+	for gpu, sigs := range full.Series {
+		for sig, s := range sigs {
+			ps := page.Series[gpu][sig]
+			assert.Equal(t, s.Mean, ps.Mean[off:], "%s %s mean", gpu, sig)
+			assert.Equal(t, s.Max, ps.Max[off:], "%s %s max", gpu, sig)
+		}
+		for c := range full.Time {
+			if full.Time[c] < full.FinalMS {
+				assert.Equal(t, full.Labels[gpu][c], page.Labels[gpu][c+off], "%s label at %d", gpu, full.Time[c])
+			}
+		}
+	}
+	assert.Equal(t, full.RequestsSeq, page.RequestsSeq)
+	want := map[uint64]bool{}
+	for _, r := range full.Requests {
+		want[r.Seq] = true
+	}
+	got := map[uint64]bool{}
+	for _, r := range page.Requests {
+		if r.End >= full.From && r.Start <= full.To {
+			got[r.Seq] = true
+		}
+	}
+	assert.Equal(t, want, got)
+}
+
+// mergeView does what the page does with an increment: replace the
+// columns with the same start, append the rest, add the requests.
+func mergeView(page, inc *viewAnswer) {
+	at := len(page.Time)
+	for i, ts := range page.Time {
+		if ts == inc.Time[0] {
+			at = i
+			break
+		}
+	}
+	page.Time = append(page.Time[:at], inc.Time...)
+	for gpu, sigs := range inc.Series {
+		for sig, s := range sigs {
+			ps := page.Series[gpu][sig]
+			ps.Min = append(ps.Min[:at], s.Min...)
+			ps.Max = append(ps.Max[:at], s.Max...)
+			ps.Mean = append(ps.Mean[:at], s.Mean...)
+			page.Series[gpu][sig] = ps
+		}
+		page.Labels[gpu] = append(page.Labels[gpu][:at], inc.Labels[gpu]...)
+	}
+	page.Requests = append(page.Requests, inc.Requests...)
+	page.RequestsSeq, page.FinalMS, page.From, page.To = inc.RequestsSeq, inc.FinalMS, inc.From, inc.To
+}
+
+func TestViewBounds(t *testing.T) {
+	lim := defaultViewLimits()
+	lim.MaxGPUs, lim.Retention = 5, 2*time.Minute
+	sim, v := newViewedSim(t, createDefaultConfig(), lim)
+	sim.run(30 * time.Second)
+	a := v.view(t, "/api/v1/view?range=60")
+	assert.Len(t, a.GPUs, 5, "max_gpus")
+	assert.EqualValues(t, 3, v.Dropped().GPUs, "the three GPUs past max_gpus, each counted once")
+	for target, param := range map[string]string{
+		"/api/v1/view?range=121":       "range:",
+		"/api/v1/view?columns=4001":    "columns:",
+		"/api/v1/view?since=x":         "since:",
+		"/api/v1/view?requests_after=": "",
+		"/api/v1/view?source=other":    "source:",
+	} {
+		code, b := v.get(t, target)
+		if param == "" {
+			assert.Equal(t, http.StatusOK, code, target) // empty means absent
+			continue
+		}
+		assert.Equal(t, http.StatusBadRequest, code, target)
+		assert.Contains(t, string(b), `"error":"`+param, target)
+	}
+	rec := httptest.NewRecorder()
+	v.Handler(fstest.MapFS{}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/view", nil))
+	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+	// Requests on refused GPUs keep the GPUs the view holds.
+	for _, r := range a.Requests {
+		assert.Len(t, r.GPUs, 5)
+	}
+}
+
+func TestNoViewCostsNothing(t *testing.T) {
+	sim := newViewSim(t, "steady", 1, viewHost{}, createDefaultConfig())
+	assert.Nil(t, sim.core.view)
+	assert.Nil(t, sim.core.ingest.view)
+	assert.Nil(t, sim.core.pipeline.onFreeze)
+	sim.run(20 * time.Second)
+	assert.NotZero(t, sim.core.store.Len())
+}
+
+// TestViewSourceFollowsTheProcessor: the real extension, found by type;
+// the source goes when the processor shuts down.
+func TestViewSourceFollowsTheProcessor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	fac := gpuvizviewextension.NewFactory()
+	ecfg := fac.CreateDefaultConfig().(*gpuvizviewextension.Config)
+	ecfg.NetAddr.Endpoint = addr
+	ctx := context.Background()
+	ext, err := fac.Create(ctx, extensiontest.NewNopSettings(fac.Type()), ecfg)
+	require.NoError(t, err)
+	require.NoError(t, ext.Start(ctx, componenttest.NewNopHost()))
+	defer func() { require.NoError(t, ext.Shutdown(ctx)) }()
+
+	pf := &factory{cores: map[*Config]*core{}}
+	set := processortest.NewNopSettings(metadata.Type)
+	set.ID = component.MustNewIDWithName("gpuviz", "edge")
+	mp, err := pf.createMetrics(ctx, set, createDefaultConfig(), new(consumertest.MetricsSink))
+	require.NoError(t, err)
+	host := viewHost{component.MustNewID(view.ComponentType): ext}
+	require.NoError(t, mp.Start(ctx, host))
+	sources := func() string {
+		resp, err := http.Get("http://" + addr + "/api/v1/sources")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	assert.Contains(t, sources(), `"id":"gpuviz/edge"`)
+	require.NoError(t, mp.Shutdown(ctx))
+	assert.Contains(t, sources(), `"sources":[]`)
 }
