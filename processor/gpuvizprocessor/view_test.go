@@ -229,7 +229,7 @@ type viewAnswer struct {
 		Energy     *float64 `json:"energy_j"`
 		Simulated  bool     `json:"simulated"`
 		Phases     []struct {
-			Name       string   `json:"name"`
+			Name       string `json:"name"`
 			Start, End int64
 			Bottleneck *string  `json:"bottleneck"`
 			Energy     *float64 `json:"energy_j"`
