@@ -691,6 +691,7 @@ func builderComponents(t *testing.T) map[string]map[string]bool {
 var componentTypes = map[string]string{
 	"memorylimiterprocessor": "memory_limiter",
 	"healthcheckextension":   "health_check",
+	"gpuvizviewextension":    "gpuviz_view",
 }
 
 func TestBuilderComponents(t *testing.T) {
@@ -699,7 +700,7 @@ func TestBuilderComponents(t *testing.T) {
 		"receivers":  {"gpuviz": true, "otlp": true},
 		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true},
 		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true},
-		"extensions": {"health_check": true, "pprof": true, "zpages": true},
+		"extensions": {"health_check": true, "pprof": true, "zpages": true, "gpuviz_view": true},
 	}
 	assert.Equal(t, want, got, "builder-config.yaml changed: update the examples and this table")
 }

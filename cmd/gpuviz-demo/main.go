@@ -17,6 +17,10 @@ import (
 	"github.com/gpuviz/gpuviz/internal/stack"
 )
 
+// viewURL is the live view, as examples/e2e/collector.yaml configures
+// gpuviz_view.
+const viewURL = "http://127.0.0.1:8787"
+
 func main() {
 	var cfg stack.Config
 	flag.StringVar(&cfg.Root, "root", ".", "the repository root")
@@ -44,6 +48,8 @@ func main() {
 	}
 	fmt.Printf(`gpuviz demo running (logs in %s). Ctrl-C stops everything.
 
+  The live view of the GPUs and requests (simulated unless real GPUs are present):
+    %s/
   GPU graphs in Prometheus' own UI:
     %s/graph?g0.expr=rate(gpuviz_gpu_bottleneck_time_seconds_total[1m])&g0.tab=0
   The exemplars linking them to traces (Debian's Prometheus UI does not draw them; Grafana does):
@@ -52,7 +58,7 @@ func main() {
     curl -s '%s/api/traces?service=vllm&limit=5' | python3 -m json.tool | grep -E '"(operationName|key)"|gpuviz'
   A trace from an exemplar: curl -s %s/api/traces/<trace_id>
   For the Grafana and Jaeger UIs, use examples/docker-compose.
-`, cfg.WorkDir, stack.PrometheusURL, stack.PrometheusURL, stack.JaegerQuery, stack.JaegerQuery)
+`, cfg.WorkDir, viewURL, stack.PrometheusURL, stack.PrometheusURL, stack.JaegerQuery, stack.JaegerQuery)
 	select {
 	case <-ctx.Done():
 	case <-exited(s):
