@@ -23,8 +23,8 @@ const (
 	// over; a source is about 0.23 MB per GPU at the default retention
 	// (docs/view.md).
 	defaultMaxGPUs = 64
-	// defaultMaxRequests holds 15 minutes at 22 requests a second, about
-	// 8 MB (docs/view.md).
+	// defaultMaxRequests holds 15 minutes at 22 requests a second, 7 to
+	// 9 MB (docs/view.md).
 	defaultMaxRequests = 20000
 )
 
