@@ -229,8 +229,9 @@ func (c *core) books() []gpuBooks {
 // matchMemo remembers, within one batch, the GPUs of spans that name none
 // themselves: the spans of one resource match alike.
 type matchMemo struct {
-	host string
-	pid  int64
+	host                          string
+	pid                           int64
+	podUID, podNamespace, podName string
 }
 
 type matched struct {
@@ -305,7 +306,7 @@ func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time
 		return
 	}
 	hinted := len(hs.req.GPUIDs) > 0 || len(hs.req.GPUIndexes) > 0
-	mk := matchMemo{hs.req.Host, hs.req.PID}
+	mk := matchMemo{hs.req.Host, hs.req.PID, hs.req.PodUID, hs.req.PodNamespace, hs.req.PodName}
 	m, ok := memo[mk]
 	if !ok || hinted {
 		keys, method := c.matcher.match(hs.req)

@@ -103,7 +103,20 @@ var handlers = map[string]handler{
 		if pid, ok := p.attrs.Get("process.pid"); ok && pid.Type() == pcommon.ValueTypeInt {
 			in.store.SetProcess(p.key, pid.Int(), p.ts)
 		}
+		in.store.SetPod(p.key, podOf(p.attrs), p.ts)
 	},
+	"nvidia.gpu.k8s.allocation": func(in *ingest, b *ingestBatch, p point) {
+		in.store.SetPod(p.key, podOf(p.attrs), p.ts)
+	},
+}
+
+// podOf reads the pod a point names: k8s.pod.uid, k8s.namespace.name and
+// k8s.pod.name, each where present.
+func podOf(attrs pcommon.Map) timeline.Pod {
+	return timeline.Pod{
+		UID: stringAttr(attrs, "k8s.pod.uid"), Namespace: stringAttr(attrs, "k8s.namespace.name"),
+		Name: stringAttr(attrs, "k8s.pod.name"),
+	}
 }
 
 // pcieLink handles the current link's generation or width (set) and

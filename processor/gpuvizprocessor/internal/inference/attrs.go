@@ -103,6 +103,15 @@ func (r *Recognizer) hints(req *Request, span, resource pcommon.Map) {
 		case "host.name":
 			req.Host = str(v)
 			continue
+		case "k8s.pod.uid":
+			req.PodUID = str(v)
+			continue
+		case "k8s.pod.name":
+			req.PodName = str(v)
+			continue
+		case "k8s.namespace.name":
+			req.PodNamespace = str(v)
+			continue
 		}
 		if !fromResource {
 			continue

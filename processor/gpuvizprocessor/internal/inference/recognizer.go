@@ -72,6 +72,9 @@ type Request struct {
 	GPUIndexes   []int     // GPU indexes named by attributes (Config.GPUIndexAttributes, Config.VisibleDevicesAttributes)
 	PID          int64     // resource process.pid, 0 unknown
 	Host         string    // resource host.name, "" unknown
+	// The Kubernetes pod the server runs in, from the resource
+	// (k8sattributes sets them): its PIDs and GPU indexes are its own.
+	PodUID, PodNamespace, PodName string
 	// Aggregate marks a span whose GPU work another recognised span already
 	// accounts for as a request: TGI's batch-level prefill/decode steps and
 	// per-step infer spans, Triton's compute span under its model span. It

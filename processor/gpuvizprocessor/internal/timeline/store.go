@@ -59,6 +59,38 @@ type proc struct {
 	ts  int64 // newest sighting, Unix ns
 }
 
+// maxPods is how many pods the directory remembers per GPU: time-slicing
+// shares a GPU between a handful of pods, and a GPU's pod changes rarely.
+const maxPods = 64
+
+// Pod names a Kubernetes pod: by UID, or by namespace and name.
+type Pod struct {
+	UID, Namespace, Name string
+}
+
+// IsZero reports whether p names no pod.
+func (p Pod) IsZero() bool { return p.UID == "" && p.Name == "" }
+
+// podSighting is when a pod was seen holding a GPU: the first and the
+// newest sighting, and the spacing of the last two (the source's interval),
+// all Unix ns.
+type podSighting struct {
+	pod         Pod // by UID alone, or by namespace and name alone
+	first, last int64
+	gap         int64
+}
+
+// minPodSlack is the least a pod's sightings are stretched by on either
+// side when matching: the time between two of them is unseen.
+const minPodSlack = int64(2 * time.Second)
+
+// covers reports whether the pod held the GPU at some time in [from, to],
+// give or take two of its sighting intervals.
+func (ps *podSighting) covers(from, to int64) bool {
+	slack := max(minPodSlack, 2*ps.gap)
+	return ps.first-slack <= to && ps.last+slack >= from
+}
+
 type hostIndex struct {
 	host  string
 	index int
@@ -75,6 +107,7 @@ type gpu struct {
 	hasPoints bool
 	index     int // NVML index, -1 when unknown
 	procs     []proc
+	pods      []podSighting
 	// idleSince is when Expire first saw this GPU without any point (known
 	// only from SetIndex or SetProcess), so such an entry gets Retention to
 	// receive points rather than living forever or dying at once.
@@ -101,6 +134,8 @@ type Store struct {
 	gpus    map[Key]*gpu
 	hosts   map[string][]*gpu // per host, sorted by GPU id
 	byIndex map[hostIndex]*gpu
+	// byPod lists, per pod, the GPUs it was seen on.
+	byPod map[Pod][]*gpu
 	// last is the GPU the previous write went to: metrics batches carry runs
 	// of points of one GPU, and comparing a key is cheaper than hashing it.
 	last *gpu
@@ -120,6 +155,7 @@ func New(cfg Config) *Store {
 		gpus:      make(map[Key]*gpu),
 		hosts:     make(map[string][]*gpu),
 		byIndex:   make(map[hostIndex]*gpu),
+		byPod:     make(map[Pod][]*gpu),
 	}
 }
 
@@ -223,6 +259,9 @@ func (s *Store) forget(g *gpu) {
 	}
 	if s.last == g {
 		s.last = nil
+	}
+	for _, ps := range g.pods {
+		s.unindexPod(ps.pod, g)
 	}
 }
 
@@ -428,4 +467,101 @@ func (s *Store) ProcessGPUs(host string, pid int64) []Key {
 		}
 	}
 	return keys
+}
+
+// SetPod records that pod held GPU k at ts: by UID and by namespace and
+// name, whichever the pod names. The GPU is created if new (within
+// MaxGPUs); at most 64 pods are remembered per GPU, the one seen longest ago
+// making room. An unrepresentable ts is ignored.
+func (s *Store) SetPod(k Key, pod Pod, ts time.Time) {
+	t, ok := nanos(ts)
+	if !ok || pod.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupOrCreate(k)
+	if g == nil {
+		return
+	}
+	if pod.UID != "" {
+		s.sightPod(g, Pod{UID: pod.UID}, t)
+	}
+	if pod.Name != "" {
+		s.sightPod(g, Pod{Namespace: pod.Namespace, Name: pod.Name}, t)
+	}
+}
+
+func (s *Store) sightPod(g *gpu, pod Pod, t int64) {
+	oldest := -1
+	for i := range g.pods {
+		ps := &g.pods[i]
+		if ps.pod == pod {
+			if t > ps.last {
+				ps.gap, ps.last = t-ps.last, t
+			}
+			ps.first = min(ps.first, t)
+			return
+		}
+		if oldest < 0 || ps.last < g.pods[oldest].last {
+			oldest = i
+		}
+	}
+	if len(g.pods) >= maxPods {
+		s.unindexPod(g.pods[oldest].pod, g)
+		g.pods = slices.Delete(g.pods, oldest, oldest+1)
+	}
+	g.pods = append(g.pods, podSighting{pod: pod, first: t, last: t})
+	s.byPod[pod] = append(s.byPod[pod], g)
+}
+
+func (s *Store) unindexPod(pod Pod, g *gpu) {
+	list := slices.DeleteFunc(s.byPod[pod], func(x *gpu) bool { return x == g })
+	if len(list) == 0 {
+		delete(s.byPod, pod)
+	} else {
+		s.byPod[pod] = list
+	}
+}
+
+// PodGPUs returns the GPUs, sorted by host and GPU id, that pod held at some
+// time in [from, to]: by its UID where sightings by UID cover the window,
+// else by its namespace and name (the allocation names pods; only process
+// series carry UIDs, and a process can drop out of them). Pods are named cluster-wide, so every host is
+// searched.
+func (s *Store) PodGPUs(pod Pod, from, to time.Time) []Key {
+	f, t := clampNanos(from), clampNanos(to)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var keys []Key
+	for _, ref := range [2]Pod{{UID: pod.UID}, {Namespace: pod.Namespace, Name: pod.Name}} {
+		if ref.IsZero() {
+			continue
+		}
+		for _, g := range s.byPod[ref] {
+			for i := range g.pods {
+				if ps := &g.pods[i]; ps.pod == ref && ps.covers(f, t) && ps.last >= g.cutoff(s.retention) {
+					keys = append(keys, g.key)
+					break
+				}
+			}
+		}
+		if len(keys) > 0 {
+			break
+		}
+	}
+	slices.SortFunc(keys, func(a, b Key) int {
+		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.GPU, b.GPU))
+	})
+	return keys
+}
+
+// Index returns GPU k's NVML index; false when unknown.
+func (s *Store) Index(k Key) (int, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := s.gpus[k]; g != nil && g.index >= 0 {
+		return g.index, true
+	}
+	return 0, false
 }

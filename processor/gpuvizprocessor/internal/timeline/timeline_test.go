@@ -842,3 +842,52 @@ func TestSettledFollowsTheEnergy(t *testing.T) {
 	newest, _ := s.Newest(gpuA)
 	assert.Equal(t, at(2), newest)
 }
+
+func TestPodGPUs(t *testing.T) {
+	s := newStore(t, func(c *Config) { c.Retention = 10 * time.Minute })
+	a0, a1 := Key{"node-1", "GPU-a0"}, Key{"node-1", "GPU-a1"}
+	b0 := Key{"node-2", "GPU-b0"}
+	for _, k := range []Key{a0, a1, b0} {
+		require.True(t, s.Add(k, Power, at(0), 100))
+		require.True(t, s.Add(k, Power, at(300), 100))
+	}
+	vllm0 := Pod{UID: "uid-0", Namespace: "llm", Name: "vllm-0"}
+	// vllm-0 holds a1 and a0 from 10 s to 100 s, seen every 10 s; then the
+	// pod is recreated under the same name (a StatefulSet) on b0.
+	for sec := 10.0; sec <= 100; sec += 10 {
+		s.SetPod(a1, vllm0, at(sec))
+		s.SetPod(a0, Pod{Namespace: "llm", Name: "vllm-0"}, at(sec)) // the allocation names no UID
+	}
+	for sec := 200.0; sec <= 300; sec += 10 {
+		s.SetPod(b0, Pod{UID: "uid-1", Namespace: "llm", Name: "vllm-0"}, at(sec))
+	}
+	byName := Pod{Namespace: "llm", Name: "vllm-0"}
+	for _, tc := range []struct {
+		pod      Pod
+		from, to float64
+		want     []Key
+	}{
+		{byName, 50, 60, []Key{a0, a1}},                                            // sorted, across what each source said
+		{byName, 115, 118, []Key{a0, a1}},                                          // within two sighting intervals of the last
+		{byName, 130, 140, nil},                                                    // neither incarnation held a GPU then
+		{byName, 250, 260, []Key{b0}},                                              // the new one, on another host
+		{Pod{UID: "uid-0"}, 50, 60, []Key{a1}},                                     // by UID: only what the process series said
+		{vllm0, 250, 260, []Key{b0}},                                               // nothing by its UID then (a process series may lapse): by name
+		{Pod{UID: "uid-9", Namespace: "llm", Name: "vllm-0"}, 250, 260, []Key{b0}}, // unknown UID: by name
+		{Pod{Namespace: "other", Name: "vllm-0"}, 50, 60, nil},
+		{Pod{}, 50, 60, nil},
+	} {
+		assert.Equal(t, tc.want, s.PodGPUs(tc.pod, at(tc.from), at(tc.to)), "%+v over [%v, %v]", tc.pod, tc.from, tc.to)
+	}
+
+	// At most 64 pods per GPU, the one seen longest ago making room; a
+	// forgotten GPU leaves the index.
+	for i := range maxPods {
+		s.SetPod(b0, Pod{Namespace: "batch", Name: fmt.Sprint(i)}, at(float64(301+i)))
+	}
+	assert.Len(t, s.gpus[b0].pods, maxPods)
+	assert.Empty(t, s.PodGPUs(Pod{UID: "uid-1"}, at(250), at(260)), "seen first, gone first")
+	s.forget(s.gpus[b0])
+	assert.Empty(t, s.PodGPUs(Pod{Namespace: "batch", Name: "5"}, at(300), at(400)))
+	assert.NotContains(t, s.byPod, Pod{Namespace: "batch", Name: "5"})
+}
