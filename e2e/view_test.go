@@ -56,13 +56,6 @@ func TestView(t *testing.T) {
 		base, exited = s.URL, s.Exited
 	}
 
-	src, err := viewcheck.GetSources(ctx, base)
-	require.NoError(t, err)
-	require.NotEmpty(t, src.Sources)
-	assert.True(t, src.Sources[0].Simulated, "the source is marked simulated")
-	assert.Equal(t, 8, src.Sources[0].GPUs)
-	assert.Equal(t, traceTemplate, src.TraceURLTemplate)
-
 	b, err := viewcheck.NewBrowser(ctx, env("GPUVIZ_CHROMIUM", "/usr/bin/chromium"))
 	require.NoError(t, err)
 	defer b.Close()
@@ -74,6 +67,14 @@ func TestView(t *testing.T) {
 	require.NoError(t, err, "the page shows data: %+v", f)
 	require.NoError(t, exited(), "the collector and the load generator still run")
 
+	// A source registers at the processor's Start, before its first GPU
+	// data: it says simulated and counts its GPUs once the data came.
+	src, err := viewcheck.GetSources(ctx, base)
+	require.NoError(t, err)
+	require.NotEmpty(t, src.Sources)
+	assert.True(t, src.Sources[0].Simulated, "the source is marked simulated")
+	assert.Equal(t, 8, src.Sources[0].GPUs)
+	assert.Equal(t, traceTemplate, src.TraceURLTemplate)
 	assert.True(t, f.SimBanner, "the SIMULATED DATA banner is shown")
 	require.Len(t, f.GPUs, 8)
 	for _, g := range f.GPUs {
@@ -104,7 +105,7 @@ func TestView(t *testing.T) {
 		out = t.TempDir()
 	}
 	require.NoError(t, os.MkdirAll(out, 0o755))
-	require.NoError(t, b.HoverChart(0, "util", 0.7))
+	require.NoError(t, b.HoverChart(0, "util", 0.85))
 	require.NoError(t, b.Screenshot(filepath.Join(out, "view.png")))
 
 	clicked, shown, err := b.ClickRequest()

@@ -32,6 +32,7 @@ func run() error {
 	scenario := flag.String("scenario", "steady", "the simulated batching scenario")
 	warmup := flag.Duration("warmup", 75*time.Second, "how long the stack runs before the first screenshot")
 	rangeS := flag.Int("range", 60, "the page's time range in seconds (60, 300 or 900)")
+	gpusN := flag.Int("gpus", 8, "simulated GPUs")
 	url := flag.String("url", "", "take the pictures of a view already running at this URL instead of starting one")
 	flag.Parse()
 
@@ -45,7 +46,7 @@ func run() error {
 			return err
 		}
 		s, err := viewcheck.StartStack(ctx, viewcheck.StackConfig{
-			WorkDir: work, Collector: *collector, Loadgen: *loadgen, Scenario: *scenario,
+			WorkDir: work, Collector: *collector, Loadgen: *loadgen, Scenario: *scenario, GPUs: *gpusN,
 			TraceURLTemplate: "http://127.0.0.1:16686/trace/{trace_id}",
 		})
 		if err != nil {
@@ -63,12 +64,16 @@ func run() error {
 	if !strings.HasSuffix(base, "/") {
 		base += "/"
 	}
-	src, err := viewcheck.GetSources(ctx, base)
-	if err != nil {
-		return err
-	}
-	if len(src.Sources) == 0 {
-		return fmt.Errorf("%s lists no source", base)
+	gpus := *gpusN
+	if *url != "" {
+		src, err := viewcheck.GetSources(ctx, base)
+		if err != nil {
+			return err
+		}
+		if len(src.Sources) == 0 || src.Sources[0].GPUs == 0 {
+			return fmt.Errorf("%s lists no source with GPUs yet", base)
+		}
+		gpus = src.Sources[0].GPUs
 	}
 	b, err := viewcheck.NewBrowser(ctx, *chromium)
 	if err != nil {
@@ -78,7 +83,7 @@ func run() error {
 	if err := b.Open(fmt.Sprintf("%s#range=%d", base, *rangeS)); err != nil {
 		return err
 	}
-	if _, err := b.WaitFor(*warmup+2*time.Minute, viewcheck.Ready(src.Sources[0].GPUs)); err != nil {
+	if _, err := b.WaitFor(*warmup+2*time.Minute, viewcheck.Ready(gpus)); err != nil {
 		return err
 	}
 	if wait := *warmup - time.Since(start); wait > 0 && *url == "" {
@@ -88,7 +93,7 @@ func run() error {
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	if err := b.HoverChart(0, "util", 0.72); err != nil {
+	if err := b.HoverChart(0, "util", 0.85); err != nil {
 		return err
 	}
 	time.Sleep(300 * time.Millisecond)

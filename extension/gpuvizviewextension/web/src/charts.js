@@ -76,7 +76,7 @@ export class GPUCharts {
       const el = document.createElement("div");
       el.className = "gpu-row";
       el.dataset.gpu = g.id;
-      el.innerHTML = `<div class="gpu-label"><b>GPU ${g.index}</b><span class="name" title="${esc(g.name || "")}">${esc(g.name || "")}</span><span class="uuid" title="${esc(g.id)}">…${esc((g.uuid || g.id).slice(-10))}</span></div>`;
+      el.innerHTML = `<div class="gpu-label"><b>GPU ${g.index ?? "?"}</b><span class="name" title="${esc(g.name || "")}">${esc(g.name || "")}</span><span class="uuid" title="${esc(g.id)}">…${esc((g.uuid || g.id).slice(-10))}</span></div>`;
       const charts = CHARTS.map((def) => {
         const c = document.createElement("div");
         c.className = "chart";

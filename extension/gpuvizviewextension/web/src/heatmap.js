@@ -49,7 +49,7 @@ export class Heatmap {
     s.gpus.forEach((g, gi) => {
       const y = gi * rh;
       ctx.fillStyle = "#b9c0cc";
-      ctx.fillText(`GPU ${g.index}`, 4, y + rh / 2);
+      ctx.fillText(`GPU ${g.index ?? "?"}`, 4, y + rh / 2);
       ctx.fillStyle = "#1a1e26";
       ctx.fillRect(GUTTER, y, pw, rh - 1);
       const u = s.series[g.id]?.utilization?.mean || [];
@@ -106,7 +106,7 @@ export class Heatmap {
     let k = i;
     while (u && k > i - hold && k > 0 && (u.mean[k] === null || u.mean[k] === undefined)) k--;
     const uv = u && u.mean[k] !== null && u.mean[k] !== undefined ? `${pct(u.mean[k])} (min ${pct(u.min[k])}, max ${pct(u.max[k])}${k !== i ? `, read ${fmtClock(s.time[k])}` : ""})` : "no data";
-    this.tip.innerHTML = `<b>GPU ${g.index}</b> · ${fmtClock(s.time[i])}<br>utilisation ${uv}<br>bottleneck: ${esc(labelText(s.labels[g.id]?.[i]))}`;
+    this.tip.innerHTML = `<b>GPU ${g.index ?? "?"}</b> · ${fmtClock(s.time[i])}<br>utilisation ${uv}<br>bottleneck: ${esc(labelText(s.labels[g.id]?.[i]))}`;
     showTip(this.tip, e);
   }
 }

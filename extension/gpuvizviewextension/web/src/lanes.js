@@ -82,11 +82,12 @@ export class Lanes {
       el.dataset.gpus = gr.map((g) => g.id).join(" ");
       const name = gr.length === 1 ? `GPU ${gr[0].index}` : gpuRange(gr);
       el.innerHTML = `<div class="lane-label"><b>${esc(name)}</b>${gr.length > 1 ? `<span>one engine, ${gr.length} GPUs</span>` : ""}<span class="more"></span></div>` +
-        `<div class="lane-body" style="height:${max * SUB_H + DENSITY_H}px"><div class="track"></div><canvas class="density"></canvas></div>`;
+        `<div class="lane-body"><div class="track"></div><canvas class="density"></canvas></div>`;
       this.root.appendChild(el);
       const body = el.querySelector(".lane-body");
       const L = { gr, el, body, track: body.firstChild, density: body.lastChild, more: el.querySelector(".more"),
-        subs: Array.from({ length: max }, () => []), overflow: new Map(), placed: new Map() };
+        subs: Array.from({ length: max }, () => []), overflow: new Map(), placed: new Map(), shown: 0 };
+      this.height(L, 4);
       for (const g of gr) this.lanes.set(g.id, L);
       this.list.push(L);
     }
@@ -113,7 +114,7 @@ export class Lanes {
       for (const L of this.list) {
         L.track.textContent = "";
         L.subs = L.subs.map(() => []);
-        L.overflow.clear(); L.placed.clear();
+        L.overflow.clear(); L.placed.clear(); L.shown = 0;
       }
     }
     // Remove what the store dropped.
@@ -161,6 +162,9 @@ export class Lanes {
     for (const L of this.list) {
       L.track.style.transform = `translateX(${-shift}px)`;
       const used = L.subs.filter((a) => a.length).length;
+      // The lane grows to the sub-lanes in use (never shrinks while the
+      // range stays, so it does not jump once a second).
+      if (used > L.shown) this.height(L, used);
       L.el.dataset.sublanes = String(used);
       L.el.dataset.overflow = String(L.overflow.size);
       L.more.textContent = L.overflow.size ? `+${L.overflow.size} in density` : "";
@@ -170,6 +174,11 @@ export class Lanes {
     this.sub.textContent = `${s.requests.size} requests in range · bars split queue / prefill / decode, coloured by bottleneck · ` +
       `GPUs of one engine share a lane · beyond a lane's sub-lanes the rest is a density strip` + (maxConc ? ` (up to ${maxConc} more at once)` : "");
     this.root.dataset.bars = String(bars);
+  }
+
+  height(L, n) {
+    L.shown = Math.max(4, Math.min(L.subs.length, n));
+    L.body.style.height = L.shown * SUB_H + DENSITY_H + "px";
   }
 
   bar(q, sub) {
@@ -279,7 +288,7 @@ export function details(panel, q, template, gpus) {
     `<table>` +
     row("model", esc(q.model || "–")) + row("family", esc(q.family || "–")) +
     row("span", `<code>${esc(q.span_id || "–")}</code>`) +
-    row("GPUs", (q.gpus || []).map((id) => { const g = (gpus || []).find((x) => x.id === id); return `<span title="${esc(id)}">${g ? "GPU " + g.index : esc(id)}</span>`; }).join(", ")) +
+    row("GPUs", (q.gpus || []).map((id) => { const g = (gpus || []).find((x) => x.id === id); return `<span title="${esc(id)}">${g ? "GPU " + (g.index ?? "?") : esc(id)}</span>`; }).join(", ")) +
     row("time", `${fmtClock(q.start)} → ${fmtClock(q.end)} (${fmtMs(q.end - q.start)})`) +
     row("tokens", `${q.input_tokens ?? "–"} in · ${q.output_tokens ?? "–"} out`) +
     row("energy", `${fmtJ(q.energy_j)} · ${fmtJ(q.energy_per_token_j)}/token`) +

@@ -15,10 +15,17 @@ export class Store {
     this.step = 0;
   }
 
-  // The query for the next poll: the whole range first, then increments.
+  // The query for the next poll: the whole range first, then increments
+  // from the oldest column that may still change (final_ms: labels are
+  // frozen, and samples arrive, behind the newest column).
   params() {
     const p = {};
-    if (this.time.length) p.since = this.time[this.time.length - 1];
+    if (this.time.length) {
+      let since = this.time[this.time.length - 1];
+      const fin = this.resp && this.resp.final_ms;
+      if (typeof fin === "number" && fin < since) since = Math.max(fin, this.time[0]);
+      p.since = since;
+    }
     if (this.seq !== undefined) p.requests_after = this.seq;
     return p;
   }
@@ -27,8 +34,10 @@ export class Store {
   // set is new (the layout must be rebuilt), else "data".
   merge(r) {
     let changed = "data";
-    const ids = r.gpus.map((g) => g.id).join("|");
-    if (!this.resp || ids !== this.gpus.map((g) => g.id).join("|") || r.step_ms !== this.step) {
+    // The layout follows the GPUs and what their labels and limits show
+    // (index and name arrive with the first nvidia.gpu.info).
+    const sig = (gs) => gs.map((g) => [g.id, g.index, g.name, g.memory_total_bytes, g.power_limit_w].join(",")).join("|");
+    if (!this.resp || sig(r.gpus) !== sig(this.gpus) || r.step_ms !== this.step) {
       if (this.resp && r.step_ms !== this.step) { this.time = []; this.series = {}; this.labels = {}; }
       changed = "gpus";
     }

@@ -13,7 +13,7 @@ export function renderSummary(el, store) {
   const legend = keys.sort((a, b) => share[b] - share[a]).map((l) => `<span><i style="background:${labelColor(l)}"></i>${esc(labelText(l))} <b>${pct(share[l])}</b></span>`).join("");
   const p = (o, f) => (o ? `<b>${f(o.p50)}</b> <span class="dim">p50</span> · ${f(o.p90)} <span class="dim">p90</span> · ${f(o.p99)} <span class="dim">p99</span>` : "–");
   const an = sm.anomalies || [];
-  const gpuName = (id) => { const g = store.gpus.find((x) => x.id === id); return g ? `GPU ${g.index}` : id; };
+  const gpuName = (id) => { const g = store.gpus.find((x) => x.id === id); return g ? `GPU ${g.index ?? "?"}` : id; };
   el.innerHTML =
     `<div class="card share"><h3>GPU time by bottleneck <span class="dim">last ${Math.round((r.to - r.from) / 60000)} min</span></h3><div class="sharebar">${bar || '<span class="empty">no data</span>'}</div><div class="legend">${legend}</div></div>` +
     `<div class="card"><h3>Energy per request</h3><div class="big">${p(sm.energy_per_request_j, fmtJ)}</div><div class="dim">${sm.requests ?? 0} requests</div></div>` +
