@@ -61,12 +61,17 @@ async function getJSON(url) {
   return body;
 }
 
+function sourceText(x) {
+  return `${x.id} · ${x.gpus} GPU${x.gpus === 1 ? "" : "s"}${x.simulated ? " · simulated" : ""}`;
+}
+
 async function loadSources() {
   try {
     const s = await getJSON("api/v1/sources");
+    state.sourcesAt = Date.now();
     state.template = s.trace_url_template || "";
     const sel = $("source");
-    sel.innerHTML = (s.sources || []).map((x) => `<option value="${esc(x.id)}">${esc(x.id)} · ${x.gpus} GPU${x.gpus === 1 ? "" : "s"}${x.simulated ? " · simulated" : ""}</option>`).join("");
+    sel.innerHTML = (s.sources || []).map((x) => `<option value="${esc(x.id)}">${esc(sourceText(x))}</option>`).join("");
     if (!s.sources || !s.sources.length) { setStatus("no source yet: no gpuviz processor has registered", "warn"); return false; }
     if (!state.source || !s.sources.some((x) => x.id === state.source)) state.source = s.sources[0].id;
     sel.value = state.source;
@@ -107,6 +112,9 @@ async function poll() {
     state.failures++;
     setStatus(`no answer (${e.message}); retrying`, "err");
   }
+  // Sources register at their processor's Start, before their GPUs are
+  // known: list them again every 15 s (new sources, GPU counts).
+  if (gen === state.gen && Date.now() - (state.sourcesAt || 0) > 15000) await loadSources();
   if (gen === state.gen) state.timer = setTimeout(poll, Math.min(1000 * 2 ** Math.min(state.failures, 3), 8000));
 }
 
@@ -121,6 +129,8 @@ function apply(r, ms) {
   heat.draw();
   lanes.update();
   renderSummary($("summary"), store);
+  const opt = [...$("source").options].find((o) => o.value === r.source);
+  if (opt) opt.textContent = sourceText({ id: r.source, gpus: store.gpus.length, simulated: r.simulated });
   $("fleet-sub").textContent = `${store.gpus.length} GPUs × ${store.time.length} columns of ${store.step / 1000} s`;
   const draw = performance.now() - t0;
   setStatus(`live · ${fmtClock(r.now)} · ${Math.round(ms)} ms`, "ok");
