@@ -108,7 +108,10 @@ for ((round = 1; round <= pairs; round++)); do
     tail -n 1 "$results" | awk -F'\t' '{ printf "  %-2s round %s: collector %5.2f%% of a core, peak RSS %6.1f MiB\n", $1, $2, $3, $4 / 1024 }'
   done
 done
-median() { awk -F'\t' -v v="$1" -v c="$2" '$1 == v { x[n++] = $c } END { asort(x); print (n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2) }' "$results"; }
+median() { # variant column
+  awk -F'\t' -v v="$1" -v c="$2" '$1 == v { print $c }' "$results" | sort -g |
+    awk '{ x[n++] = $1 } END { print (n % 2 ? x[(n - 1) / 2] : (x[n / 2 - 1] + x[n / 2]) / 2) }'
+}
 a0=$(median A0 3) a=$(median A 3) b=$(median B 3)
 echo
 echo "| variant | collector CPU, % of a core (median) | peak RSS MiB (median) |"
