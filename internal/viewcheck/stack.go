@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -105,6 +106,12 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	}
 	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, err
+	}
+	// The processes run in WorkDir: relative paths are the caller's.
+	for _, p := range []*string{&cfg.Collector, &cfg.Loadgen} {
+		if abs, err := filepath.Abs(*p); err == nil && strings.ContainsRune(*p, os.PathSeparator) {
+			*p = abs
+		}
 	}
 	ports, err := freePorts(2)
 	if err != nil {
