@@ -698,7 +698,7 @@ func TestBuilderComponents(t *testing.T) {
 	got := builderComponents(t)
 	want := map[string]map[string]bool{
 		"receivers":  {"gpuviz": true, "otlp": true},
-		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true},
+		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true, "resource": true},
 		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true},
 		"extensions": {"health_check": true, "pprof": true, "zpages": true, "gpuviz_view": true},
 	}
@@ -877,7 +877,7 @@ func TestCollectorConfigsValidate(t *testing.T) {
 			p := filepath.Join(dir, strings.NewReplacer("/", "_", "#", "_", ":", "_").Replace(name))
 			require.NoError(t, os.WriteFile(p, b, 0o644))
 			cmd := exec.Command(bin, "validate", "--config", p)
-			cmd.Env = append(os.Environ(), "NODE_IP=127.0.0.1", "POD_IP=127.0.0.1", "MY_POD_IP=127.0.0.1")
+			cmd.Env = append(os.Environ(), "NODE_IP=127.0.0.1", "POD_IP=127.0.0.1", "MY_POD_IP=127.0.0.1", "NODE_NAME=gpu-node-1")
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "otelcol-gpuviz validate %s:\n%s", name, out)
 		})
@@ -953,6 +953,18 @@ func TestKubernetesManifests(t *testing.T) {
 
 	ds := checkWorkload("DaemonSet/gpuviz-agent")
 	assert.Equal(t, true, ds["hostPID"], "the DaemonSet needs hostPID for process attribution")
+	// The kubelet's PodResources socket is mounted where the receiver reads it.
+	var podResources bool
+	for _, v := range ds["volumes"].([]any) {
+		if dig(v, "hostPath", "path") == "/var/lib/kubelet/pod-resources" {
+			for _, m := range asMap(ds["containers"].([]any)[0])["volumeMounts"].([]any) {
+				podResources = podResources || asMap(m)["name"] == asMap(v)["name"] && asMap(m)["mountPath"] == "/var/lib/kubelet/pod-resources"
+			}
+		}
+	}
+	assert.True(t, podResources, "the pod-resources hostPath is mounted")
+	// Spans come through a node-local Service: the agent with their GPUs.
+	assert.Equal(t, "Local", dig(objects["Service/gpuviz-agent"], "spec", "internalTrafficPolicy"))
 	assert.Equal(t, "true", dig(ds, "nodeSelector", "nvidia.com/gpu.present"), "GPU node selector")
 	assert.Equal(t, "nvidia", ds["runtimeClassName"])
 	if ds["hostNetwork"] == true {
@@ -1007,13 +1019,14 @@ func TestKubernetesManifests(t *testing.T) {
 	gwCfg := collectorConfigs(t)["kubernetes/gateway.yaml#0:config.yaml"]
 	require.NotNil(t, gwCfg)
 	assert.Contains(t, asMap(agentCfg["processors"]), "gpuviz")
+	assert.Equal(t, true, dig(agentCfg, "receivers", "gpuviz", "kubernetes", "pod_resources", "enabled"))
 	assert.NotContains(t, asMap(gwCfg["processors"]), "gpuviz")
 }
 
 // helmChartKeys are the top-level keys of the opentelemetry-collector
 // chart's values schema (additionalProperties: false) that the values use.
 var helmChartKeys = []string{
-	"mode", "image", "command", "hostNetwork", "dnsPolicy", "nodeSelector", "tolerations",
+	"mode", "image", "command", "hostNetwork", "dnsPolicy", "service", "nodeSelector", "tolerations",
 	"extraEnvs", "ports", "podAnnotations", "resources", "useGOMEMLIMIT", "securityContext",
 	"podSecurityContext", "serviceAccount", "alternateConfig", "config", "presets", "affinity",
 	"priorityClassName", "extraVolumes", "extraVolumeMounts", "livenessProbe", "readinessProbe",
@@ -1036,6 +1049,8 @@ func TestHelmValues(t *testing.T) {
 		}
 	}
 	require.NotNil(t, v["alternateConfig"], "alternateConfig")
+	assert.Equal(t, "/var/lib/kubelet/pod-resources", dig(asMap(v["extraVolumes"].([]any)[0]), "hostPath", "path"), "the PodResources socket")
+	assert.Equal(t, "Local", dig(v, "service", "internalTrafficPolicy"), "spans reach the agent on their node")
 }
 
 // --- docker-compose ----------------------------------------------------------------
