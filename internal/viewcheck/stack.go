@@ -13,14 +13,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/gpuviz/gpuviz/internal/procs"
 )
 
 // StackConfig says what to run.
@@ -41,15 +40,7 @@ type StackConfig struct {
 type Stack struct {
 	cfg   StackConfig
 	URL   string // the view, e.g. http://127.0.0.1:41234/
-	procs []*proc
-}
-
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
+	procs *procs.Group
 }
 
 const collectorConfig = `# Written by internal/viewcheck: simulated GPUs, OTLP in, the gpuviz
@@ -104,7 +95,8 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if cfg.GPUs == 0 {
 		cfg.GPUs = 8
 	}
-	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
+	g, err := procs.NewGroup(cfg.WorkDir)
+	if err != nil {
 		return nil, err
 	}
 	// The processes run in WorkDir: relative paths are the caller's.
@@ -113,7 +105,7 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 			*p = abs
 		}
 	}
-	ports, err := freePorts(2)
+	ports, err := procs.FreePorts(2)
 	if err != nil {
 		return nil, err
 	}
@@ -122,21 +114,21 @@ func StartStack(ctx context.Context, cfg StackConfig) (*Stack, error) {
 	if err := os.WriteFile(conf, fmt.Appendf(nil, collectorConfig, cfg.GPUs, cfg.Scenario, otlp, view, cfg.TraceURLTemplate), 0o644); err != nil {
 		return nil, err
 	}
-	s := &Stack{cfg: cfg, URL: fmt.Sprintf("http://127.0.0.1:%d/", view)}
-	c, err := s.spawn("collector", cfg.Collector, "--config", conf)
+	s := &Stack{cfg: cfg, URL: fmt.Sprintf("http://127.0.0.1:%d/", view), procs: g}
+	c, err := g.Spawn("collector", cfg.Collector, "--config", conf)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.waitSources(ctx, c); err != nil {
+	if err := procs.WaitReady(ctx, c, s.sourcesReady); err != nil {
 		s.Stop()
-		return nil, fmt.Errorf("the collector's view did not come up (log: %s): %w", c.log, err)
+		return nil, fmt.Errorf("the collector's view did not come up (log: %s): %w", c.Log, err)
 	}
 	args := []string{"--endpoint", fmt.Sprintf("127.0.0.1:%d", otlp), "--protocol", "grpc", "--mode", "simulated",
 		"--sim-model", "h200", "--sim-gpus", fmt.Sprint(cfg.GPUs), "--sim-seed", "1", "--scenario", cfg.Scenario}
 	if cfg.Duration > 0 {
 		args = append(args, "--duration", cfg.Duration.String())
 	}
-	if _, err := s.spawn("loadgen", cfg.Loadgen, args...); err != nil {
+	if _, err := g.Spawn("loadgen", cfg.Loadgen, args...); err != nil {
 		s.Stop()
 		return nil, err
 	}
@@ -171,106 +163,30 @@ func GetSources(ctx context.Context, base string) (Sources, error) {
 	return s, json.NewDecoder(resp.Body).Decode(&s)
 }
 
-func (s *Stack) waitSources(ctx context.Context, p *proc) error {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	var last error
-	for {
-		src, err := GetSources(ctx, s.URL)
-		if err == nil && len(src.Sources) > 0 {
-			return nil
-		}
-		if err == nil {
-			err = errors.New("no source registered yet")
-		}
-		last = err
-		select {
-		case <-p.done:
-			return fmt.Errorf("exited: %v", p.err)
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), last)
-		case <-time.After(250 * time.Millisecond):
-		}
+// sourcesReady is ready once the view lists a source.
+func (s *Stack) sourcesReady(ctx context.Context) error {
+	src, err := GetSources(ctx, s.URL)
+	if err == nil && len(src.Sources) == 0 {
+		err = errors.New("no source registered yet")
 	}
+	return err
 }
 
-func (s *Stack) spawn(name, bin string, args ...string) (*proc, error) {
-	logPath := filepath.Join(s.cfg.WorkDir, name+".log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = s.cfg.WorkDir
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	s.procs = append(s.procs, p)
-	return p, nil
-}
-
-// Exited reports a process that stopped by itself.
+// Exited reports a process that stopped by itself (the load generator
+// ending its --duration is expected).
 func (s *Stack) Exited() error {
-	for _, p := range s.procs {
-		select {
-		case <-p.done:
-			if p.name == "loadgen" && p.err == nil && s.cfg.Duration > 0 {
-				continue // it ran its --duration
-			}
-			return fmt.Errorf("%s exited (%v); log: %s", p.name, p.err, p.log)
-		default:
-		}
-	}
-	return nil
+	return s.procs.Exited(func(p *procs.Proc) bool {
+		return !(p.Name == "loadgen" && s.cfg.Duration > 0 && exitedCleanly(p))
+	})
+}
+
+func exitedCleanly(p *procs.Proc) bool {
+	done, err := p.Exited()
+	return done && err == nil
 }
 
 // Log returns the path of a process's log ("collector", "loadgen").
-func (s *Stack) Log(name string) string { return filepath.Join(s.cfg.WorkDir, name+".log") }
+func (s *Stack) Log(name string) string { return s.procs.Log(name) }
 
-// Stop stops the load generator, then the collector: SIGTERM to the
-// process group, SIGKILL after 10 s.
-func (s *Stack) Stop() {
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		select {
-		case <-p.done:
-			continue
-		default:
-		}
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
-		}
-	}
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
+// Stop stops the load generator, then the collector.
+func (s *Stack) Stop() { s.procs.Stop() }

@@ -3,7 +3,6 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 import (
 	"cmp"
 	"slices"
-	"strings"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
@@ -98,9 +97,7 @@ func (m *matcher) pod(req inference.Request) []timeline.Key {
 	if len(keys) == 0 {
 		return all
 	}
-	slices.SortFunc(keys, func(a, b timeline.Key) int {
-		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.GPU, b.GPU))
-	})
+	slices.SortFunc(keys, timeline.CompareKeys)
 	return keys
 }
 

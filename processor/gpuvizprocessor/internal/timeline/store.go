@@ -91,6 +91,11 @@ func (ps *podSighting) covers(from, to int64) bool {
 	return ps.first-slack <= to && ps.last+slack >= from
 }
 
+// CompareKeys orders keys by host, then GPU id.
+func CompareKeys(a, b Key) int {
+	return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.GPU, b.GPU))
+}
+
 type hostIndex struct {
 	host  string
 	index int
@@ -312,6 +317,49 @@ func (s *Store) SettledAll(keys []Key) (time.Time, bool) {
 	return fromNanos(earliest), true
 }
 
+// Spacing returns the longest, over keys, of the time between the last two
+// points of the series Settled follows: the energy counter, else the signal
+// whose last two points are closest (the one that advances the GPU's newest
+// point). It is how long the next point of a GPU's source takes: a fraction
+// of a second from the gpuviz receiver's sampling clock, 30 s from a
+// dcgm-exporter at its default. False when keys is empty or any of them is
+// unknown or has fewer than two such points.
+func (s *Store) Spacing(keys []Key) (time.Duration, bool) {
+	if len(keys) == 0 {
+		return 0, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var longest int64
+	for _, k := range keys {
+		g := s.gpus[k]
+		if g == nil {
+			return 0, false
+		}
+		gap, ok := lastGap(&g.energy)
+		if !ok {
+			for i := range g.sig {
+				if d, has := lastGap(&g.sig[i]); has && (!ok || d < gap) {
+					gap, ok = d, true
+				}
+			}
+		}
+		if !ok {
+			return 0, false
+		}
+		longest = max(longest, gap)
+	}
+	return time.Duration(longest), true
+}
+
+// lastGap is the time between a ring's last two points.
+func lastGap(r *ring) (int64, bool) {
+	if r.n < 2 {
+		return 0, false
+	}
+	return r.at(r.n-1).ts - r.at(r.n-2).ts, true
+}
+
 // settled is Settled in Unix ns; the caller holds the lock.
 func (s *Store) settled(k Key) (int64, bool) {
 	g := s.gpus[k]
@@ -341,9 +389,7 @@ func (s *Store) GPUs(host string) []Key {
 	for k := range s.gpus {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b Key) int {
-		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.GPU, b.GPU))
-	})
+	slices.SortFunc(keys, CompareKeys)
 	return keys
 }
 
@@ -550,9 +596,7 @@ func (s *Store) PodGPUs(pod Pod, from, to time.Time) []Key {
 			break
 		}
 	}
-	slices.SortFunc(keys, func(a, b Key) int {
-		return cmp.Or(strings.Compare(a.Host, b.Host), strings.Compare(a.GPU, b.GPU))
-	})
+	slices.SortFunc(keys, CompareKeys)
 	return keys
 }
 

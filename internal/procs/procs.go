@@ -1,0 +1,201 @@
+// Package procs runs the child processes of the demo and of the end-to-end
+// and browser tests (internal/stack, internal/viewcheck): each in its own
+// process group with its log in a work directory, waited for until it
+// answers, and stopped newest first.
+package procs // import "github.com/gpuviz/gpuviz/internal/procs"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// Group is a set of child processes sharing a work directory.
+type Group struct {
+	dir   string
+	procs []*Proc
+}
+
+// Proc is one child process.
+type Proc struct {
+	Name string
+	Log  string // its stdout and stderr
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// NewGroup returns a group whose processes run in dir (created if needed)
+// and log to dir/<name>.log.
+func NewGroup(dir string) (*Group, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Group{dir: dir}, nil
+}
+
+// Spawn starts bin with args as name.
+func (g *Group) Spawn(name, bin string, args ...string) (*Proc, error) {
+	logPath := filepath.Join(g.dir, name+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = g.dir
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so that stopping it stops whatever it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
+	}
+	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	g.procs = append(g.procs, p)
+	return p, nil
+}
+
+// Exited reports whether p has ended, and how.
+func (p *Proc) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// Procs returns the group's processes, oldest first.
+func (g *Group) Procs() []*Proc { return g.procs }
+
+// Log returns the path of a process's log.
+func (g *Group) Log(name string) string { return filepath.Join(g.dir, name+".log") }
+
+// Exited reports the first process that has stopped by itself, among those
+// expected says should still run (all when expected is nil).
+func (g *Group) Exited(expected func(*Proc) bool) error {
+	for _, p := range g.procs {
+		if expected != nil && !expected(p) {
+			continue
+		}
+		if done, err := p.Exited(); done {
+			return fmt.Errorf("%s exited (%v); log: %s", p.Name, err, p.Log)
+		}
+	}
+	return nil
+}
+
+// Wait waits for the named process to exit, or the context to end.
+func (g *Group) Wait(ctx context.Context, name string) error {
+	for _, p := range g.procs {
+		if p.Name == name {
+			select {
+			case <-p.done:
+				return p.err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return fmt.Errorf("no process %s", name)
+}
+
+// Stop stops every process, newest first: SIGTERM to its group, SIGKILL
+// after 10 s.
+func (g *Group) Stop() {
+	for i := len(g.procs) - 1; i >= 0; i-- {
+		p := g.procs[i]
+		if done, _ := p.Exited(); done {
+			continue
+		}
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+}
+
+// WaitReady polls ready every 250 ms until it succeeds, p exits or a minute
+// (or the context) ends.
+func WaitReady(ctx context.Context, p *Proc, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	var last error
+	for {
+		if last = ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited: %v", p.err)
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), last)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// HTTPReady is ready when url answers 200.
+func HTTPReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// TCPReady is ready when addr accepts a connection.
+func TCPReady(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+// FreePorts returns n loopback TCP ports that were free a moment ago.
+func FreePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
