@@ -1,11 +1,15 @@
 package gpuvizreceiver
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/gpuviz/gpuviz/internal/podresources"
+	"github.com/gpuviz/gpuviz/internal/podresources/podresourcestest"
 )
 
 func TestPodUID(t *testing.T) {
@@ -31,4 +35,38 @@ func TestSoleHolder(t *testing.T) {
 	}
 	ns, pod := soleHolder(nil, "GPU-0")
 	assert.Empty(t, ns+pod)
+}
+
+// MIG devices allocated to pods (the mixed strategy's nvidia.com/mig-*
+// resources name them by MIG UUID) are reported on their parent GPU with
+// their own nvidia.gpu.mig.id; a whole GPU's allocation has none.
+func TestMIGAllocationsAreReportedOnTheParentGPU(t *testing.T) {
+	lib := fixtureServer(2)
+	withMIG(lib)
+	k := podresourcestest.New(t)
+	k.Set(podresourcestest.Pod("batch", "job-a", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-a")),
+		podresourcestest.Pod("batch", "job-c", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-c")),
+		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 1).UUID)))
+	k.Start(t)
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	s := startScraper(t, cfg, lib, BackendNVML)
+	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	// The first scrape learns the MIG layout; the second reports on it.
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+
+	type holder struct{ gpu, mig, pod string }
+	var got []holder
+	forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+		if name == "nvidia.gpu.k8s.allocation" {
+			assert.Equal(t, 1.0, v)
+			got = append(got, holder{attrs["hw.id"].(string), attrs["nvidia.gpu.mig.id"].(string), attrs["k8s.pod.name"].(string)})
+		}
+	})
+	assert.ElementsMatch(t, []holder{
+		{device(lib, 0).UUID, "MIG-a", "job-a"}, {device(lib, 0).UUID, "MIG-c", "job-c"}, {device(lib, 1).UUID, "", "vllm-0"},
+	}, got)
 }
