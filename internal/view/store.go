@@ -75,6 +75,10 @@ var labelNames = [...]string{
 
 const numLabels = len(labelNames)
 
+// LabelNames returns the labels the view knows, in its tie-break order: the
+// processor's tests hold it to the classifier's.
+func LabelNames() []string { return append([]string(nil), labelNames[:]...) }
+
 func labelCode(l string) uint8 {
 	for i, n := range labelNames {
 		if n == l {

@@ -31,6 +31,7 @@ import (
 	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/view"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
@@ -494,4 +495,15 @@ func TestViewSourceFollowsTheProcessor(t *testing.T) {
 	assert.Contains(t, sources(), `"id":"gpuviz/edge"`)
 	require.NoError(t, mp.Shutdown(ctx))
 	assert.Contains(t, sources(), `"sources":[]`)
+}
+
+// The view names a column by the label holding it longest, ties to the
+// earlier in its order: the classifier's order, or a column and the spans
+// over it could name different labels.
+func TestViewKnowsTheClassifiersLabelsInItsOrder(t *testing.T) {
+	var want []string
+	for _, l := range bottleneck.Labels {
+		want = append(want, string(l))
+	}
+	assert.Equal(t, want, view.LabelNames())
 }
