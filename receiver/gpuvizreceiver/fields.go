@@ -307,11 +307,22 @@ type wrappingCounter struct {
 	seen  bool
 }
 
+// wrapMargin is how close to its top a 64-bit counter must have been for a
+// step back to be a wrap: 2^60 bytes is 36 years at 1 TB/s. Any other step
+// back of a 64-bit counter is a reset (a GPU reset or a driver reload
+// restarts the counters from zero), and what it counted since is raw. A
+// 32-bit counter wraps every minute or so under load, so a step back is
+// always read as a wrap.
+const wrapMargin = 1 << 60
+
 func (c *wrappingCounter) observe(raw uint64, width uint) uint64 {
 	if c.seen {
 		delta := raw - c.last
-		if width < 64 {
+		switch {
+		case width < 64:
 			delta &= 1<<width - 1
+		case raw < c.last && c.last < math.MaxUint64-wrapMargin:
+			delta = raw
 		}
 		c.total += delta
 	}

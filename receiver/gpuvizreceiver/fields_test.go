@@ -22,6 +22,10 @@ func TestWrappingCounter(t *testing.T) {
 		{"32-bit wrap", 32, []uint64{1<<32 - 100, 50}, 150},
 		{"64-bit wrap", 64, []uint64{1<<64 - 1, 9}, 10},
 		{"16-bit wrap", 16, []uint64{65530, 4}, 10},
+		// A GPU reset restarts the counter from zero: the bytes since count,
+		// not a wrap's 2^64 minus what it had.
+		{"64-bit reset", 64, []uint64{5000, 7000, 300, 800}, 2000 + 300 + 500},
+		{"64-bit reset to zero", 64, []uint64{1 << 40, 0, 10}, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var c wrappingCounter
