@@ -17,6 +17,9 @@ type Config struct {
 	// MaxWait bounds how long an inference span is held for GPU samples
 	// covering its end. Default 20 s: two of the receiver's default 10 s
 	// collection intervals, so the scrape after the span ended has arrived.
+	// Where a span's GPUs are fed less often (dcgm-exporter scrapes every
+	// 30 s), the wait grows to two of their observed sample spacings, up
+	// to two history.max_span (core.wait).
 	MaxWait time.Duration `mapstructure:"max_wait"`
 	// MaxPendingSpans bounds the spans held at once. Past it, new batches
 	// pass through un-enriched (and are counted): memory stays bounded
@@ -210,6 +213,13 @@ func createDefaultConfig() *Config {
 	}
 }
 
+// maxHold is the longest a span is held for its GPUs' data: max_wait, or
+// two of a slower source's sample spacings, at most two history.max_span
+// (core.wait).
+func (cfg *Config) maxHold() time.Duration {
+	return max(cfg.MaxWait, 2*cfg.History.MaxSpan)
+}
+
 func (cfg *Config) timeline() timeline.Config {
 	return timeline.Config{
 		MaxGPUs: cfg.History.MaxGPUs, MaxPointsPerSignal: cfg.History.MaxPointsPerSignal,
@@ -310,8 +320,8 @@ func (cfg *Config) Validate() error {
 	if a.FinalizeAfter < a.SettleWindow {
 		errs = append(errs, fmt.Errorf("attribution.finalize_after: %v must be at least settle_window (%v)", a.FinalizeAfter, a.SettleWindow))
 	}
-	if a.Horizon < a.FinalizeAfter+cfg.MaxWait {
-		errs = append(errs, fmt.Errorf("attribution.horizon: %v must be at least finalize_after + max_wait (%v)", a.Horizon, a.FinalizeAfter+cfg.MaxWait))
+	if a.Horizon < a.FinalizeAfter+cfg.maxHold() {
+		errs = append(errs, fmt.Errorf("attribution.horizon: %v must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (%v)", a.Horizon, a.FinalizeAfter+cfg.maxHold()))
 	}
 	if cfg.Metrics.Enabled && cfg.Metrics.IdleExpiry < cfg.Metrics.Interval {
 		errs = append(errs, fmt.Errorf("metrics.idle_expiry: %v must be at least metrics.interval (%v)", cfg.Metrics.IdleExpiry, cfg.Metrics.Interval))

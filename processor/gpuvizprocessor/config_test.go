@@ -60,7 +60,7 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_analysis":  "analysis: ",
 		"bad_settle":    "attribution.settle_window: 30s must be at least 0 and below max_wait (20s)",
 		"bad_ratio":     "attribution: sampling_ratio: 0 must be in (0, 1]",
-		"bad_horizon":   "attribution.horizon: 40s must be at least finalize_after + max_wait (50s)",
+		"bad_horizon":   "attribution.horizon: 40s must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (1m30s)",
 		"bad_retry":     "release_retry: -1s must not be negative",
 		"bad_expiry":    "metrics.idle_expiry: 1s must be at least metrics.interval (10s)",
 	} {

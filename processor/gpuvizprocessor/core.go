@@ -80,7 +80,7 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 	an := newGPUAnalysis(cfg.Analysis.Enabled, cfg.analysis())
 	c := &core{
 		cfg: cfg, logger: set.Logger, tel: tel, store: store, recognizer: recognizer,
-		ingest:   newIngest(store, an, tel),
+		ingest:   newIngest(store, an, tel, cfg.History.MaxSpan),
 		analysis: an,
 		emitter:  newEmitter(set, cfg, store, an, time.Now()),
 		now:      time.Now, ticker: realTicker, unregister: unregister, id: set.ID,
@@ -276,7 +276,7 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 		c.countUnenriched(ctx, "no_gpu", len(spans))
 		return next.ConsumeTraces(ctx, td)
 	}
-	b := &heldBatch{td: td, next: next, info: client.FromContext(ctx), spans: spans, deadline: now.Add(c.cfg.MaxWait)}
+	b := &heldBatch{td: td, next: next, info: client.FromContext(ctx), spans: spans, arrived: now, deadline: now.Add(c.cfg.MaxWait)}
 	c.mu.Lock()
 	if !c.hold.admit(b) {
 		c.mu.Unlock()
@@ -327,7 +327,13 @@ func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time
 // holds c.mu. settled caches the sets' settled times for one release.
 func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time) bool {
 	if !now.Before(b.deadline) {
-		return true
+		if b.extended {
+			return true
+		}
+		b.extended = true
+		if b.deadline = b.arrived.Add(c.wait(b)); !now.Before(b.deadline) {
+			return true
+		}
 	}
 	if now.Before(b.group.Add(c.cfg.Attribution.SettleWindow)) {
 		return false
@@ -348,6 +354,30 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 		}
 	}
 	return true
+}
+
+// wait is the longest a batch is held for its GPUs' data: max_wait, or,
+// where a matched GPU's source sends less often, two of its sample spacings
+// (timeline.Store.Spacing): a dcgm-exporter scraped every 30 s sends the
+// sample after a span's end up to 30 s after it, and a scrape may be late.
+// It is at most two history.max_span (beyond max_span a sample describes
+// nothing anyway); a GPU whose spacing is not known yet (a source's first
+// point) does not extend it, nor do spans not matched yet. The caller
+// holds c.mu.
+func (c *core) wait(b *heldBatch) time.Duration {
+	w := c.cfg.MaxWait
+	seen := map[*gpuSet]bool{}
+	for i := range b.spans {
+		set := b.spans[i].set
+		if set == nil || seen[set] {
+			continue
+		}
+		seen[set] = true
+		if spacing, ok := c.store.Spacing(set.keys); ok {
+			w = max(w, 2*spacing)
+		}
+	}
+	return min(w, c.cfg.maxHold())
 }
 
 // release enriches and forwards the held batches that are ready, or that
@@ -436,8 +466,10 @@ func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
 func (c *core) backendOf(keys []timeline.Key) string {
 	var names []string
 	for _, k := range keys {
-		if b := c.ingest.backend(k); b != "" && !containsString(names, b) {
-			names = append(names, b)
+		for b := range strings.SplitSeq(c.ingest.backend(k), ",") {
+			if b != "" && !containsString(names, b) {
+				names = append(names, b)
+			}
 		}
 	}
 	sort.Strings(names)

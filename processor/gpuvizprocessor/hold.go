@@ -19,9 +19,14 @@ type heldBatch struct {
 	next consumer.Traces
 	// info is the client's metadata from the context the batch came in
 	// with, handed on with it.
-	info     client.Info
-	spans    []heldSpan
+	info  client.Info
+	spans []heldSpan
+	// arrived is when the batch came; deadline when it is let go without
+	// its GPU data: arrived + max_wait, then once extended to arrived +
+	// core.wait (the source's sample spacing), see core.ready.
+	arrived  time.Time
 	deadline time.Time
+	extended bool
 	// group is when its settle group opened (see core.release).
 	group time.Time
 	// enriched: released once and refused by the next consumer; it waits

@@ -34,10 +34,11 @@ func gauge(sig timeline.Signal) handler {
 	return func(in *ingest, b *ingestBatch, p point) { b.add(p.key, sig, p.ts, p.v) }
 }
 
-// handlers is the one table from a GPU metric's standard name to what it
-// means for the timeline. The receiver's sub-second samples feed the same
-// signals as its scrape-time readings: both are averages over the period
-// before their timestamp.
+// handlers is the one table from a GPU metric's name to what it means for
+// the timeline: this half has the gpuviz receiver's names (keyed by hw.id),
+// dcgm.go's dcgmHandlers dcgm-exporter's (keyed by the UUID label). The
+// receiver's sub-second samples feed the same signals as its scrape-time
+// readings: both are averages over the period before their timestamp.
 var handlers = map[string]handler{
 	"hw.gpu.utilization": func(in *ingest, b *ingestBatch, p point) {
 		if task := stringAttr(p.attrs, "hw.gpu.task"); task == "general" || task == "" {
@@ -55,11 +56,7 @@ var handlers = map[string]handler{
 	"hw.gpu.memory.usage":                              gauge(timeline.MemoryUsed),
 	"hw.gpu.memory.limit":                              gauge(timeline.MemoryLimit),
 	"hw.energy": func(in *ingest, b *ingestBatch, p point) {
-		if in.store.AddEnergy(p.key, p.ts, p.v) {
-			b.learned++
-		} else {
-			b.refuse("gpu_limit")
-		}
+		b.energyFrom(sourceReceiver, p.key, p.ts, p.v)
 	},
 	"hw.gpu.io": func(in *ingest, b *ingestBatch, p point) {
 		dir := stringAttr(p.attrs, "network.io.direction")
@@ -146,15 +143,34 @@ type ingest struct {
 	store    *timeline.Store
 	analysis *gpuAnalysis
 	tel      *metadata.TelemetryBuilder
+	// supersede is how long a signal the gpuviz receiver sent keeps DCGM's
+	// points of it out: history.max_span, the longest a sample describes.
+	supersede time.Duration
 
 	mu   sync.Mutex
 	gpus map[timeline.Key]*gpuIngest
 	view *viewSink // nil: no live view
 }
 
+// source is where a GPU's points came from.
+type source uint8
+
+const (
+	sourceReceiver source = iota // the gpuviz receiver (hw.*, nvidia.gpu.*)
+	sourceDCGM                   // dcgm-exporter through the prometheus receiver (DCGM_FI_*)
+)
+
+// energySlot stands for the energy counter in per-signal arrays.
+const energySlot = timeline.NumSignals
+
 // gpuIngest is what turning one GPU's counters into rates needs.
 type gpuIngest struct {
-	backend        string
+	backend string // the receiver's gpuviz.backend
+	// receiverAt is, per signal (and energySlot), the newest timestamp the
+	// gpuviz receiver sent for it: DCGM's points of that signal are
+	// superseded for history.max_span after it (see addFrom).
+	receiverAt     [timeline.NumSignals + 1]time.Time
+	dcgm           dcgmIngest
 	ioPrev         [2]counterPoint
 	linkGen, width float64
 	// Cumulative throttle times per reason, and per group where the last
@@ -169,8 +185,8 @@ type counterPoint struct {
 	ok    bool
 }
 
-func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBuilder) *ingest {
-	return &ingest{store: store, analysis: an, tel: tel, gpus: map[timeline.Key]*gpuIngest{}}
+func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBuilder, supersede time.Duration) *ingest {
+	return &ingest{store: store, analysis: an, tel: tel, supersede: supersede, gpus: map[timeline.Key]*gpuIngest{}}
 }
 
 // state returns k's state; the caller holds in.mu.
@@ -183,15 +199,28 @@ func (in *ingest) state(k timeline.Key) *gpuIngest {
 	return g
 }
 
-// backend returns the backend ("nvml", "simulated", ...) GPU k's data came
-// from; "" when its metrics did not say.
+// backend returns the backends ("nvml", "simulated", "dcgm", ...) GPU k's
+// data came from, sorted and comma-separated ("dcgm,nvml" for a GPU both
+// dcgm-exporter and the receiver describe); "" when its metrics did not say.
 func (in *ingest) backend(k timeline.Key) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if g := in.gpus[k]; g != nil {
+	return in.backendLocked(k)
+}
+
+func (in *ingest) backendLocked(k timeline.Key) string {
+	g := in.gpus[k]
+	switch {
+	case g == nil:
+		return ""
+	case !g.dcgm.seen:
 		return g.backend
+	case g.backend == "":
+		return dcgmBackend
+	case g.backend < dcgmBackend:
+		return g.backend + "," + dcgmBackend
 	}
-	return ""
+	return dcgmBackend + "," + g.backend
 }
 
 // forget drops the state of GPUs the timeline forgot.
@@ -215,6 +244,28 @@ type ingestBatch struct {
 	// measured throttled shares once the whole batch is read.
 	throttleTimes []throttleTime
 	observed      []analysisPoint
+	// pods are the (GPU, pod, time) sightings of this batch's DCGM points
+	// already recorded: dcgm-exporter repeats them on every series.
+	pods map[podSighting]bool
+	// lastKey and lastState cache the previous point's GPU state: points
+	// come in runs of one GPU.
+	lastKey   timeline.Key
+	lastState *gpuIngest
+}
+
+type podSighting struct {
+	key timeline.Key
+	pod timeline.Pod
+	ts  time.Time
+}
+
+// state is in.state(k) through the batch's one-entry cache; the caller
+// holds in.mu.
+func (b *ingestBatch) state(k timeline.Key) *gpuIngest {
+	if b.lastState == nil || b.lastKey != k {
+		b.lastKey, b.lastState = k, b.in.state(k)
+	}
+	return b.lastState
 }
 
 // consume learns a batch of metrics.
@@ -237,11 +288,12 @@ func (in *ingest) consume(ctx context.Context, md pmetric.Metrics) {
 	}
 	b.throttleShares()
 	for tk, st := range b.throttle {
-		if in.throttleMeasured(tk.key) {
-			continue // measured shares beat the flags of the moment
+		// Measured shares beat the flags of the moment.
+		if tk.src == sourceDCGM && in.state(tk.key).dcgm.measured() || tk.src == sourceReceiver && in.throttleMeasured(tk.key) {
+			continue
 		}
-		b.add(tk.key, timeline.PowerThrottled, tk.ts, boolFloat(st.power))
-		b.add(tk.key, timeline.ThermalThrottled, tk.ts, boolFloat(st.thermal))
+		b.addFrom(tk.src, tk.key, timeline.PowerThrottled, tk.ts, boolFloat(st.power))
+		b.addFrom(tk.src, tk.key, timeline.ThermalThrottled, tk.ts, boolFloat(st.thermal))
 	}
 	in.analysis.observe(b.observed)
 	if b.learned > 0 {
@@ -259,7 +311,52 @@ func (b *ingestBatch) refuse(reason string) {
 	b.refused[reason]++
 }
 
+// add feeds a point of the gpuviz receiver's.
 func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v float64) {
+	b.addFrom(sourceReceiver, k, sig, ts, v)
+}
+
+// admit applies the sources' precedence, per GPU and signal: the gpuviz
+// receiver's points are always taken, and mark the signal as the
+// receiver's; DCGM's are taken unless the receiver sent that signal within
+// in.supersede before them. So where both describe a GPU, the receiver's
+// sub-second signals (driver samples, tick energy and power, GPM) win and
+// DCGM fills what the receiver lacks: GPM's activity with complement: dcgm,
+// and whatever the receiver's config switched off.
+func (b *ingestBatch) admit(src source, k timeline.Key, slot timeline.Signal, ts time.Time) bool {
+	g := b.state(k)
+	if src == sourceReceiver {
+		if ts.After(g.receiverAt[slot]) {
+			g.receiverAt[slot] = ts
+		}
+		return true
+	}
+	if at := g.receiverAt[slot]; !at.IsZero() && ts.Sub(at) < b.in.supersede {
+		b.refuse("superseded")
+		return false
+	}
+	return true
+}
+
+// energyFrom feeds a point of the cumulative energy counter, in joules.
+func (b *ingestBatch) energyFrom(src source, k timeline.Key, ts time.Time, joules float64) {
+	if !b.admit(src, k, energySlot, ts) {
+		return
+	}
+	if b.in.store.AddEnergy(k, ts, joules) {
+		b.learned++
+	} else if math.IsNaN(joules) || math.IsInf(joules, 0) {
+		b.refuse("bad_value")
+	} else {
+		b.refuse("gpu_limit")
+	}
+}
+
+// addFrom feeds a point of src's, subject to the sources' precedence.
+func (b *ingestBatch) addFrom(src source, k timeline.Key, sig timeline.Signal, ts time.Time, v float64) {
+	if !b.admit(src, k, sig, ts) {
+		return
+	}
 	if b.in.store.Add(k, sig, ts, v) {
 		b.learned++
 		if b.in.view != nil {
@@ -278,9 +375,11 @@ func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v f
 }
 
 func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
-	h, ok := handlers[m.Name()]
-	if !ok {
-		return // not a GPU metric the timeline uses
+	h, src := handlers[m.Name()], sourceReceiver
+	if h == nil {
+		if h, src = dcgmHandlers[m.Name()], sourceDCGM; h == nil {
+			return // not a GPU metric the timeline uses
+		}
 	}
 	var dps pmetric.NumberDataPointSlice
 	switch m.Type() {
@@ -292,9 +391,16 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 		b.refuse("bad_type")
 		return
 	}
+	if src == sourceDCGM {
+		b.dcgmPoints(h, dps, host)
+		return
+	}
 	var last timeline.Key
 	for i := range dps.Len() {
 		dp := dps.At(i)
+		if dp.Flags().NoRecordedValue() {
+			continue // a staleness marker: the series went away
+		}
 		attrs := dp.Attributes()
 		id := stringAttr(attrs, "hw.id")
 		if id == "" {
@@ -314,6 +420,59 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 			last = k
 		}
 		h(b.in, b, point{key: k, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)})
+	}
+}
+
+// dcgmPoints feeds one DCGM metric's points, keyed by their UUID and
+// Hostname labels (host, the resource's host.name, where Hostname is
+// missing). Each point also records its GPU's index (the gpu label) and the
+// pod its labels name; a MIG instance's point only its pod.
+func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, host string) {
+	for i := range dps.Len() {
+		dp := dps.At(i)
+		if dp.Flags().NoRecordedValue() {
+			continue
+		}
+		attrs := dp.Attributes()
+		id := stringAttr(attrs, "UUID")
+		if id == "" {
+			b.refuse("no_hw_id")
+			continue
+		}
+		hst := stringAttr(attrs, "Hostname")
+		if hst == "" {
+			hst = host
+		}
+		p := point{key: timeline.Key{Host: hst, GPU: id}, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)}
+		g := b.state(p.key)
+		if !g.dcgm.seen {
+			g.dcgm.seen = true
+			if b.in.view != nil {
+				b.in.view.backend(p.key, b.in.backendLocked(p.key))
+			}
+		}
+		if pod := dcgmPod(p); !pod.IsZero() {
+			ps := podSighting{p.key, pod, p.ts}
+			if !b.pods[ps] {
+				if b.pods == nil {
+					b.pods = map[podSighting]bool{}
+				}
+				b.pods[ps] = true
+				b.in.store.SetPod(p.key, pod, p.ts)
+			}
+		}
+		if stringAttr(attrs, "GPU_I_ID") != "" {
+			continue // a MIG instance: the timeline is per GPU
+		}
+		if idx, ok := dcgmIndex(p); ok {
+			if cur, known := b.in.store.Index(p.key); !known || cur != idx {
+				b.in.store.SetIndex(p.key, idx)
+				if b.in.view != nil {
+					b.in.view.info(p.key, idx, stringAttr(attrs, "modelName"))
+				}
+			}
+		}
+		h(b.in, b, p)
 	}
 }
 
@@ -352,27 +511,40 @@ func (g *gpuIngest) linkCapacity() (float64, bool) {
 type throttleKey struct {
 	key timeline.Key
 	ts  time.Time
+	src source
 }
 
 type throttleFlags struct{ power, thermal bool }
 
 // throttleFlag ORs one throttle reason's 0/1 flag into its group's.
 func (b *ingestBatch) throttleFlag(k timeline.Key, ts time.Time, reason string, active bool) {
-	if b.throttle == nil {
-		b.throttle = map[throttleKey]*throttleFlags{}
-	}
-	tk := throttleKey{k, ts}
-	st := b.throttle[tk]
-	if st == nil {
-		st = &throttleFlags{}
-		b.throttle[tk] = st
-	}
+	st := b.throttleAt(throttleKey{k, ts, sourceReceiver})
 	switch reason {
 	case "sw_power_cap", "hw_power_brake", "hw_slowdown":
 		st.power = st.power || active
 	case "sw_thermal_slowdown", "hw_thermal_slowdown":
 		st.thermal = st.thermal || active
 	}
+}
+
+// dcgmThrottleFlag ORs a DCGM clock event mask's power and thermal flags
+// into the GPU's at ts.
+func (b *ingestBatch) dcgmThrottleFlag(k timeline.Key, ts time.Time, power, thermal bool) {
+	st := b.throttleAt(throttleKey{k, ts, sourceDCGM})
+	st.power = st.power || power
+	st.thermal = st.thermal || thermal
+}
+
+func (b *ingestBatch) throttleAt(tk throttleKey) *throttleFlags {
+	if b.throttle == nil {
+		b.throttle = map[throttleKey]*throttleFlags{}
+	}
+	st := b.throttle[tk]
+	if st == nil {
+		st = &throttleFlags{}
+		b.throttle[tk] = st
+	}
+	return st
 }
 
 // throttleGroup is what a throttle reason says of a throttled interval.

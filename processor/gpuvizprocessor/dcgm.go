@@ -1,0 +1,228 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/gpuviz/gpuviz/internal/view"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// dcgm-exporter as a source. Its series reach the processor through the
+// prometheus receiver, which keeps dcgm-exporter's metric names as they are
+// (DCGM_FI_*), turns every label into a data point attribute and puts the
+// scrape's job and instance on the resource. A GPU is keyed by the UUID and
+// Hostname labels (the resource's host.name where Hostname is missing);
+// the gpu label is its index, the pod, namespace and container labels
+// (pod_name, pod_namespace, container_name with dcgm-exporter's old names)
+// the pod that holds it. Series of a MIG instance (GPU_I_ID set) name the
+// pod on its parent GPU and feed no signal: the timeline is per GPU.
+//
+// Every DCGM point goes through addFrom(sourceDCGM, ...): the gpuviz
+// receiver's own point of a signal supersedes DCGM's (see precedence).
+
+// dcgmBackend is gpuviz.backend for data from dcgm-exporter.
+const dcgmBackend = "dcgm"
+
+// Unit conversions of dcgm-exporter's fields (etc/default-counters.csv,
+// etc/dcp-metrics-included.csv).
+const (
+	mib             = 1 << 20 // FB_USED, FB_FREE: MiB
+	dcgmPercent     = 0.01    // GPU_UTIL, MEM_COPY_UTIL: percent
+	dcgmMilliJoule  = 1e-3    // TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded
+	dcgmKilobyte    = 1000    // PCIE_TX/RX_THROUGHPUT: KB/s (NVML's PCIe throughput, as the receiver converts it)
+	dcgmMicrosecond = 1e-6    // POWER_VIOLATION, THERMAL_VIOLATION: µs, cumulative
+)
+
+// The clock event (throttle) reason bits of DCGM_FI_DEV_CLOCK_THROTTLE_REASONS
+// and DCGM_FI_DEV_CLOCKS_EVENT_REASONS, NVML's nvmlClocksEventReason*
+// values, grouped as the receiver's nvidia.gpu.throttle.active reasons are
+// (ingestBatch.throttleFlag): sw_power_cap, hw_slowdown and hw_power_brake
+// are power; the two thermal slowdowns thermal.
+const (
+	clocksEventSwPowerCap        = 0x4
+	clocksEventHwSlowdown        = 0x8
+	clocksEventSwThermalSlowdown = 0x20
+	clocksEventHwThermalSlowdown = 0x40
+	clocksEventHwPowerBrake      = 0x80
+
+	clocksEventPower   = clocksEventSwPowerCap | clocksEventHwSlowdown | clocksEventHwPowerBrake
+	clocksEventThermal = clocksEventSwThermalSlowdown | clocksEventHwThermalSlowdown
+)
+
+// dcgmHandlers is the DCGM half of the one table from metric name to
+// handler (ingest.go's handlers is the gpuviz half): ingestBatch.metric
+// looks a name up in both and keys DCGM's points by their labels.
+var dcgmHandlers = map[string]handler{
+	// Utilisation: GR_ENGINE_ACTIVE (profiling, averaged over DCGM's
+	// sampling period) is preferred to GPU_UTIL (NVML's sampled kernel
+	// time) where dcgm-exporter sends both.
+	"DCGM_FI_DEV_GPU_UTIL":            dcgmFallback(timeline.Utilization, dcgmPercent, dcgmPreferUtil),
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":   dcgmPreferred(timeline.Utilization, 1, dcgmPreferUtil),
+	"DCGM_FI_DEV_MEM_COPY_UTIL":       dcgmGauge(timeline.MemoryController, dcgmPercent),
+	"DCGM_FI_PROF_SM_ACTIVE":          dcgmGauge(timeline.SMActivity, 1),
+	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": dcgmGauge(timeline.TensorActivity, 1),
+	"DCGM_FI_PROF_DRAM_ACTIVE":        dcgmGauge(timeline.DRAMActivity, 1),
+	"DCGM_FI_DEV_POWER_USAGE":         dcgmGauge(timeline.Power, 1),
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": func(in *ingest, b *ingestBatch, p point) {
+		b.energyFrom(sourceDCGM, p.key, p.ts, p.v*dcgmMilliJoule)
+	},
+	"DCGM_FI_DEV_FB_USED": func(in *ingest, b *ingestBatch, p point) {
+		b.addFrom(sourceDCGM, p.key, timeline.MemoryUsed, p.ts, p.v*mib)
+		in.state(p.key).dcgm.framebuffer(b, p, true)
+	},
+	"DCGM_FI_DEV_FB_FREE": func(in *ingest, b *ingestBatch, p point) {
+		in.state(p.key).dcgm.framebuffer(b, p, false)
+	},
+	// PCIe: the profiling rates (bytes/s over DCGM's sampling period,
+	// headers included) are preferred to NVML's throughput snapshot.
+	"DCGM_FI_PROF_PCIE_RX_BYTES":         dcgmPreferred(timeline.PCIeRx, 1, dcgmPreferPCIe),
+	"DCGM_FI_PROF_PCIE_TX_BYTES":         dcgmPreferred(timeline.PCIeTx, 1, dcgmPreferPCIe),
+	"DCGM_FI_DEV_PCIE_RX_THROUGHPUT":     dcgmFallback(timeline.PCIeRx, dcgmKilobyte, dcgmPreferPCIe),
+	"DCGM_FI_DEV_PCIE_TX_THROUGHPUT":     dcgmFallback(timeline.PCIeTx, dcgmKilobyte, dcgmPreferPCIe),
+	"DCGM_FI_PROF_NVLINK_RX_BYTES":       dcgmGauge(timeline.NVLinkRx, 1),
+	"DCGM_FI_PROF_NVLINK_TX_BYTES":       dcgmGauge(timeline.NVLinkTx, 1),
+	"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": dcgmClockEvents,
+	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS":   dcgmClockEvents,
+	"DCGM_FI_DEV_POWER_VIOLATION":        dcgmViolation(throttlePower),
+	"DCGM_FI_DEV_THERMAL_VIOLATION":      dcgmViolation(throttleThermal),
+	// Read for the live view only.
+	"DCGM_FI_DEV_GPU_TEMP": viewGauge(view.Temperature, 1),
+	"DCGM_FI_DEV_SM_CLOCK": viewGauge(view.SMClock, 1), // MHz
+}
+
+// dcgmPreference names a signal two DCGM fields feed, one preferred.
+type dcgmPreference uint8
+
+const (
+	dcgmPreferUtil dcgmPreference = iota
+	dcgmPreferPCIe
+	numDCGMPreferences
+)
+
+// dcgmGauge feeds a signal from a DCGM field, scaled to the timeline's unit.
+func dcgmGauge(sig timeline.Signal, scale float64) handler {
+	return func(in *ingest, b *ingestBatch, p point) {
+		b.addFrom(sourceDCGM, p.key, sig, p.ts, p.v*scale)
+	}
+}
+
+// dcgmPreferred feeds a signal from the field preferred for it, and notes
+// that the GPU has that field.
+func dcgmPreferred(sig timeline.Signal, scale float64, pref dcgmPreference) handler {
+	return func(in *ingest, b *ingestBatch, p point) {
+		in.state(p.key).dcgm.preferred[pref] = true
+		b.addFrom(sourceDCGM, p.key, sig, p.ts, p.v*scale)
+	}
+}
+
+// dcgmFallback feeds a signal from a field only while the GPU has not sent
+// the preferred one. Within one scrape the preferred field's point, at the
+// same timestamp, replaces the fallback's.
+func dcgmFallback(sig timeline.Signal, scale float64, pref dcgmPreference) handler {
+	return func(in *ingest, b *ingestBatch, p point) {
+		if !in.state(p.key).dcgm.preferred[pref] {
+			b.addFrom(sourceDCGM, p.key, sig, p.ts, p.v*scale)
+		}
+	}
+}
+
+// dcgmClockEvents reads the clock event reasons bitmask into the 0/1
+// power and thermal throttle flags of the moment, which measured shares
+// (the violation counters) replace where the GPU sends them.
+func dcgmClockEvents(in *ingest, b *ingestBatch, p point) {
+	if p.v < 0 || p.v > 1<<53 {
+		b.refuse("bad_value")
+		return
+	}
+	mask := uint64(p.v)
+	b.dcgmThrottleFlag(p.key, p.ts, mask&clocksEventPower != 0, mask&clocksEventThermal != 0)
+}
+
+// dcgmViolation turns a cumulative violation time (µs) into the share of
+// the interval since its previous point the clocks were held, as the
+// receiver's nvidia.gpu.throttle.time becomes one.
+func dcgmViolation(group throttleGroup) handler {
+	return func(in *ingest, b *ingestBatch, p point) {
+		g := in.state(p.key)
+		share, ok := g.dcgm.violationShare(group, p.ts, p.v*dcgmMicrosecond)
+		if !ok {
+			return
+		}
+		sig := timeline.PowerThrottled
+		if group == throttleThermal {
+			sig = timeline.ThermalThrottled
+		}
+		b.addFrom(sourceDCGM, p.key, sig, p.ts, share)
+	}
+}
+
+// dcgmIngest is what turning one GPU's DCGM series into signals needs.
+type dcgmIngest struct {
+	seen      bool // a DCGM point came for this GPU: its backend includes dcgm
+	preferred [numDCGMPreferences]bool
+	// The newest framebuffer used and free (MiB): one scrape's pair, at
+	// one timestamp, makes the memory limit.
+	fbUsed, fbFree counterPoint
+	violation      [numThrottleGroups]counterPoint // cumulative seconds
+}
+
+// framebuffer takes FB_USED (used) or FB_FREE and feeds the memory limit,
+// used + free, once both of one timestamp are known.
+func (d *dcgmIngest) framebuffer(b *ingestBatch, p point, used bool) {
+	pt := counterPoint{ts: p.ts, total: p.v, ok: true}
+	if used {
+		d.fbUsed = pt
+	} else {
+		d.fbFree = pt
+	}
+	if d.fbUsed.ok && d.fbFree.ok && d.fbUsed.ts.Equal(d.fbFree.ts) {
+		b.addFrom(sourceDCGM, p.key, timeline.MemoryLimit, p.ts, (d.fbUsed.total+d.fbFree.total)*mib)
+	}
+}
+
+// violationShare returns the share of the interval from the group's
+// previous point to ts that the counter grew by, clipped to 0..1; false for
+// the first point, a point not after the previous one, and a counter that
+// went back (DCGM or the driver restarted).
+func (d *dcgmIngest) violationShare(group throttleGroup, ts time.Time, seconds float64) (float64, bool) {
+	prev := d.violation[group]
+	if prev.ok && !ts.After(prev.ts) {
+		return 0, false
+	}
+	d.violation[group] = counterPoint{ts: ts, total: seconds, ok: true}
+	if !prev.ok || seconds < prev.total {
+		return 0, false
+	}
+	return min((seconds-prev.total)/ts.Sub(prev.ts).Seconds(), 1), true
+}
+
+// measured reports whether the GPU's violation counters give measured
+// throttle shares, which replace the clock event flags.
+func (d *dcgmIngest) measured() bool {
+	return d.violation[throttlePower].ok || d.violation[throttleThermal].ok
+}
+
+// dcgmPod reads the pod a DCGM point names: pod and namespace, or the old
+// pod_name and pod_namespace.
+func dcgmPod(p point) timeline.Pod {
+	name := stringAttr(p.attrs, "pod")
+	if name == "" {
+		name = stringAttr(p.attrs, "pod_name")
+	}
+	if name == "" {
+		return timeline.Pod{}
+	}
+	ns := stringAttr(p.attrs, "namespace")
+	if ns == "" {
+		ns = stringAttr(p.attrs, "pod_namespace")
+	}
+	return timeline.Pod{Namespace: ns, Name: name}
+}
+
+// dcgmIndex reads the gpu label, the GPU's index; false when missing or
+// not a number.
+func dcgmIndex(p point) (int, bool) {
+	i, err := strconv.Atoi(stringAttr(p.attrs, "gpu"))
+	return i, err == nil && i >= 0
+}

@@ -1,0 +1,416 @@
+package gpuvizprocessor
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// dcgmSeries is one series of a dcgm-exporter scrape.
+type dcgmSeries struct {
+	name    string
+	counter bool // # TYPE counter: a cumulative monotonic sum
+	gpu     int
+	v       float64
+	labels  map[string]string // added to (or, "" values, removed from) the GPU's labels
+}
+
+func dcgmUUID(gpu int) string { return fmt.Sprintf("GPU-4f1e2a7c-0000-4000-8000-00000000000%d", gpu) }
+
+// dcgmScrape is one scrape of dcgm-exporter as the prometheus receiver
+// v0.165.1 emits it (checked by running it, see e2e/dcgm_test.go): job
+// and instance on the resource (service.name, service.instance.id,
+// server.port, url.scheme), every label a string attribute, the names as
+// they are, a gauge a gauge and a counter a cumulative monotonic sum of
+// doubles, every point at the scrape's time.
+func dcgmScrape(ts time.Time, series ...dcgmSeries) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	res := rm.Resource().Attributes()
+	res.PutStr("service.name", "dcgm-exporter")
+	res.PutStr("service.instance.id", "127.0.0.1:9400")
+	res.PutStr("server.port", "9400")
+	res.PutStr("url.scheme", "http")
+	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+	byName := map[string]pmetric.NumberDataPointSlice{}
+	for _, s := range series {
+		dps, ok := byName[s.name]
+		if !ok {
+			m := ms.AppendEmpty()
+			m.SetName(s.name)
+			if s.counter {
+				sum := m.SetEmptySum()
+				sum.SetIsMonotonic(true)
+				sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+				dps = sum.DataPoints()
+			} else {
+				dps = m.SetEmptyGauge().DataPoints()
+			}
+			byName[s.name] = dps
+		}
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+		dp.SetDoubleValue(s.v)
+		a := dp.Attributes()
+		labels := map[string]string{
+			"gpu": fmt.Sprint(s.gpu), "UUID": dcgmUUID(s.gpu), "pci_bus_id": fmt.Sprintf("00000000:%02X:00.0", 0x18+s.gpu),
+			"device": fmt.Sprintf("nvidia%d", s.gpu), "modelName": "NVIDIA H200", "Hostname": "node-a",
+			"DCGM_FI_DRIVER_VERSION": "570.124.06",
+		}
+		for k, v := range s.labels {
+			labels[k] = v
+		}
+		for k, v := range labels {
+			if v != "" {
+				a.PutStr(k, v)
+			}
+		}
+	}
+	return md
+}
+
+func dcgmKeyOf(gpu int) timeline.Key { return timeline.Key{Host: "node-a", GPU: dcgmUUID(gpu)} }
+
+// newTestIngest is the ingest of a core with the processor's defaults.
+func newTestIngest(t *testing.T) *ingest {
+	t.Helper()
+	c, _, _ := virtualCore(t, nil)
+	return c.ingest
+}
+
+// last is the signal's mean over the second before ts.
+func last(in *ingest, k timeline.Key, sig timeline.Signal, ts time.Time) (float64, bool) {
+	st := in.store.Window(k, ts.Add(-time.Second), ts).Stats[sig]
+	return st.Mean, st.Seconds > 0
+}
+
+const mibBytes = 1 << 20
+
+func TestDCGMHandlers(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	t1 := t0.Add(10 * time.Second)
+	type wantSig struct {
+		sig timeline.Signal
+		v   float64
+	}
+	for _, tc := range []struct {
+		name   string
+		first  []dcgmSeries // at t0
+		second []dcgmSeries // at t1, where the values are read
+		want   []wantSig
+		absent []timeline.Signal
+	}{
+		{name: "GPU_UTIL percent to ratio", second: []dcgmSeries{{name: "DCGM_FI_DEV_GPU_UTIL", v: 87}}, want: []wantSig{{timeline.Utilization, 0.87}}},
+		{
+			name:   "GR_ENGINE_ACTIVE preferred to GPU_UTIL",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_GPU_UTIL", v: 90}, {name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", v: 0.6}},
+			want:   []wantSig{{timeline.Utilization, 0.6}},
+		},
+		{
+			name:   "GPU_UTIL ignored once GR_ENGINE_ACTIVE came",
+			first:  []dcgmSeries{{name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", v: 0.5}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_GPU_UTIL", v: 90}, {name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", v: 0.55}},
+			want:   []wantSig{{timeline.Utilization, 0.55}},
+		},
+		{name: "MEM_COPY_UTIL", second: []dcgmSeries{{name: "DCGM_FI_DEV_MEM_COPY_UTIL", v: 40}}, want: []wantSig{{timeline.MemoryController, 0.4}}},
+		{
+			name: "profiling ratios",
+			second: []dcgmSeries{
+				{name: "DCGM_FI_PROF_SM_ACTIVE", v: 0.5}, {name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", v: 0.3}, {name: "DCGM_FI_PROF_DRAM_ACTIVE", v: 0.7},
+			},
+			want: []wantSig{{timeline.SMActivity, 0.5}, {timeline.TensorActivity, 0.3}, {timeline.DRAMActivity, 0.7}},
+		},
+		{name: "power in W", second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_USAGE", v: 312.5}}, want: []wantSig{{timeline.Power, 312.5}}},
+		{
+			name:   "framebuffer MiB: limit is used + free",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_FB_FREE", v: 3000}, {name: "DCGM_FI_DEV_FB_USED", v: 1000}},
+			want:   []wantSig{{timeline.MemoryUsed, 1000 * mibBytes}, {timeline.MemoryLimit, 4000 * mibBytes}},
+		},
+		{
+			name:   "framebuffer used alone: no limit",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_FB_USED", v: 1000}},
+			want:   []wantSig{{timeline.MemoryUsed, 1000 * mibBytes}},
+			absent: []timeline.Signal{timeline.MemoryLimit},
+		},
+		{
+			name:   "PCIe profiling rates in bytes/s",
+			second: []dcgmSeries{{name: "DCGM_FI_PROF_PCIE_TX_BYTES", v: 2e9}, {name: "DCGM_FI_PROF_PCIE_RX_BYTES", v: 1e9}},
+			want:   []wantSig{{timeline.PCIeTx, 2e9}, {timeline.PCIeRx, 1e9}},
+		},
+		{
+			name:   "PCIe NVML throughput in KB/s",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_PCIE_TX_THROUGHPUT", v: 5000, counter: true}, {name: "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", v: 7000, counter: true}},
+			want:   []wantSig{{timeline.PCIeTx, 5e6}, {timeline.PCIeRx, 7e6}},
+		},
+		{
+			name:   "PCIe profiling preferred to NVML throughput",
+			first:  []dcgmSeries{{name: "DCGM_FI_PROF_PCIE_RX_BYTES", v: 1e9}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_PCIE_RX_THROUGHPUT", v: 7000, counter: true}, {name: "DCGM_FI_PROF_PCIE_RX_BYTES", v: 3e9}},
+			want:   []wantSig{{timeline.PCIeRx, 3e9}},
+		},
+		{
+			name:   "NVLink rates in bytes/s",
+			second: []dcgmSeries{{name: "DCGM_FI_PROF_NVLINK_TX_BYTES", v: 4e10}, {name: "DCGM_FI_PROF_NVLINK_RX_BYTES", v: 3e10}},
+			want:   []wantSig{{timeline.NVLinkTx, 4e10}, {timeline.NVLinkRx, 3e10}},
+		},
+		{
+			name:   "throttle reasons: sw power cap",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", v: 0x4}},
+			want:   []wantSig{{timeline.PowerThrottled, 1}, {timeline.ThermalThrottled, 0}},
+		},
+		{
+			name:   "clock event reasons: hw thermal and hw power brake",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", v: 0x40 | 0x80}},
+			want:   []wantSig{{timeline.PowerThrottled, 1}, {timeline.ThermalThrottled, 1}},
+		},
+		{
+			name:   "clock event reasons: idle and sync boost are neither",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", v: 0x1 | 0x10}},
+			want:   []wantSig{{timeline.PowerThrottled, 0}, {timeline.ThermalThrottled, 0}},
+		},
+		{
+			name:   "violation counters in µs become shares",
+			first:  []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e6, counter: true}, {name: "DCGM_FI_DEV_THERMAL_VIOLATION", v: 5e6, counter: true}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 3.5e6, counter: true}, {name: "DCGM_FI_DEV_THERMAL_VIOLATION", v: 5e6, counter: true}},
+			want:   []wantSig{{timeline.PowerThrottled, 0.25}, {timeline.ThermalThrottled, 0}},
+		},
+		{
+			name:  "measured violation shares replace the clock event flags",
+			first: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 0, counter: true}},
+			second: []dcgmSeries{
+				{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e6, counter: true}, {name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", v: 0x4},
+			},
+			want: []wantSig{{timeline.PowerThrottled, 0.1}},
+		},
+		{
+			name:   "a violation counter that went back is a restart",
+			first:  []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 9e6, counter: true}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e6, counter: true}},
+			absent: []timeline.Signal{timeline.PowerThrottled},
+		},
+		{
+			name:   "a MIG instance's series feeds no signal",
+			second: []dcgmSeries{{name: "DCGM_FI_PROF_SM_ACTIVE", v: 0.5, labels: map[string]string{"GPU_I_ID": "1", "GPU_I_PROFILE": "3g.71gb"}}},
+			absent: []timeline.Signal{timeline.SMActivity},
+		},
+		{
+			name:   "an unknown field is ignored",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_ENC_UTIL", v: 50}, {name: "DCGM_FI_DEV_XID_ERRORS", v: 79}},
+			absent: []timeline.Signal{timeline.Utilization},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newTestIngest(t)
+			if tc.first != nil {
+				in.consume(context.Background(), dcgmScrape(t0, tc.first...))
+			}
+			in.consume(context.Background(), dcgmScrape(t1, tc.second...))
+			for _, w := range tc.want {
+				got, ok := last(in, dcgmKeyOf(0), w.sig, t1)
+				require.True(t, ok, "%v learned", w.sig)
+				assert.InDelta(t, w.v, got, 1e-9*max(1, w.v), "%v", w.sig)
+			}
+			for _, sig := range tc.absent {
+				_, ok := last(in, dcgmKeyOf(0), sig, t1)
+				assert.False(t, ok, "%v not learned", sig)
+			}
+			if len(tc.want) > 0 {
+				assert.Equal(t, "dcgm", in.backend(dcgmKeyOf(0)))
+			}
+		})
+	}
+}
+
+func TestDCGMEnergyCounter(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	k := dcgmKeyOf(1)
+	for i, mj := range []float64{4.2e9, 4.2e9 + 3e6, 4.2e9 + 7e6} { // 300 W, then 400 W, over 10 s each
+		in.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*10*time.Second),
+			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, gpu: 1, v: mj}))
+	}
+	w := in.store.Window(k, t0, t0.Add(20*time.Second))
+	assert.Equal(t, timeline.EnergyCounter, w.EnergySource)
+	assert.InDelta(t, 7000, w.EnergyJ, 1e-6, "mJ since boot, read as J")
+	w = in.store.Window(k, t0.Add(10*time.Second), t0.Add(20*time.Second))
+	assert.InDelta(t, 4000, w.EnergyJ, 1e-6)
+	settled, ok := in.store.Settled(k)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(20*time.Second), settled, "the counter settles the GPU's energy")
+}
+
+func TestDCGMIdentityAndPods(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pod := func(name string) map[string]string {
+		return map[string]string{"pod": name, "namespace": "llm", "container": "vllm"}
+	}
+	for i := range 3 {
+		ts := t0.Add(time.Duration(i) * 30 * time.Second)
+		in.consume(context.Background(), dcgmScrape(ts,
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 0, v: 300, labels: pod("vllm-0")},
+			// Time-slicing: dcgm-exporter repeats the GPU's series per pod.
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 250, labels: pod("vllm-1")},
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 250, labels: pod("vllm-2")},
+			// dcgm-exporter's old label names.
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 2, v: 200, labels: map[string]string{"pod_name": "old", "pod_namespace": "batch"}},
+			// A MIG instance of GPU 3 names its pod on GPU 3.
+			dcgmSeries{name: "DCGM_FI_PROF_SM_ACTIVE", gpu: 3, v: 0.4, labels: map[string]string{"GPU_I_ID": "2", "pod": "mig-pod", "namespace": "llm"}},
+			// No pod: an idle GPU.
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 4, v: 80},
+		))
+	}
+	from, to := t0.Add(10*time.Second), t0.Add(50*time.Second)
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-0"}, from, to))
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(1)}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-1"}, from, to))
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(1)}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-2"}, from, to))
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(2)}, in.store.PodGPUs(timeline.Pod{Namespace: "batch", Name: "old"}, from, to))
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(3)}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "mig-pod"}, from, to))
+	assert.Empty(t, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-0"}, t0.Add(10*time.Minute), t0.Add(11*time.Minute)),
+		"a span long after the last sighting is not the pod's")
+	for gpu := range 3 {
+		idx, ok := in.store.Index(dcgmKeyOf(gpu))
+		require.True(t, ok, "the gpu label is the index")
+		assert.Equal(t, gpu, idx)
+	}
+	got, _ := last(in, dcgmKeyOf(1), timeline.Power, t0.Add(60*time.Second))
+	assert.InDelta(t, 250, got, 1e-9, "a GPU's series repeated per pod are one GPU")
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(0), dcgmKeyOf(1), dcgmKeyOf(2), dcgmKeyOf(3), dcgmKeyOf(4)}, in.store.GPUs("node-a"))
+}
+
+func TestDCGMKeys(t *testing.T) {
+	in := newTestIngest(t)
+	ts := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	md := dcgmScrape(ts,
+		dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 0, v: 300, labels: map[string]string{"Hostname": ""}},
+		dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 300, labels: map[string]string{"UUID": ""}},
+	)
+	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("host.name", "from-resource")
+	// A staleness marker: the series went away.
+	stale := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().AppendEmpty()
+	stale.SetTimestamp(pcommon.NewTimestampFromTime(ts.Add(time.Second)))
+	stale.SetDoubleValue(0)
+	stale.SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	stale.Attributes().PutStr("UUID", dcgmUUID(0))
+	stale.Attributes().PutStr("Hostname", "node-a")
+	in.consume(context.Background(), md)
+	assert.Equal(t, []timeline.Key{{Host: "from-resource", GPU: dcgmUUID(0)}}, in.store.GPUs(""),
+		"no Hostname: the resource's host.name; no UUID: not a GPU; the staleness marker ignored")
+}
+
+// The gpuviz receiver and dcgm-exporter on one node describe the same GPU
+// (host.name = Hostname, hw.id = UUID): per signal, the receiver's points
+// win while it sends them, DCGM fills the signals it does not send.
+func TestDCGMPrecedence(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	k := dcgmKeyOf(0)
+	md := gpuMetrics("node-a", k.GPU, 0, t0, time.Second, slices.Repeat([]sample{{util: 0.9, powerW: 500, memUsed: 1e9}}, 10))
+	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "nvml")
+	in.consume(context.Background(), md)
+	dcgm := func(ts time.Time) {
+		in.consume(context.Background(), dcgmScrape(ts,
+			dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", v: 10},
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 100},
+			dcgmSeries{name: "DCGM_FI_PROF_SM_ACTIVE", v: 0.45},
+			dcgmSeries{name: "DCGM_FI_DEV_MEM_COPY_UTIL", v: 30},
+			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, v: 1},
+		))
+	}
+	at := t0.Add(9500 * time.Millisecond)
+	dcgm(at)
+	util, _ := last(in, k, timeline.Utilization, at)
+	assert.InDelta(t, 0.9, util, 1e-9, "DCGM's utilisation is superseded by the receiver's")
+	power, _ := last(in, k, timeline.Power, at)
+	assert.InDelta(t, 500, power, 1e-9, "and its power")
+	settled, ok := in.store.Settled(k)
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(9*time.Second), settled, "and its energy counter")
+	assert.InDelta(t, 4500, in.store.Window(k, t0, t0.Add(9*time.Second)).EnergyJ, 1e-6)
+	sm, ok := last(in, k, timeline.SMActivity, at)
+	require.True(t, ok, "DCGM fills SM activity, which the receiver does not send")
+	assert.InDelta(t, 0.45, sm, 1e-9)
+	mc, ok := last(in, k, timeline.MemoryController, at)
+	require.True(t, ok)
+	assert.InDelta(t, 0.3, mc, 1e-9)
+	assert.Equal(t, "dcgm,nvml", in.backend(k))
+
+	// The receiver stops (or its config leaves the signal out): after
+	// history.max_span DCGM's points are learned.
+	later := t0.Add(9*time.Second + createDefaultConfig().History.MaxSpan + time.Second)
+	dcgm(later)
+	util, ok = last(in, k, timeline.Utilization, later)
+	require.True(t, ok)
+	assert.InDelta(t, 0.1, util, 1e-9, "DCGM's utilisation once the receiver's is stale")
+}
+
+// A span on GPUs dcgm-exporter describes every 30 s is held until the
+// scrape after its end, past max_wait, and let go two spacings after it
+// came when that scrape never arrives.
+func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	scrape := func(c *core, i int) {
+		c.ingest.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*30*time.Second),
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 300, labels: map[string]string{"pod": "vllm-1", "namespace": "llm"}},
+			dcgmSeries{name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", gpu: 1, v: 0.8, labels: map[string]string{"pod": "vllm-1", "namespace": "llm"}},
+			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, gpu: 1, v: 1e9 + float64(i)*300*30*1000,
+				labels: map[string]string{"pod": "vllm-1", "namespace": "llm"}},
+		))
+	}
+	span := func(c *core, now *time.Time, next consumer.Traces) {
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, t0.Add(-3*time.Second), 0, 1, 3, 100) // ends at t0 + 1 s, just after a scrape
+		res := td.ResourceSpans().At(0).Resource().Attributes()
+		res.PutStr("host.name", "node-a")
+		res.PutStr("k8s.pod.name", "vllm-1")
+		res.PutStr("k8s.namespace.name", "llm")
+		*now = t0.Add(2 * time.Second)
+		require.NoError(t, c.consumeTraces(context.Background(), td, next))
+	}
+	t.Run("released when the scrape comes", func(t *testing.T) {
+		c, now, sink := virtualCore(t, nil)
+		for i := -3; i <= 0; i++ {
+			scrape(c, i)
+		}
+		span(c, now, sink)
+		*now = t0.Add(2*time.Second + c.cfg.MaxWait + time.Second)
+		c.tick(*now)
+		assert.Zero(t, sink.SpanCount(), "held past max_wait: the GPU's samples come every 30 s")
+		scrape(c, 1)
+		*now = t0.Add(31 * time.Second)
+		c.tick(*now)
+		spans := spanAttrs(t, sink, "llm_request")
+		require.Len(t, spans, 1)
+		a := spans[0]
+		assert.Equal(t, "pod", a["gpuviz.gpu.match"])
+		assert.Equal(t, "dcgm", a["gpuviz.backend"])
+		assert.Equal(t, "counter", a["gpuviz.energy.source"])
+		assert.InDelta(t, 1.0, a["gpuviz.coverage"], 1e-9)
+		assert.InDelta(t, 0.8, a["gpuviz.gpu.utilization.mean"], 1e-9)
+		assert.InDelta(t, 4*300.0, a["gpuviz.energy"], 1e-6, "4 s at 300 W from the energy counter, alone on the GPU")
+	})
+	t.Run("let go two spacings after it came", func(t *testing.T) {
+		c, now, sink := virtualCore(t, nil)
+		for i := -3; i <= 0; i++ {
+			scrape(c, i)
+		}
+		span(c, now, sink)
+		*now = t0.Add(2*time.Second + 59*time.Second)
+		c.tick(*now)
+		assert.Zero(t, sink.SpanCount())
+		*now = t0.Add(2*time.Second + 60*time.Second)
+		c.tick(*now)
+		assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")))
+	})
+}
