@@ -50,6 +50,13 @@ type Config struct {
 	XidEvents XidEventsConfig `mapstructure:"xid_events"`
 	// Kubernetes configures what the receiver learns from the kubelet.
 	Kubernetes KubernetesConfig `mapstructure:"kubernetes"`
+	// Complement names an exporter running beside the receiver whose data
+	// it adds to rather than repeats: "" (none) or dcgm (complement.go).
+	Complement Complement `mapstructure:"complement"`
+
+	// metricsSet lists the metrics of gpmFed and dcgmDuplicates whose
+	// enabled the configuration sets itself (Unmarshal).
+	metricsSet []string
 
 	_ struct{}
 }
@@ -229,6 +236,7 @@ func (cfg *Config) Validate() error {
 			}
 		}
 	}
+	errs = append(errs, cfg.validateComplement()...)
 	seen := map[DeviceRef]bool{}
 	for i, d := range cfg.Devices {
 		if idx, ok := d.index(); ok {

@@ -42,7 +42,7 @@ type gpuScraper struct {
 }
 
 func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
-	return &gpuScraper{cfg: cfg, settings: settings, logger: settings.Logger, open: openBackend, procRoot: "/proc", now: time.Now}
+	return &gpuScraper{cfg: cfg.complemented(), settings: settings, logger: settings.Logger, open: openBackend, procRoot: "/proc", now: time.Now}
 }
 
 func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
