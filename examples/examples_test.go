@@ -697,7 +697,7 @@ var componentTypes = map[string]string{
 func TestBuilderComponents(t *testing.T) {
 	got := builderComponents(t)
 	want := map[string]map[string]bool{
-		"receivers":  {"gpuviz": true, "otlp": true},
+		"receivers":  {"gpuviz": true, "otlp": true, "prometheus": true},
 		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true, "resource": true},
 		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true},
 		"extensions": {"health_check": true, "pprof": true, "zpages": true, "gpuviz_view": true},
@@ -818,6 +818,7 @@ func TestCollectorConfigs(t *testing.T) {
 	configs := collectorConfigs(t)
 	for _, want := range []string{
 		"quickstart/config.yaml",
+		"dcgm-exporter/config.yaml",
 		"docker-compose/collector.yaml",
 		"signoz/collector.yaml",
 		"kubernetes/daemonset.yaml#2:config.yaml",
