@@ -169,7 +169,7 @@ type gpuIngest struct {
 	// receiverAt is, per signal (and energySlot), the newest timestamp the
 	// gpuviz receiver sent for it: DCGM's points of that signal are
 	// superseded for history.max_span after it (see addFrom).
-	receiverAt     [timeline.NumSignals + 1]time.Time
+	receiverAt     [timeline.NumSignals + 1]int64 // Unix ns; 0: never
 	dcgm           dcgmIngest
 	ioPrev         [2]counterPoint
 	linkGen, width float64
@@ -324,14 +324,12 @@ func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v f
 // DCGM fills what the receiver lacks: GPM's activity with complement: dcgm,
 // and whatever the receiver's config switched off.
 func (b *ingestBatch) admit(src source, k timeline.Key, slot timeline.Signal, ts time.Time) bool {
-	g := b.state(k)
+	g, t := b.state(k), ts.UnixNano()
 	if src == sourceReceiver {
-		if ts.After(g.receiverAt[slot]) {
-			g.receiverAt[slot] = ts
-		}
+		g.receiverAt[slot] = max(g.receiverAt[slot], t)
 		return true
 	}
-	if at := g.receiverAt[slot]; !at.IsZero() && ts.Sub(at) < b.in.supersede {
+	if at := g.receiverAt[slot]; at != 0 && t-at < int64(b.in.supersede) {
 		b.refuse("superseded")
 		return false
 	}
@@ -413,7 +411,7 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 		}
 		k := timeline.Key{Host: hst, GPU: id}
 		if backend != "" && k != last {
-			b.in.state(k).backend = backend
+			b.state(k).backend = backend
 			if b.in.view != nil {
 				b.in.view.backend(k, backend)
 			}
