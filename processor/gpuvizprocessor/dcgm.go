@@ -34,6 +34,13 @@ const (
 	dcgmMicrosecond = 1e-6    // POWER_VIOLATION, THERMAL_VIOLATION: µs, cumulative
 )
 
+// dcgmMaxValue bounds what a DCGM field may say, before conversion: far
+// above any real reading (an energy counter of 1 kW for 30 years is 1e15
+// mJ), far below where the timeline's running sums (value × ns) would
+// overflow. A scraped endpoint is foreign text; a value beyond it is
+// refused as bad_value.
+const dcgmMaxValue = 1e18
+
 // The clock event (throttle) reason bits of DCGM_FI_DEV_CLOCK_THROTTLE_REASONS
 // and DCGM_FI_DEV_CLOCKS_EVENT_REASONS, NVML's nvmlClocksEventReason*
 // values, grouped as the receiver's nvidia.gpu.throttle.active reasons are

@@ -3,6 +3,7 @@ package gpuvizprocessor
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -412,5 +413,35 @@ func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
 		*now = t0.Add(2*time.Second + 60*time.Second)
 		c.tick(*now)
 		assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")))
+	})
+}
+
+// FuzzDCGMIngest feeds any DCGM field the table knows with any value and
+// labels: nothing panics, and whatever is learned is finite.
+func FuzzDCGMIngest(f *testing.F) {
+	names := make([]string, 0, len(dcgmHandlers))
+	for name := range dcgmHandlers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	f.Add(uint8(0), 87.0, 12.0, "vllm-0", "", false)
+	f.Add(uint8(3), math.NaN(), math.Inf(1), "", "1", true)
+	f.Add(uint8(7), -1.0, 1e300, "p", "", true)
+	f.Fuzz(func(t *testing.T, which uint8, v1, v2 float64, pod, migID string, counter bool) {
+		in := newTestIngest(t)
+		name := names[int(which)%len(names)]
+		t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+		labels := map[string]string{"pod": pod, "namespace": "ns", "GPU_I_ID": migID}
+		in.consume(context.Background(), dcgmScrape(t0, dcgmSeries{name: name, counter: counter, v: v1, labels: labels}))
+		in.consume(context.Background(), dcgmScrape(t0.Add(30*time.Second), dcgmSeries{name: name, counter: counter, v: v2, labels: labels}))
+		w := in.store.Window(dcgmKeyOf(0), t0.Add(-time.Minute), t0.Add(time.Minute))
+		for sig, st := range w.Stats {
+			if math.IsNaN(st.Mean) || math.IsInf(st.Mean, 0) {
+				t.Fatalf("%s: %v learned %v", name, timeline.Signal(sig), st.Mean)
+			}
+		}
+		if math.IsNaN(w.EnergyJ) {
+			t.Fatalf("%s: energy NaN", name)
+		}
 	})
 }

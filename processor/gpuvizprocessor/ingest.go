@@ -442,6 +442,10 @@ func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, ho
 			hst = host
 		}
 		p := point{key: timeline.Key{Host: hst, GPU: id}, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)}
+		if !(math.Abs(p.v) <= dcgmMaxValue) { // NaN too
+			b.refuse("bad_value")
+			continue
+		}
 		g := b.state(p.key)
 		if !g.dcgm.seen {
 			g.dcgm.seen = true
