@@ -347,6 +347,11 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 		t, ok := settled[hs.set]
 		if !ok {
 			t, _ = c.store.SettledAll(hs.set.keys) // zero when a GPU has no energy yet
+			// A GPU the receiver and dcgm-exporter both feed has arrived
+			// only once the slower source's sample after the span has.
+			if d, _, ok := c.ingest.dcgmLag(hs.set.keys); ok && d.Before(t) {
+				t = d
+			}
 			settled[hs.set] = t
 		}
 		if t.Before(hs.req.End) {
@@ -374,6 +379,9 @@ func (c *core) wait(b *heldBatch) time.Duration {
 		}
 		seen[set] = true
 		if spacing, ok := c.store.Spacing(set.keys); ok {
+			w = max(w, 2*spacing)
+		}
+		if _, spacing, ok := c.ingest.dcgmLag(set.keys); ok {
 			w = max(w, 2*spacing)
 		}
 	}

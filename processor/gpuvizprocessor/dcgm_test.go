@@ -4,18 +4,23 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
 
 // dcgmSeries is one series of a dcgm-exporter scrape.
@@ -444,4 +449,77 @@ func FuzzDCGMIngest(f *testing.F) {
 			t.Fatalf("%s: energy NaN", name)
 		}
 	})
+}
+
+// The gpuviz receiver with complement: dcgm and dcgm-exporter on one node,
+// on one virtual clock: the receiver's driver samples and tick energy give
+// utilisation, power and energy; DCGM's profiling fields, which the
+// receiver leaves alone, give SM, tensor and DRAM activity; DCGM's own
+// utilisation, power and energy (wrong here on purpose) are superseded.
+func TestDCGMBesideTheReceiver(t *testing.T) {
+	ctx := context.Background()
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	c, now, sink := virtualCore(t, nil)
+	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	*now = start
+	clock := func() time.Time { return *now }
+	lib, err := nvmlsim.New("h200", 1, 1, clock, nvmlsim.WithScenario(nvmlsim.ScenarioSequential))
+	require.NoError(t, err)
+	rcfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
+	rcfg.Backend = gpuvizreceiver.BackendSimulated
+	rcfg.Complement = gpuvizreceiver.ComplementDCGM
+	rcfg.XidEvents.Enabled = false
+	rcfg.Kubernetes.PodResources.Enabled = false
+	recv := gpuvizreceiver.NewDriven(rcfg, receivertest.NewNopSettings(component.MustNewType("gpuviz")), lib, gpuvizreceiver.BackendSimulated, clock)
+	require.NoError(t, recv.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, recv.Shutdown(ctx)) })
+	uuid := nvmlsim.SimulatedUUID("h200", 1, 0)
+	gpu := map[string]string{"UUID": uuid, "Hostname": host}
+	dcgm := func(ts time.Time, i int) {
+		c.ingest.consume(ctx, dcgmScrape(ts,
+			dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", v: 3, labels: gpu},
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 1, labels: gpu},
+			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, v: float64(i), labels: gpu},
+			dcgmSeries{name: "DCGM_FI_PROF_SM_ACTIVE", v: 0.42, labels: gpu},
+			dcgmSeries{name: "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", v: 0.33, labels: gpu},
+			dcgmSeries{name: "DCGM_FI_PROF_DRAM_ACTIVE", v: 0.55, labels: gpu},
+		))
+	}
+	step := rcfg.Samples.Interval
+	for d := time.Duration(0); d <= 70*time.Second; d += step {
+		*now = start.Add(d)
+		if d%rcfg.CollectionInterval == 0 {
+			md, err := recv.Scrape(ctx)
+			require.NoError(t, err)
+			c.ingest.consume(ctx, md)
+		}
+		if md, ok := recv.Tick(); ok {
+			c.ingest.consume(ctx, md)
+		}
+		if d%(30*time.Second) == 0 {
+			dcgm(*now, int(d/time.Second))
+		}
+		if d == 50*time.Second {
+			td := ptrace.NewTraces()
+			vllmSpan(td, 1, start.Add(30*time.Second), 0, 1, 3, 100) // 30 s to 34 s
+			require.NoError(t, c.consumeTraces(ctx, td, sink))
+		}
+		if d > 50*time.Second {
+			c.tick(*now)
+		}
+	}
+	spans := spanAttrs(t, sink, "llm_request")
+	require.Len(t, spans, 1)
+	a := spans[0]
+	assert.Equal(t, "dcgm,simulated", a["gpuviz.backend"])
+	assert.Equal(t, "counter", a["gpuviz.energy.source"])
+	assert.InDelta(t, 0.42, a["gpuviz.gpu.sm_activity.mean"], 1e-9, "DCGM's SM activity: the receiver reads no GPM")
+	assert.InDelta(t, 0.33, a["gpuviz.gpu.tensor_activity.mean"], 1e-9)
+	assert.InDelta(t, 0.55, a["gpuviz.gpu.dram_activity.mean"], 1e-9)
+	assert.Greater(t, a["gpuviz.gpu.power.mean"], 50.0, "the receiver's power, not DCGM's 1 W")
+	assert.Greater(t, a["gpuviz.energy"], 50.0*4, "the receiver's energy counter, not DCGM's")
+	w := c.store.Window(timeline.Key{Host: host, GPU: uuid}, start.Add(30*time.Second), start.Add(34*time.Second))
+	assert.Greater(t, math.Abs(w.Stats[timeline.Utilization].Mean-0.03), 1e-6, "the receiver's utilisation samples, not DCGM's 3 %%")
+	assert.InDelta(t, 1.0, w.Coverage, 1e-9)
 }

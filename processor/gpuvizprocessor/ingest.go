@@ -333,6 +333,7 @@ func (b *ingestBatch) admit(src source, k timeline.Key, slot timeline.Signal, ts
 		b.refuse("superseded")
 		return false
 	}
+	g.dcgm.learned(t)
 	return true
 }
 
