@@ -344,7 +344,7 @@ func (b *ingestBatch) energyFrom(src source, k timeline.Key, ts time.Time, joule
 	}
 	if b.in.store.AddEnergy(k, ts, joules) {
 		b.learned++
-	} else if math.IsNaN(joules) || math.IsInf(joules, 0) {
+	} else if !timeline.Representable(joules) {
 		b.refuse("bad_value")
 	} else {
 		b.refuse("gpu_limit")
@@ -366,7 +366,7 @@ func (b *ingestBatch) addFrom(src source, k timeline.Key, sig timeline.Signal, t
 		}
 		return
 	}
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	if !timeline.Representable(v) {
 		b.refuse("bad_value")
 	} else {
 		b.refuse("gpu_limit")

@@ -164,11 +164,19 @@ func New(cfg Config) *Store {
 	}
 }
 
-func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+// MaxValue bounds a sample's magnitude: far above any reading the store
+// keeps (an energy counter at 1 kW for 30 years is 1e12 J; byte counters
+// arrive as rates), far below where the running integrals (value × ns over
+// the retention) would overflow.
+const MaxValue = 1e18
+
+// Representable reports whether the store takes v: not NaN, at most
+// MaxValue in magnitude.
+func Representable(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= MaxValue }
 
 // Add records sample v of signal sig of GPU k at ts. It reports false when
 // the point is refused: a new GPU beyond MaxGPUs, an unknown signal, a NaN or
-// infinite value, an unrepresentable timestamp, or a point too old to keep
+// infinite value or one beyond MaxValue, an unrepresentable timestamp, or a point too old to keep
 // (see the package documentation).
 func (s *Store) Add(k Key, sig Signal, ts time.Time, v float64) bool {
 	if sig >= NumSignals {
@@ -188,7 +196,7 @@ const energySeries = NumSignals
 
 // add records a point of signal sig, or of the energy counter.
 func (s *Store) add(k Key, sig Signal, ts time.Time, v float64) bool {
-	if !finite(v) {
+	if !Representable(v) {
 		return false
 	}
 	t, ok := nanos(ts)

@@ -459,7 +459,8 @@ func TestOutOfOrder(t *testing.T) {
 
 func TestRefused(t *testing.T) {
 	s := newStore(t, nil)
-	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+	// Huge finite values too: their running integrals would overflow.
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -2 * MaxValue} {
 		assert.False(t, s.Add(gpuA, Power, at(1), v))
 		assert.False(t, s.AddEnergy(gpuA, at(1), v))
 	}
@@ -469,7 +470,7 @@ func TestRefused(t *testing.T) {
 	assert.Equal(t, 0, s.Len(), "refused points create no GPU")
 	_, ok := s.Newest(gpuA)
 	assert.False(t, ok)
-	assert.True(t, s.Add(gpuA, Power, at(1), -1), "any finite value")
+	assert.True(t, s.Add(gpuA, Power, at(1), -1), "any value within MaxValue")
 	assert.True(t, s.AddEnergy(gpuA, at(2), 0))
 	newest, ok := s.Newest(gpuA)
 	assert.True(t, ok)
