@@ -6,15 +6,12 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +20,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+
+	"github.com/gpuviz/gpuviz/internal/procs"
 )
 
 // dcgmScrapeInterval is the test's scrape interval: shorter than
@@ -243,13 +242,6 @@ service:
       exporters: [otlphttp]
 `
 
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // vllmRequest is vLLM's llm_request span of a request from the given pod
 // that arrived 4 s ago: 0.5 s queued, 0.5 s prefill, 3 s decode.
 func vllmRequest(td ptrace.Traces, pod string, end time.Time, trace byte) {
@@ -300,30 +292,20 @@ func TestDCGMExporter(t *testing.T) {
 	defer out.Close()
 
 	work := t.TempDir()
-	otlpPort := freePort(t)
+	ports, err := procs.FreePorts(1)
+	require.NoError(t, err)
+	otlpPort := ports[0]
 	conf := filepath.Join(work, "collector.yaml")
 	require.NoError(t, os.WriteFile(conf, fmt.Appendf(nil, dcgmCollectorConfig,
 		dcgmScrapeInterval, strings.TrimPrefix(dcgm.URL, "http://"), otlpPort, dcgmMaxWait, out.URL), 0o644))
-	logPath := filepath.Join(work, "collector.log")
-	logFile, err := os.Create(logPath)
+	group, err := procs.NewGroup(work)
 	require.NoError(t, err)
-	defer logFile.Close()
-	cmd := exec.Command(bin, "--config", conf)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	collector, err := group.Spawn("collector", bin, "--config", conf)
+	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
+		group.Stop()
 		if t.Failed() {
-			if b, err := os.ReadFile(logPath); err == nil {
+			if b, err := os.ReadFile(collector.Log); err == nil {
 				t.Logf("collector log:\n%s", b)
 			}
 		}
