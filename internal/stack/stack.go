@@ -19,7 +19,6 @@ const (
 	JaegerQuery   = "http://127.0.0.1:16686"
 	PrometheusURL = "http://127.0.0.1:19090"
 	collectorOTLP = "127.0.0.1:14317"
-	exporterAddr  = "127.0.0.1:8889"
 )
 
 // Config says where the programs and files are.
