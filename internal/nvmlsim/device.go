@@ -229,6 +229,14 @@ func (d *Device) accumulate() {
 	d.accAt = t
 }
 
+// restartCounters starts the cumulative counters again from zero, as a GPU
+// reset or a driver reload does.
+func (d *Device) restartCounters() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.accAt, d.acc, d.baseJ = d.now().UnixNano(), Totals{}, 0
+}
+
 // GetEnforcedPowerLimit implements nvml.Device.
 func (d *Device) GetEnforcedPowerLimit() (uint32, nvml.Return) {
 	return uint32(d.limitW * 1000), nvml.SUCCESS

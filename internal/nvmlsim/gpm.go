@@ -19,7 +19,7 @@ var _ nvml.GpmSample = (*gpmSample)(nil)
 func (s *gpmSample) Free() nvml.Return { return nvml.SUCCESS }
 
 func (s *gpmSample) Get(dev nvml.Device) nvml.Return {
-	d, ok := dev.(*Device)
+	d, ok := simulated(dev)
 	if !ok {
 		return nvml.ERROR_INVALID_ARGUMENT
 	}
@@ -33,7 +33,7 @@ func (s *gpmSample) Get(dev nvml.Device) nvml.Return {
 // MigGet samples GPU instance gi of a GPU in MIG mode. The instances run the
 // GPU's workload, so their activity is the GPU's.
 func (s *gpmSample) MigGet(dev nvml.Device, gi int) nvml.Return {
-	d, ok := dev.(*Device)
+	d, ok := simulated(dev)
 	if !ok || !d.hasGPUInstance(gi) {
 		return nvml.ERROR_INVALID_ARGUMENT
 	}
@@ -44,14 +44,39 @@ func (s *gpmSample) MigGet(dev nvml.Device, gi int) nvml.Return {
 	return nvml.SUCCESS
 }
 
+// simulated returns the simulated GPU behind a handle.
+func simulated(dev nvml.Device) (*Device, bool) {
+	switch d := dev.(type) {
+	case *Device:
+		return d, true
+	case *faultDevice:
+		return d.Device, true
+	}
+	return nil, false
+}
+
+// enterFaults applies a GPU's faults to a library call on its handle.
+func enterFaults(dev nvml.Device, call string) nvml.Return {
+	if h, ok := dev.(*faultDevice); ok {
+		return h.enter(call)
+	}
+	return nvml.SUCCESS
+}
+
 // GpmMigSampleGet implements nvml.Interface.
 func (s *Server) GpmMigSampleGet(dev nvml.Device, gi int, sample nvml.GpmSample) nvml.Return {
+	if ret := enterFaults(dev, "nvmlGpmMigSampleGet"); ret != nvml.SUCCESS {
+		return ret
+	}
 	return sample.MigGet(dev, gi)
 }
 
 // GpmQueryDeviceSupport implements nvml.Interface: Hopper and newer.
 func (s *Server) GpmQueryDeviceSupport(dev nvml.Device) (nvml.GpmSupport, nvml.Return) {
-	d, ok := dev.(*Device)
+	if ret := enterFaults(dev, "nvmlGpmQueryDeviceSupport"); ret != nvml.SUCCESS {
+		return nvml.GpmSupport{}, ret
+	}
+	d, ok := simulated(dev)
 	if !ok {
 		return nvml.GpmSupport{}, nvml.ERROR_INVALID_ARGUMENT
 	}
@@ -70,6 +95,9 @@ func (s *Server) GpmSampleFree(sample nvml.GpmSample) nvml.Return { return sampl
 
 // GpmSampleGet implements nvml.Interface.
 func (s *Server) GpmSampleGet(dev nvml.Device, sample nvml.GpmSample) nvml.Return {
+	if ret := enterFaults(dev, "nvmlGpmSampleGet"); ret != nvml.SUCCESS {
+		return ret
+	}
 	return sample.Get(dev)
 }
 
@@ -82,6 +110,11 @@ func (s *Server) GpmMetricsGet(m *nvml.GpmMetricsGetType) nvml.Return {
 		return nvml.ERROR_INVALID_ARGUMENT
 	}
 	d := s1.dev
+	if s.faults != nil {
+		if ret := s.faults.gpus[d.Index].apply("nvmlGpmMetricsGet"); ret != nvml.SUCCESS {
+			return ret
+		}
+	}
 	d.mu.Lock()
 	tot := d.work.Integrate(s1.at, s2.at)
 	d.mu.Unlock()
@@ -131,8 +164,23 @@ func (s *Server) EventSetCreate() (nvml.EventSet, nvml.Return) { return &eventSe
 func (s *Server) EventSetFree(nvml.EventSet) nvml.Return { return nvml.SUCCESS }
 
 // EventSetWait implements nvml.Interface: healthy simulated GPUs raise no
-// events, so every wait times out, after blocking as long as NVML would.
+// events, so every wait times out, after blocking as long as NVML would;
+// an Xid storm (a fault) raises its Xids on the GPU's valid handle.
 func (s *Server) EventSetWait(_ nvml.EventSet, timeoutMs uint32) (nvml.EventData, nvml.Return) {
-	time.Sleep(time.Duration(timeoutMs) * time.Millisecond)
-	return nvml.EventData{}, nvml.ERROR_TIMEOUT
+	wait := time.Duration(timeoutMs) * time.Millisecond
+	if s.faults == nil || !s.faults.hasStorms() {
+		time.Sleep(wait)
+		return nvml.EventData{}, nvml.ERROR_TIMEOUT
+	}
+	const poll = 5 * time.Millisecond
+	for deadline := time.Now().Add(wait); ; {
+		if gpu, code, ok := s.faults.takeXid(); ok {
+			return nvml.EventData{Device: s.handle(gpu), EventType: nvml.EventTypeXidCriticalError, EventData: code}, nvml.SUCCESS
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		}
+		time.Sleep(min(left, poll))
+	}
 }

@@ -23,6 +23,7 @@ type Server struct {
 	devices []*Device
 	symbols map[string]bool
 	node    *infersim.Node // nil under the sequential schedule
+	faults  *faultState    // nil without faults (WithFaults)
 }
 
 var (
@@ -52,6 +53,7 @@ type options struct {
 	mig      bool
 	scenario string
 	script   []Segment
+	faults   []Fault
 }
 
 // WithMIG puts every GPU in MIG mode, split into two 3-slice GPU instances.
@@ -147,6 +149,14 @@ func New(model string, count int, seed uint64, now func() time.Time, opts ...Opt
 		}
 		s.devices = append(s.devices, dev)
 	}
+	if len(o.faults) > 0 {
+		for i := range o.faults {
+			if err := o.faults[i].Validate(count); err != nil {
+				return nil, fmt.Errorf("faults[%d].%w", i, err)
+			}
+		}
+		s.armFaults(o.faults, now)
+	}
 	return s, nil
 }
 
@@ -181,14 +191,14 @@ func (s *Server) DeviceGetHandleByIndex(i int) (nvml.Device, nvml.Return) {
 	if i < 0 || i >= len(s.devices) {
 		return nil, nvml.ERROR_INVALID_ARGUMENT
 	}
-	return s.devices[i], nvml.SUCCESS
+	return s.handle(i), nvml.SUCCESS
 }
 
 // DeviceGetHandleByUUID implements nvml.Interface.
 func (s *Server) DeviceGetHandleByUUID(uuid string) (nvml.Device, nvml.Return) {
-	for _, d := range s.devices {
+	for i, d := range s.devices {
 		if d.uuid == uuid {
-			return d, nvml.SUCCESS
+			return s.handle(i), nvml.SUCCESS
 		}
 	}
 	return nil, nvml.ERROR_NOT_FOUND
