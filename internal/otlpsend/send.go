@@ -49,7 +49,7 @@ type Result struct {
 	Refused  map[string]int64 `json:"refused_spans"`
 	Requests int64            `json:"requests"`
 	Retries  int64            `json:"retries"`
-	Elapsed  time.Duration    `json:"elapsed_ns"`
+	Elapsed  time.Duration    `json:"-"`
 }
 
 // RefusedTotal is the sum of Refused.
