@@ -39,7 +39,8 @@ func TestGeneratorIsDeterministicAndCoversTheTable(t *testing.T) {
 	g := NewGenerator(1)
 	seen := map[string]int{}
 	seqs := map[int64]bool{}
-	EachSpan(g.Batch(g.CycleLen(), now), func(_ ptrace.Traces, c Case, seq int64, ok bool) {
+	EachSpan(g.Batch(g.CycleLen(), now), func(_ pcommon.Resource, _ pcommon.InstrumentationScope, sp ptrace.Span) {
+		c, seq, ok := CaseOf(sp)
 		require.True(t, ok)
 		seen[c.Name]++
 		assert.False(t, seqs[seq], "sequence numbers are unique")
@@ -143,8 +144,9 @@ func TestTableThroughTheProcessor(t *testing.T) {
 	malformed := map[string]int64{}
 	for range 2 * g.CycleLen() / 250 {
 		td := g.Batch(250, now)
-		EachSpan(td, func(one ptrace.Traces, c Case, seq int64, _ bool) {
-			sent[seq] = one
+		EachSpan(td, func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) {
+			c, seq, _ := CaseOf(sp)
+			sent[seq] = Single(res, scope, sp)
 			switch c.Outcome {
 			case Enriched:
 				enriched++
@@ -163,15 +165,16 @@ func TestTableThroughTheProcessor(t *testing.T) {
 	out := map[int64]bool{}
 	gotPhases := 0
 	for _, td := range sink.AllTraces() {
-		EachSpan(td, func(one ptrace.Traces, c Case, seq int64, ok bool) {
+		EachSpan(td, func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) {
+			c, seq, ok := CaseOf(sp)
 			if !ok {
 				gotPhases++
 				return
 			}
 			require.False(t, out[seq], "span %d came out twice", seq)
 			out[seq] = true
-			assert.NoError(t, Check(c, sent[seq], one))
-			family, enrichedSpan := one.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Get("gpuviz.request.family")
+			assert.NoError(t, Check(c, sent[seq], Single(res, scope, sp)))
+			family, enrichedSpan := sp.Attributes().Get("gpuviz.request.family")
 			if c.Outcome == Enriched {
 				assert.True(t, enrichedSpan, "%s enriched", c.Name)
 				assert.Equal(t, c.Family, family.AsString(), c.Name)

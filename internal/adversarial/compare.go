@@ -22,18 +22,15 @@ func Single(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.
 	return td
 }
 
-// EachSpan calls f with each span of td as Single makes it, and its case
-// (ok false for a span the generator did not make: a phase span).
-func EachSpan(td ptrace.Traces, f func(one ptrace.Traces, c Case, seq int64, ok bool)) {
+// EachSpan calls f with each span of td, its resource and scope.
+func EachSpan(td ptrace.Traces, f func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span)) {
 	rss := td.ResourceSpans()
 	for i := range rss.Len() {
 		rs := rss.At(i)
 		for j := range rs.ScopeSpans().Len() {
 			ss := rs.ScopeSpans().At(j)
 			for k := range ss.Spans().Len() {
-				sp := ss.Spans().At(k)
-				c, seq, ok := CaseOf(sp)
-				f(Single(rs.Resource(), ss.Scope(), sp), c, seq, ok)
+				f(rs.Resource(), ss.Scope(), ss.Spans().At(k))
 			}
 		}
 	}
