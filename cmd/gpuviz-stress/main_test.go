@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+)
+
+func TestParseRefusesNonPositive(t *testing.T) {
+	for _, args := range [][]string{{"--rate", "0"}, {"--batch", "-1"}, {"--duration", "0s"}, {"--max-in-flight", "0"}, {"extra"}} {
+		_, err := parse(args, io.Discard)
+		assert.Error(t, err, "%v", args)
+	}
+	o, err := parse([]string{"--host", "node-1"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, 20000.0, o.cfg.Rate)
+	assert.False(t, o.cfg.Retry, "refusals are final by default")
+}
+
+type okReceiver struct {
+	ptraceotlp.UnimplementedGRPCServer
+}
+
+func (*okReceiver) Export(context.Context, ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+func TestRunPrintsJSON(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	ptraceotlp.RegisterGRPCServer(srv, &okReceiver{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	o, err := parse([]string{"--endpoint", lis.Addr().String(), "--rate", "1000", "--duration", "200ms", "--batch", "10", "--json"}, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), o, &out))
+	var s struct {
+		Offered  int64            `json:"offered_spans"`
+		Accepted int64            `json:"accepted_spans"`
+		Unsent   int64            `json:"unsent_spans"`
+		Refused  map[string]int64 `json:"refused_spans"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	assert.Positive(t, s.Offered)
+	assert.Equal(t, s.Offered, s.Accepted+s.Unsent)
+	assert.Empty(t, s.Refused)
+}
