@@ -233,7 +233,8 @@ func peakRSS(marker string) (int64, error) {
 // span out exactly once (the collector's counters and the test's server
 // agree; phase spans counted apart), malformed spans counted by reason, and
 // the sampled spans that pass through identical to what was sent. Requests
-// with IDs of the wrong length are refused whole. It needs only the
+// pdata cannot decode (IDs of the wrong length, attributes nested too deep)
+// are refused whole. It needs only the
 // collector (make build):
 //
 //	go test -tags e2e -count=1 -run TestAdversarial -v ./e2e/
@@ -308,9 +309,10 @@ func TestAdversarial(t *testing.T) {
 	done, _ := collector.Exited()
 	require.False(t, done, "the collector is still running")
 
-	// Requests with IDs of the wrong length: refused whole, the well-formed
-	// span beside the bad one included.
-	for name, body := range adversarial.BadIDRequests(time.Now()) {
+	// Requests pdata cannot decode (IDs of the wrong length, attributes
+	// nested too deep): refused whole, the well-formed span beside the bad
+	// one included.
+	for name, body := range adversarial.RefusedRequests(time.Now()) {
 		resp, err := http.Post(fmt.Sprintf("http://127.0.0.1:%d/v1/traces", httpPort), "application/x-protobuf", bytes.NewReader(body))
 		require.NoError(t, err, name)
 		resp.Body.Close()
@@ -325,7 +327,7 @@ func TestAdversarial(t *testing.T) {
 
 	accepted := m.sum("otelcol_receiver_accepted_spans", "")
 	phaseSpans := m.sum("otelcol_processor_gpuviz_phase_spans_added", "")
-	assert.EqualValues(t, adversarialSpans, accepted, "the receiver accepted every span, and none of the bad-ID requests")
+	assert.EqualValues(t, adversarialSpans, accepted, "the receiver accepted every span, and none of the refused requests")
 	assert.Zero(t, m.sum("otelcol_receiver_refused_spans", ""))
 	assert.Zero(t, m.sum("otelcol_exporter_send_failed_spans", ""))
 	assert.Zero(t, m.sum("otelcol_processor_gpuviz_spans_refused", ""))

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
@@ -190,4 +191,23 @@ func TestTableThroughTheProcessor(t *testing.T) {
 	assert.Equal(t, malformed, unenriched, "malformed spans counted by reason, and nothing else unenriched")
 	assert.Equal(t, map[string]int64{"": int64(enriched)}, counts(t, tel, "otelcol_processor_gpuviz_spans_enriched"))
 	assert.Equal(t, map[string]int64{"": int64(phases)}, counts(t, tel, "otelcol_processor_gpuviz_phase_spans_added"))
+}
+
+// What a collector must refuse whole, pdata refuses to decode; the
+// deepest attribute the table nests decodes.
+func TestRefusedRequestsDoNotDecode(t *testing.T) {
+	reqs := RefusedRequests(time.Now())
+	require.Len(t, reqs, 9)
+	for name, body := range reqs {
+		assert.Error(t, ptraceotlp.NewExportRequest().UnmarshalProto(body), name)
+	}
+	var m ptrace.ProtoMarshaler
+	var u ptrace.ProtoUnmarshaler
+	td := ptrace.NewTraces()
+	sp := td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	deep(sp.Attributes().PutEmptyMap("x.deep"), DeepestMaps)
+	b, err := m.MarshalTraces(td)
+	require.NoError(t, err)
+	_, err = u.UnmarshalTraces(b)
+	assert.NoError(t, err)
 }

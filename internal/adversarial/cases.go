@@ -265,8 +265,13 @@ func mistypedExtras(a pcommon.Map) {
 	s.AppendEmpty().SetDouble(nan)
 	s.AppendEmpty().SetStr("GPU-")
 	s.AppendEmpty().SetEmptyMap().PutInt("k", -1)
-	deep(a.PutEmptyMap("x.deep"), 32)
+	deep(a.PutEmptyMap("x.deep"), DeepestMaps)
 }
+
+// DeepestMaps is how deep the cases nest maps in an attribute value: about
+// the most pdata decodes (its proto.RecursionLimit of 100 counts the
+// AnyValue, KeyValueList and KeyValue of each level, and the levels above).
+const DeepestMaps = 16
 
 // deep nests maps n levels.
 func deep(m pcommon.Map, n int) {

@@ -7,16 +7,19 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// BadIDRequests returns OTLP/protobuf export requests (the body of a POST
-// to /v1/traces) holding one well-formed span and one whose trace, span or
-// parent ID has the wrong length. pdata cannot hold such an ID, so they are
-// encoded by hand; a collector must refuse each request whole (OTLP/HTTP
-// 400) and stay up. Keyed by what is wrong.
-func BadIDRequests(now time.Time) map[string][]byte {
+// RefusedRequests returns OTLP/protobuf export requests (the body of a POST
+// to /v1/traces) a collector must refuse whole (OTLP/HTTP 400), staying up:
+// each holds one well-formed span and one that pdata cannot decode, a
+// trace, span or parent ID of the wrong length (encoded by hand: pdata
+// cannot hold one) or an attribute nested deeper than pdata's recursion
+// limit. Keyed by what is wrong.
+func RefusedRequests(now time.Time) map[string][]byte {
+	c := clock{now: now.UnixNano(), end: now.UnixNano() - 2*sec}
 	good := ptrace.NewTraces()
 	rs := good.ResourceSpans().AppendEmpty()
 	resPlain.fill(rs.Resource().Attributes())
-	vllm(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty(), clock{now: now.UnixNano(), end: now.UnixNano() - 2*sec})
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	vllm(spans.AppendEmpty(), c)
 	var m ptrace.ProtoMarshaler
 	prefix, err := m.MarshalTraces(good)
 	if err != nil {
@@ -27,12 +30,12 @@ func BadIDRequests(now time.Time) map[string][]byte {
 		"trace_id_15_bytes":       {15, 8, 8},
 		"trace_id_as_hex_text":    {32, 8, 8},
 		"span_id_9_bytes":         {16, 9, 8},
-		"parent_span_id_9_bytes":  {16, 8, 9},
-		"trace_id_64_kib":         {64 << 10, 8, 8},
 		"span_id_7_bytes":         {16, 7, 8},
+		"parent_span_id_9_bytes":  {16, 8, 9},
 		"parent_span_id_16_bytes": {16, 8, 16},
+		"trace_id_64_kib":         {64 << 10, 8, 8},
 	}
-	out := make(map[string][]byte, len(ids))
+	out := make(map[string][]byte, len(ids)+1)
 	for name, n := range ids {
 		// Span: trace_id 1, span_id 2, parent_span_id 4, name 5, start 7, end 8.
 		var span []byte
@@ -40,12 +43,17 @@ func BadIDRequests(now time.Time) map[string][]byte {
 		span = lenField(span, 2, filled(n.span))
 		span = lenField(span, 4, filled(n.parent))
 		span = lenField(span, 5, []byte("llm_request"))
-		span = fixed64Field(span, 7, uint64(now.UnixNano()-4*sec))
-		span = fixed64Field(span, 8, uint64(now.UnixNano()-2*sec))
-		scopeSpans := lenField(nil, 2, span)                               // ScopeSpans.spans
-		resourceSpans := lenField(nil, 2, scopeSpans)                      // ResourceSpans.scope_spans
-		body := lenField(append([]byte(nil), prefix...), 1, resourceSpans) // ExportTraceServiceRequest.resource_spans
-		out[name] = body
+		span = fixed64Field(span, 7, uint64(c.end-2*sec))
+		span = fixed64Field(span, 8, uint64(c.end))
+		scopeSpans := lenField(nil, 2, span)                                   // ScopeSpans.spans
+		resourceSpans := lenField(nil, 2, scopeSpans)                          // ResourceSpans.scope_spans
+		out[name] = lenField(append([]byte(nil), prefix...), 1, resourceSpans) // ExportTraceServiceRequest.resource_spans
+	}
+	deepest := spans.AppendEmpty()
+	vllm(deepest, c)
+	deep(deepest.Attributes().PutEmptyMap("x.deep"), 2*DeepestMaps+1)
+	if out["attribute_nested_33_maps"], err = m.MarshalTraces(good); err != nil {
+		panic(err)
 	}
 	return out
 }
