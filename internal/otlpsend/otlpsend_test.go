@@ -227,4 +227,17 @@ func TestVLLMSpansAreVLLMs(t *testing.T) {
 	_, ok := sp.Attributes().Get("gen_ai.latency.time_in_model_decode")
 	assert.True(t, ok)
 	assert.NotEqual(t, payloads[0].raw, payloads[1].raw, "the payloads differ")
+
+	// Every span, stamped, ends at or before the send's time and none has
+	// a zero (absent, so unmovable) timestamp.
+	at := time.Now().UnixNano()
+	buf := make([]byte, payloads[0].Size())
+	payloads[0].stamp(buf, 1, at)
+	spans := decode(t, buf).ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for i := range spans.Len() {
+		sp := spans.At(i)
+		assert.Positive(t, int64(sp.StartTimestamp()), "span %d", i)
+		assert.LessOrEqual(t, int64(sp.EndTimestamp()), at, "span %d", i)
+		assert.Greater(t, int64(sp.EndTimestamp()), at-int64(time.Second), "span %d ends within the batch's time", i)
+	}
 }

@@ -61,7 +61,8 @@ var (
 	requestMsg  = message{1: {msg: resourceMsg}}
 )
 
-// Encode encodes td once. Sends copy it and rewrite only IDs and times.
+// Encode encodes td once. Sends copy it and rewrite only IDs and times; a
+// zero timestamp or ID is absent from the encoding and stays so.
 func Encode(td ptrace.Traces) (*Payload, error) {
 	if td.SpanCount() == 0 {
 		return nil, errors.New("otlpsend: a payload needs spans")

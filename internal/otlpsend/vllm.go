@@ -37,11 +37,14 @@ func VLLM(host string, n, batch int, rate float64, seed uint64) ([]*Payload, err
 	e := infersim.Engine{Name: "vllm", Family: infersim.FamilyVLLM, Match: infersim.MatchHost}
 	env := inferspans.Env{Host: host, Resource: map[string]any{"host.name": host, "process.pid": int64(os.Getpid())}}
 	step := int64(float64(time.Second) / rate)
+	// Template times start an hour after the epoch: a zero timestamp is
+	// absent from the encoding, so a send could not move it.
+	const epoch = int64(time.Hour)
 	out := make([]*Payload, 0, n)
 	for i := range n {
 		td := ptrace.NewTraces()
 		for j := range batch {
-			end := int64(j) * step
+			end := epoch + int64(j)*step
 			arrival := end - between(vllmShape.total)
 			scheduled := arrival + between(vllmShape.queue)
 			prefill := between(vllmShape.prefill)
