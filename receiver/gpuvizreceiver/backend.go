@@ -2,6 +2,8 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
@@ -15,7 +17,7 @@ import (
 func openBackend(cfg *Config, logger *zap.Logger) (nvml.Interface, Backend, error) {
 	switch cfg.Backend {
 	case BackendSimulated:
-		lib, err := openSimulated(cfg.Simulated)
+		lib, err := openSimulated(cfg.Simulated, logger)
 		return lib, BackendSimulated, err
 	case BackendAuto:
 		lib, err := openNVML(cfg.NVML.LibraryPath)
@@ -26,7 +28,7 @@ func openBackend(cfg *Config, logger *zap.Logger) (nvml.Interface, Backend, erro
 			"these GPUs are not real (their data carries gpuviz.backend=simulated). "+
 			"Set backend: nvml to make this an error instead.",
 			zap.Error(err), zap.String("model", cfg.Simulated.Model), zap.Int("gpus", cfg.Simulated.GPUs))
-		lib, err = openSimulated(cfg.Simulated)
+		lib, err = openSimulated(cfg.Simulated, logger)
 		return lib, BackendSimulated, err
 	default:
 		lib, err := openNVML(cfg.NVML.LibraryPath)
@@ -34,10 +36,16 @@ func openBackend(cfg *Config, logger *zap.Logger) (nvml.Interface, Backend, erro
 	}
 }
 
-func openSimulated(cfg SimulatedConfig) (nvml.Interface, error) {
+func openSimulated(cfg SimulatedConfig, logger *zap.Logger) (nvml.Interface, error) {
 	opts := []nvmlsim.Option{nvmlsim.WithScenario(cfg.Scenario)}
 	if cfg.MIG {
 		opts = append(opts, nvmlsim.WithMIG())
+	}
+	if len(cfg.Faults) > 0 {
+		opts = append(opts, nvmlsim.WithFaults(cfg.Faults))
+		logger.Warn("FAULT INJECTION IS ON: the simulated GPUs will fail as simulated.faults says "+
+			"(their data carries gpuviz.simulated.faults); this is for testing, never for production",
+			zap.String("faults", faultSummary(cfg.Faults)))
 	}
 	lib, err := nvmlsim.New(cfg.Model, cfg.GPUs, cfg.Seed, nil, opts...)
 	if err != nil {
@@ -47,6 +55,19 @@ func openSimulated(cfg SimulatedConfig) (nvml.Interface, error) {
 		return nil, fmt.Errorf("simulated backend: %w", ret)
 	}
 	return lib, nil
+}
+
+// faultSummary names the injected faults, kind@gpu (kind alone for
+// missing entry points), in configuration order.
+func faultSummary(faults []nvmlsim.Fault) string {
+	names := make([]string, len(faults))
+	for i, f := range faults {
+		names[i] = string(f.Kind)
+		if f.Kind != nvmlsim.FaultMissing {
+			names[i] += "@" + strconv.Itoa(f.GPU)
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 func openNVML(path string) (nvml.Interface, error) {

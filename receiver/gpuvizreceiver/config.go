@@ -174,6 +174,11 @@ type SimulatedConfig struct {
 	// scenario (steady, bursty, long_context, power_capped, host_starved,
 	// tensor_parallel, mixed) or sequential, one request at a time per GPU.
 	Scenario string `mapstructure:"scenario"`
+	// Faults are injected into the simulated GPUs, for testing what the
+	// pipeline does when GPUs fail (docs/reliability.md). Off (empty) by
+	// default; when on, it says so in a warning and on every data point
+	// (gpuviz.simulated.faults).
+	Faults []nvmlsim.Fault `mapstructure:"faults"`
 
 	_ struct{}
 }
@@ -201,6 +206,18 @@ func (d DeviceRef) index() (int, bool) {
 	return i, err == nil
 }
 
+// controllerConfig is the scrape controller's configuration with the
+// scrape timeout set: scraperhelper's default is none, and a scrape that
+// waited on a hung NVML call would hold every GPU's data (scraper.go).
+// timeout 0 means half the collection interval.
+func (cfg *Config) controllerConfig() *scraperhelper.ControllerConfig {
+	cc := cfg.ControllerConfig
+	if cc.Timeout == 0 {
+		cc.Timeout = cc.CollectionInterval / 2
+	}
+	return &cc
+}
+
 // Validate checks the configuration before the receiver starts.
 func (cfg *Config) Validate() error {
 	var errs []error
@@ -222,6 +239,14 @@ func (cfg *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("simulated.scenario: %w", err))
 			}
 		}
+		for i := range cfg.Simulated.Faults {
+			if err := cfg.Simulated.Faults[i].Validate(cfg.Simulated.GPUs); err != nil {
+				errs = append(errs, fmt.Errorf("simulated.faults[%d].%w", i, err))
+			}
+		}
+	}
+	if cfg.CollectionInterval > 0 && cfg.Timeout > cfg.CollectionInterval {
+		errs = append(errs, fmt.Errorf("timeout: %v is longer than collection_interval (%v): a scrape must end before the next begins", cfg.Timeout, cfg.CollectionInterval))
 	}
 	if cfg.Samples.Enabled {
 		errs = append(errs, cfg.Samples.validate(cfg.CollectionInterval)...)

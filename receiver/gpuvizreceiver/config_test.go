@@ -95,6 +95,8 @@ func TestInvalidConfig(t *testing.T) {
 		"pending_shorter_than_flush": "samples.max_pending_ticks: 10 ticks do not last one flush_interval (5s at 250ms)",
 		"pod_resources_fast":         "kubernetes.pod_resources.interval: 10ms must be at least 100ms",
 		"pod_resources_no_socket":    "kubernetes.pod_resources.socket: must not be empty",
+		"bad_fault":                  "simulated.faults[0].sleep: 0s: a hang fault sleeps for a positive time",
+		"timeout_past_interval":      "timeout: 2s is longer than collection_interval (1s): a scrape must end before the next begins",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)
@@ -102,6 +104,11 @@ func TestInvalidConfig(t *testing.T) {
 			assert.ErrorContains(t, confmap.Validate(cfg), want)
 		})
 	}
+	t.Run("second_bad_fault", func(t *testing.T) {
+		cfg, err := loadConfig(t, "bad_fault")
+		require.NoError(t, err)
+		assert.ErrorContains(t, confmap.Validate(cfg), "simulated.faults[1].gpu: there is no GPU 9: the server has 8 (0 to 7)")
+	})
 	t.Run("float_device", func(t *testing.T) {
 		_, err := loadConfig(t, "float_device")
 		assert.ErrorContains(t, err, "a device is a GPU index or UUID, not 1.5")

@@ -47,7 +47,7 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if err != nil {
 		return nil, err
 	}
-	controller, err := scraperhelper.NewMetricsController(&c.ControllerConfig, set, next,
+	controller, err := scraperhelper.NewMetricsController(c.controllerConfig(), set, next,
 		scraperhelper.AddMetricsScraper(metadata.Type, sc))
 	if err != nil {
 		return nil, err

@@ -173,7 +173,7 @@ func (s *gpuScraper) readFields(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		}
 	})
 	if bps, ok := links.bytesPerSecond(); ok {
-		s.mb.RecordNvidiaGpuNvlinkCapacityDataPoint(ts, bps, g.id, g.name)
+		g.mb.RecordNvidiaGpuNvlinkCapacityDataPoint(ts, bps, g.id, g.name)
 	}
 	if ret == nvml.SUCCESS && failed {
 		return nvml.ERROR_UNKNOWN
@@ -214,7 +214,7 @@ func (c *nvlinkCapacityFields) bytesPerSecond() (int64, bool) {
 
 func (s *gpuScraper) recordField(g *gpu, v *nvml.FieldValue, ts pcommon.Timestamp) {
 	x := decodeValue(nvml.ValueType(v.ValueType), v.Value)
-	mb := s.mb
+	mb := g.mb
 	id, name, vendor, model, driver := g.id, g.name, g.vendor, g.model, g.driver
 	switch v.FieldId {
 	case nvml.FI_DEV_PCIE_COUNT_RX_BYTES:

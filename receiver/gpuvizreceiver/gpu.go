@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -15,9 +16,12 @@ import (
 // change while it runs (read once at start), and what it has shown it cannot
 // do.
 type gpu struct {
-	dev   nvml.Device
-	index int
-	busID string
+	// dev is the GPU's handle, the scrape's: a new one replaces it after a
+	// reset (reacquire), published in handle for the tick and Xid watcher.
+	dev    nvml.Device
+	handle atomic.Pointer[nvml.Device]
+	index  int
+	busID  string
 
 	// Attribute values shared by every data point of this GPU.
 	id, name, vendor, model, driver string
@@ -46,6 +50,18 @@ type gpu struct {
 	// returned at shutdown: its buffers may still be in use, so they are
 	// not freed.
 	tickAbandoned bool
+	// mb holds what the GPU's scrape records: GPUs are scraped
+	// concurrently, each into its own builder (scraper.go).
+	mb *metadata.MetricsBuilder
+	// scraping is closed when the GPU's scrape in flight returns; nil when
+	// none is. scrapeSince is when that scrape began, scrapeStalled whether
+	// it outlived a deadline, scrapeErrs what it failed on. All but
+	// scrapeErrs are the scrape goroutine's; scrapeErrs passes with
+	// scraping.
+	scraping      chan struct{}
+	scrapeSince   time.Time
+	scrapeStalled bool
+	scrapeErrs    []error
 	// health is what the latest readings say about the GPU's state beyond
 	// answering calls: ok, degraded (pending remap, new uncorrected ECC
 	// errors or Xids) or failed (a failed remap).
@@ -144,6 +160,7 @@ func openGPU(lib nvml.Interface, index int, driver string) (*gpu, error) {
 	if pci, ret := dev.GetPciInfo(); ret == nvml.SUCCESS {
 		g.busID = busID(pci.BusId[:])
 	}
+	g.handle.Store(&dev)
 	return g, nil
 }
 

@@ -75,8 +75,8 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		layout = append(layout, inst)
 		if s.cfg.Metrics.NvidiaGpuMigMemoryUsage.Enabled || s.cfg.Metrics.NvidiaGpuMigMemoryLimit.Enabled {
 			if mem, ret := mig.GetMemoryInfo(); ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuMigMemoryUsageDataPoint(ts, int64(mem.Used), g.id, g.name, uuid, inst.gi, inst.ci, inst.profile)
-				s.mb.RecordNvidiaGpuMigMemoryLimitDataPoint(ts, int64(mem.Total), g.id, g.name, uuid, inst.gi, inst.ci, inst.profile)
+				g.mb.RecordNvidiaGpuMigMemoryUsageDataPoint(ts, int64(mem.Used), g.id, g.name, uuid, inst.gi, inst.ci, inst.profile)
+				g.mb.RecordNvidiaGpuMigMemoryLimitDataPoint(ts, int64(mem.Total), g.id, g.name, uuid, inst.gi, inst.ci, inst.profile)
 			}
 		}
 	}

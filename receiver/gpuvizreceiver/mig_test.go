@@ -2,6 +2,7 @@ package gpuvizreceiver
 
 import (
 	"context"
+	"go.uber.org/zap"
 	"testing"
 	"time"
 
@@ -126,7 +127,7 @@ func TestSimulatedMIG(t *testing.T) {
 	cfg.Backend = BackendSimulated
 	cfg.Simulated.GPUs = 2
 	cfg.Simulated.MIG = true
-	lib, err := openSimulated(cfg.Simulated)
+	lib, err := openSimulated(cfg.Simulated, zap.NewNop())
 	require.NoError(t, err)
 	s := startScraper(t, cfg, lib, BackendSimulated)
 	_, err = s.scrape(context.Background())

@@ -49,7 +49,7 @@ func (s *gpuScraper) recordAllocations(g *gpu, a podresources.Allocation, ts pco
 	}
 	record := func(migID string, holders []podresources.Holder) {
 		for _, h := range holders {
-			s.mb.RecordNvidiaGpuK8sAllocationDataPoint(ts, 1, g.id, g.name, migID, h.Namespace, h.Pod, h.Container, int64(h.Replica))
+			g.mb.RecordNvidiaGpuK8sAllocationDataPoint(ts, 1, g.id, g.name, migID, h.Namespace, h.Pod, h.Container, int64(h.Replica))
 		}
 	}
 	record("", a[g.id])

@@ -90,12 +90,12 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			st.info[p.Pid] = info
 		}
 		pid := int64(p.Pid)
-		s.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
+		g.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
 			pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine)
 		if u, ok := st.util[p.Pid]; ok {
-			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
+			g.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
 				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineSm)
-			s.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.MemUtil), g.id, g.name,
+			g.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.MemUtil), g.id, g.name,
 				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineMemoryController)
 		}
 	}

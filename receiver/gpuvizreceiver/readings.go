@@ -53,8 +53,8 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			u, ret := g.dev.GetUtilizationRates()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u.Gpu), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskGeneral)
-				s.mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, percent(u.Memory), g.id, g.name)
+				g.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u.Gpu), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskGeneral)
+				g.mb.RecordNvidiaGpuMemoryControllerUtilizationDataPoint(ts, percent(u.Memory), g.id, g.name)
 			}
 			return ret
 		},
@@ -65,7 +65,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			u, _, ret := g.dev.GetEncoderUtilization()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskEncoder)
+				g.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskEncoder)
 			}
 			return ret
 		},
@@ -76,7 +76,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			u, _, ret := g.dev.GetDecoderUtilization()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskDecoder)
+				g.mb.RecordHwGpuUtilizationDataPoint(ts, percent(u), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwGpuTaskDecoder)
 			}
 			return ret
 		},
@@ -89,10 +89,10 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			used, total, ret := g.memory(s.syms.memoryInfoV2)
 			if ret == nvml.SUCCESS {
-				s.mb.RecordHwGpuMemoryUsageDataPoint(ts, int64(used), g.id, g.name, g.vendor, g.model, g.driver)
-				s.mb.RecordHwGpuMemoryLimitDataPoint(ts, int64(total), g.id, g.name, g.vendor, g.model, g.driver)
+				g.mb.RecordHwGpuMemoryUsageDataPoint(ts, int64(used), g.id, g.name, g.vendor, g.model, g.driver)
+				g.mb.RecordHwGpuMemoryLimitDataPoint(ts, int64(total), g.id, g.name, g.vendor, g.model, g.driver)
 				if total > 0 {
-					s.mb.RecordHwGpuMemoryUtilizationDataPoint(ts, float64(used)/float64(total), g.id, g.name, g.vendor, g.model, g.driver)
+					g.mb.RecordHwGpuMemoryUtilizationDataPoint(ts, float64(used)/float64(total), g.id, g.name, g.vendor, g.model, g.driver)
 				}
 			}
 			return ret
@@ -105,7 +105,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			c, ret := g.dev.GetTemperature(nvml.TEMPERATURE_GPU)
 			if ret == nvml.SUCCESS {
-				s.mb.RecordHwTemperatureDataPoint(ts, float64(c), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, metadata.AttributeHwSensorLocationGpu)
+				g.mb.RecordHwTemperatureDataPoint(ts, float64(c), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, metadata.AttributeHwSensorLocationGpu)
 			}
 			return ret
 		},
@@ -124,7 +124,7 @@ var readings = [readingCount]readingSpec{
 			}
 			if ret == nvml.SUCCESS {
 				for _, r := range throttleReasons {
-					s.mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, boolInt(mask&r.bit != 0), g.id, g.name, r.reason)
+					g.mb.RecordNvidiaGpuThrottleActiveDataPoint(ts, boolInt(mask&r.bit != 0), g.id, g.name, r.reason)
 				}
 			}
 			return ret
@@ -169,7 +169,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mw, ret := g.dev.GetEnforcedPowerLimit()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuPowerLimitDataPoint(ts, float64(mw)/1000, g.id, g.name)
+				g.mb.RecordNvidiaGpuPowerLimitDataPoint(ts, float64(mw)/1000, g.id, g.name)
 			}
 			return ret
 		},
@@ -181,7 +181,7 @@ var readings = [readingCount]readingSpec{
 			p, ret := g.dev.GetPerformanceState()
 			// PSTATE_UNKNOWN (32) is a non-answer, not a state.
 			if ret == nvml.SUCCESS && p >= nvml.PSTATE_0 && p <= nvml.PSTATE_15 {
-				s.mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, int64(p), g.id, g.name)
+				g.mb.RecordNvidiaGpuPerformanceStateDataPoint(ts, int64(p), g.id, g.name)
 			}
 			return ret
 		},
@@ -192,7 +192,7 @@ var readings = [readingCount]readingSpec{
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			pct, ret := g.dev.GetFanSpeed()
 			if ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuFanSpeedDataPoint(ts, percent(pct), g.id, g.name)
+				g.mb.RecordNvidiaGpuFanSpeedDataPoint(ts, percent(pct), g.id, g.name)
 			}
 			return ret
 		},
@@ -206,7 +206,7 @@ func clockReading(name string, clock nvml.ClockType, domain metadata.AttributeNv
 		read: func(s *gpuScraper, g *gpu, ts pcommon.Timestamp) nvml.Return {
 			mhz, ret := g.dev.GetClockInfo(clock)
 			if ret == nvml.SUCCESS {
-				s.mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, int64(mhz)*1_000_000, g.id, g.name, domain)
+				g.mb.RecordNvidiaGpuClockFrequencyDataPoint(ts, int64(mhz)*1_000_000, g.id, g.name, domain)
 			}
 			return ret
 		},
@@ -277,10 +277,10 @@ func (s *gpuScraper) readPCIeLink(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		return ret
 	}
 	id, name := g.id, g.name
-	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(gen), id, name, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
-	s.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(g.pcieMax[0]), id, name, metadata.AttributeNvidiaGpuPcieLinkKindMax)
-	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(width), id, name, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
-	s.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(g.pcieMax[1]), id, name, metadata.AttributeNvidiaGpuPcieLinkKindMax)
+	g.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(gen), id, name, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
+	g.mb.RecordNvidiaGpuPcieLinkGenerationDataPoint(ts, int64(g.pcieMax[0]), id, name, metadata.AttributeNvidiaGpuPcieLinkKindMax)
+	g.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(width), id, name, metadata.AttributeNvidiaGpuPcieLinkKindCurrent)
+	g.mb.RecordNvidiaGpuPcieLinkWidthDataPoint(ts, int64(g.pcieMax[1]), id, name, metadata.AttributeNvidiaGpuPcieLinkKindMax)
 	return nvml.SUCCESS
 }
 
@@ -308,7 +308,7 @@ func (s *gpuScraper) readPCIeThroughput(g *gpu, ts pcommon.Timestamp) nvml.Retur
 	c.pcieLastRead = ts
 	rxTotal := c.pcie[rx].add(uint64(float64(rxKBps) * 1000 * seconds))
 	txTotal := c.pcie[tx].add(uint64(float64(txKBps) * 1000 * seconds))
-	s.mb.RecordHwGpuIoDataPoint(ts, int64(rxTotal), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeNetworkIoDirectionReceive)
-	s.mb.RecordHwGpuIoDataPoint(ts, int64(txTotal), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeNetworkIoDirectionTransmit)
+	g.mb.RecordHwGpuIoDataPoint(ts, int64(rxTotal), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeNetworkIoDirectionReceive)
+	g.mb.RecordHwGpuIoDataPoint(ts, int64(txTotal), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeNetworkIoDirectionTransmit)
 	return nvml.SUCCESS
 }

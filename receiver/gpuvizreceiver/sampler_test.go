@@ -191,8 +191,8 @@ func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
 
 	series := seriesPoints(sink.AllMetrics())
 	assertStrictlyIncreasing(t, series)
-	energy := pointsOf(mergeMetrics(sink.AllMetrics()), "hw.energy", nil)
-	tensor := pointsOf(mergeMetrics(sink.AllMetrics()), "nvidia.gpu.tensor.activity", nil)
+	energy := pointsOf(joinBatches(sink.AllMetrics()), "hw.energy", nil)
+	tensor := pointsOf(joinBatches(sink.AllMetrics()), "nvidia.gpu.tensor.activity", nil)
 	for _, g := range ls.s.gpus {
 		assert.Len(t, energy[g.id], ticks, "an energy point every tick")
 		// The fixture's GPM never changes: one run, from the first interval
@@ -220,8 +220,8 @@ func pointTimes(batches []pmetric.Metrics, metric, id string) []pcommon.Timestam
 	return out
 }
 
-// mergeMetrics copies batches into one pmetric.Metrics.
-func mergeMetrics(batches []pmetric.Metrics) pmetric.Metrics {
+// joinBatches copies batches into one pmetric.Metrics.
+func joinBatches(batches []pmetric.Metrics) pmetric.Metrics {
 	all := pmetric.NewMetrics()
 	for _, m := range batches {
 		rms := m.ResourceMetrics()
@@ -273,7 +273,7 @@ func TestHungGPUStallsNeitherTheOthersNorTheScrape(t *testing.T) {
 	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2*5+1+3 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, ls.sp.shutdown(context.Background()))
 	assertStrictlyIncreasing(t, seriesPoints(sink.AllMetrics()))
-	energy := pointsOf(mergeMetrics(sink.AllMetrics()), "hw.energy", nil)
+	energy := pointsOf(joinBatches(sink.AllMetrics()), "hw.energy", nil)
 	assert.Len(t, energy[device(lib, 0).UUID], 6)
 	assert.Len(t, energy[device(lib, 1).UUID], 2, "its first tick (late) and its last")
 }
@@ -292,7 +292,7 @@ func TestShutdownAbandonsACallThatNeverReturns(t *testing.T) {
 	assert.Less(t, time.Since(start), 5*time.Second, "shutdown waits a bounded time")
 	assert.True(t, ls.s.gpus[0].tickAbandoned, "its buffers are not freed under the call")
 	assert.False(t, ls.s.gpus[1].tickAbandoned)
-	assert.Len(t, pointsOf(mergeMetrics(sink.AllMetrics()), "hw.energy", nil)[device(lib, 1).UUID], 1, "what was read is handed on")
+	assert.Len(t, pointsOf(joinBatches(sink.AllMetrics()), "hw.energy", nil)[device(lib, 1).UUID], 1, "what was read is handed on")
 
 	close(release) // let the abandoned call end, so that goleak sees no goroutine left
 	ls.sp.working.Wait()
@@ -337,7 +337,7 @@ func TestSlowPipelineSkipsTicksWithinTheBound(t *testing.T) {
 	ls.tick() // hands them on, and is read: the pipeline keeps up again
 	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2*6 }, 5*time.Second, time.Millisecond)
 	require.NoError(t, ls.sp.shutdown(context.Background()))
-	all := mergeMetrics(sink.AllMetrics())
+	all := joinBatches(sink.AllMetrics())
 	assertStrictlyIncreasing(t, seriesPoints(sink.AllMetrics()))
 	for _, pts := range pointsOf(all, "hw.energy", nil) {
 		assert.Len(t, pts, 6, "nothing read is lost")

@@ -64,9 +64,15 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 	}
 
 	s.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
+	for _, g := range s.gpus {
+		g.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
+	}
 	rb := s.mb.NewResourceBuilder()
 	if backend == BackendSimulated {
 		rb.SetGpuvizBackendSimulated()
+		if len(s.cfg.Simulated.Faults) > 0 {
+			rb.SetGpuvizSimulatedFaults(faultSummary(s.cfg.Simulated.Faults))
+		}
 	} else {
 		rb.SetGpuvizBackendNvml()
 	}
@@ -124,7 +130,7 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 		}
 		g.fields = newFieldRequest(&s.cfg.Metrics)
 		logger := s.logger.With(zap.Int("gpu", g.index), zap.String("hw.id", g.id))
-		g.tick = newTickState(s.cfg, s.syms, lib, g.dev, logger)
+		g.tick = newTickState(s.cfg, s.syms, lib, &g.handle, logger)
 		if g.tick.gpm == nil && (gpmEnabled(&s.cfg.Metrics) || migGPMEnabled(&s.cfg.Metrics)) {
 			logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported")
 		}
@@ -148,7 +154,19 @@ func (s *gpuScraper) shutdown(context.Context) error {
 		s.pods.Shutdown()
 		s.pods = nil
 	}
+	// A GPU's scrape still in an NVML call gets as long as the sampling
+	// clock's ticks do; after that it is abandoned, with its buffers.
+	deadline := time.NewTimer(shutdownWait)
+	defer deadline.Stop()
 	for _, g := range s.gpus {
+		if g.scraping != nil {
+			select {
+			case <-g.scraping:
+			case <-deadline.C:
+				s.logger.Warn("shutting down with a GPU's scrape still in an NVML call: it is abandoned", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+				g.tickAbandoned = true
+			}
+		}
 		if !g.tickAbandoned {
 			g.tick.free(s.lib)
 		}
@@ -161,25 +179,113 @@ func (s *gpuScraper) shutdown(context.Context) error {
 	return nil
 }
 
+// scrape reads every GPU, each on a goroutine of its own into its own
+// builder, and hands on what the GPUs read by the scrape's deadline
+// (timeout): a GPU stuck in an NVML call, which cannot be cancelled, holds
+// up neither the others nor the pipeline. It reports degraded, is not asked
+// again while the call is in flight, and what it read once the call
+// returns goes with the next scrape.
 func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
-	var errs scrapererror.ScrapeErrors
-	for i, g := range s.gpus {
-		if err := ctx.Err(); err != nil {
-			errs.AddPartial(len(s.gpus)-i, fmt.Errorf("scrape timed out before GPU %d was read: %w", g.index, err))
-			break
-		}
-		s.scrapeGPU(g, &errs)
+	if err := ctx.Err(); err != nil {
+		return pmetric.NewMetrics(), scrapererror.NewPartialScrapeError(fmt.Errorf("scrape timed out before any GPU was read: %w", err), len(s.gpus))
 	}
-	return s.mb.Emit(metadata.WithResource(s.resource)), errs.Combine()
+	now := s.now()
+	alloc := s.allocation()
+	for _, g := range s.gpus {
+		if g.scraping != nil {
+			select {
+			case <-g.scraping: // returned after the last deadline
+				g.scraping = nil
+			default:
+				continue // still in its NVML call
+			}
+		}
+		if g.scrapeStalled {
+			g.scrapeStalled = false
+			s.logger.Info("a stalled GPU's NVML calls returned: it is read again", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+		}
+		done := make(chan struct{})
+		g.scraping, g.scrapeSince = done, now
+		go func() {
+			defer close(done)
+			s.scrapeGPU(g, alloc)
+		}()
+	}
+	var errs scrapererror.ScrapeErrors
+	out := pmetric.NewMetrics()
+	for _, g := range s.gpus {
+		select {
+		case <-g.scraping:
+		case <-ctx.Done():
+		}
+		select { // a GPU done by the deadline is taken, whichever was seen first
+		case <-g.scraping:
+			g.scraping = nil
+			for _, err := range g.scrapeErrs {
+				errs.AddPartial(1, err)
+			}
+			g.scrapeErrs = g.scrapeErrs[:0]
+			mergeMetrics(out, g.mb.Emit(metadata.WithResource(s.resource)))
+		default:
+			stalled := s.now().Sub(g.scrapeSince)
+			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): its NVML calls have not returned for %v: it reports degraded, and is read again once they do",
+				g.index, g.id, stalled.Round(time.Millisecond)))
+			if !g.scrapeStalled {
+				g.scrapeStalled = true
+				s.logger.Warn("a GPU's NVML calls have not returned within the scrape timeout: the other GPUs' data goes on without it, and it reports degraded until they do",
+					zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.Duration("stalled", stalled))
+			}
+			s.recordStatus(s.mb, g, pcommon.NewTimestampFromTime(s.now()), metadata.AttributeHwStateDegraded)
+		}
+	}
+	mergeMetrics(out, s.mb.Emit(metadata.WithResource(s.resource)))
+	return out, errs.Combine()
 }
 
-// scrapeGPU makes every reading of one GPU that is enabled and supported,
-// then reports the GPU's state. A reading that fails costs only its own
-// metrics; a lost GPU ends its own scrape, never the others'.
-func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
+// mergeMetrics moves the metrics of src into dst. Both come from builders
+// of one configuration and resource: one resource, one scope, each metric
+// once, so a metric of src joins dst's metric of the same name.
+func mergeMetrics(dst, src pmetric.Metrics) {
+	if src.ResourceMetrics().Len() == 0 {
+		return
+	}
+	if dst.ResourceMetrics().Len() == 0 {
+		src.ResourceMetrics().MoveAndAppendTo(dst.ResourceMetrics())
+		return
+	}
+	into := dst.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	byName := make(map[string]pmetric.Metric, into.Len())
+	for i := range into.Len() {
+		byName[into.At(i).Name()] = into.At(i)
+	}
+	from := src.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := range from.Len() {
+		m := from.At(i)
+		d, ok := byName[m.Name()]
+		switch {
+		case !ok:
+			m.MoveTo(into.AppendEmpty())
+		case m.Type() == pmetric.MetricTypeGauge:
+			m.Gauge().DataPoints().MoveAndAppendTo(d.Gauge().DataPoints())
+		case m.Type() == pmetric.MetricTypeSum:
+			m.Sum().DataPoints().MoveAndAppendTo(d.Sum().DataPoints())
+		}
+	}
+}
+
+// scrapeGPU makes every reading of one GPU that is enabled and supported
+// into the GPU's builder, then reports the GPU's state. A reading that
+// fails costs only its own metrics; a lost GPU ends its own scrape, never
+// the others'. A lost GPU gets a new handle first, in case a reset
+// invalidated the old one.
+func (s *gpuScraper) scrapeGPU(g *gpu, alloc podresources.Allocation) {
+	errs := &g.scrapeErrs
 	ts := pcommon.NewTimestampFromTime(s.now())
 	g.health = metadata.AttributeHwStateOk
 	wasLost := g.lost
+	if wasLost {
+		s.reacquire(g)
+	}
 	g.lost = false
 	for r := range readingCount {
 		if g.unsupported.has(r) || !r.enabled(s.cfg) {
@@ -194,16 +300,18 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 			s.logger.Info("GPU does not support a reading; it will not be asked again",
 				zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.String("reading", r.String()))
 			continue
-		case nvml.ERROR_GPU_IS_LOST:
+		case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_INVALID_ARGUMENT:
+			// INVALID_ARGUMENT from a GPU's own calls is an invalid handle
+			// (after a reset): the next scrape takes a new one.
 			g.lost = true
-			errs.AddPartial(1, fmt.Errorf("GPU %d (%s) is lost (fallen off the bus or failed): %w", g.index, g.id, ret))
+			*errs = append(*errs, fmt.Errorf("GPU %d (%s) is lost (fallen off the bus, failed, or reset): %w", g.index, g.id, ret))
 			if !wasLost {
 				s.logger.Error("GPU lost: reporting hw.status failed until it answers again; the other GPUs are unaffected",
 					zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 			}
 		default:
 			g.worsen(metadata.AttributeHwStateDegraded)
-			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): reading %s: %w", g.index, g.id, r, ret))
+			*errs = append(*errs, fmt.Errorf("GPU %d (%s): reading %s: %w", g.index, g.id, r, ret))
 			continue
 		}
 		break
@@ -212,20 +320,20 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 		// Every scrape ends an interval, and with a point a scrape there is
 		// no run to leave points out of.
 		r := g.tick.read(s.lib, s.syms, ts.AsTime(), true)
-		recordTick(s.mb, g, r, nil)
+		recordTick(g.mb, g, r, nil)
 		if r.failed != nvml.SUCCESS {
 			g.worsen(metadata.AttributeHwStateDegraded)
-			errs.AddPartial(1, fmt.Errorf("GPU %d (%s): fast readings: %w", g.index, g.id, r.failed))
+			*errs = append(*errs, fmt.Errorf("GPU %d (%s): fast readings: %w", g.index, g.id, r.failed))
 		}
 	}
 	if g.tickStalled.Load() {
 		g.worsen(metadata.AttributeHwStateDegraded)
 	}
 	s.recordGPMStatus(g, ts)
-	s.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
-	s.recordAllocations(g, s.allocation(), ts)
+	g.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
+	s.recordAllocations(g, alloc, ts)
 	if g.xids.take(func(code uint64, n int64) {
-		s.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, int64(code))
+		g.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, int64(code))
 	}) {
 		g.worsen(metadata.AttributeHwStateDegraded)
 	}
@@ -234,13 +342,35 @@ func (s *gpuScraper) scrapeGPU(g *gpu, errs *scrapererror.ScrapeErrors) {
 	} else if wasLost {
 		s.logger.Info("GPU answers again", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 	}
+	s.recordStatus(g.mb, g, ts, g.health)
+}
+
+// recordStatus reports GPU g's hw.status as state into mb.
+func (s *gpuScraper) recordStatus(mb *metadata.MetricsBuilder, g *gpu, ts pcommon.Timestamp, state metadata.AttributeHwState) {
 	for _, st := range []metadata.AttributeHwState{metadata.AttributeHwStateOk, metadata.AttributeHwStateDegraded, metadata.AttributeHwStateFailed} {
-		var v int64
-		if st == g.health {
-			v = 1
-		}
-		s.mb.RecordHwStatusDataPoint(ts, v, g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, st)
+		mb.RecordHwStatusDataPoint(ts, boolInt(st == state), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, st)
 	}
+}
+
+// reacquire takes a new handle for lost GPU g: a reset invalidates the
+// handles taken before it, and the GPU at the same index with the same
+// UUID is the same GPU again. The tick takes the new handle up at its next
+// read (tickState.follow).
+func (s *gpuScraper) reacquire(g *gpu) {
+	dev, ret := s.lib.DeviceGetHandleByIndex(g.index)
+	if ret != nvml.SUCCESS || dev == g.dev {
+		return
+	}
+	if uuid, ret := dev.GetUUID(); ret != nvml.SUCCESS || uuid != g.id {
+		return // still gone, or another GPU took the index: the old handle stays
+	}
+	g.dev = dev
+	g.handle.Store(&dev)
+	if s.xid != nil {
+		s.xid.register(g, dev)
+	}
+	s.logger.Info("GPU has a new handle (it was reset, or its handle went invalid): reading it again",
+		zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 }
 
 var gpmStates = [...]metadata.AttributeNvidiaGpuGpmState{
@@ -254,6 +384,6 @@ var gpmStates = [...]metadata.AttributeNvidiaGpuGpmState{
 func (s *gpuScraper) recordGPMStatus(g *gpu, ts pcommon.Timestamp) {
 	cur := g.tick.gpmStatus.Load()
 	for st, attr := range gpmStates {
-		s.mb.RecordNvidiaGpuGpmStatusDataPoint(ts, boolInt(int32(st) == cur), g.id, g.name, attr)
+		g.mb.RecordNvidiaGpuGpmStatusDataPoint(ts, boolInt(int32(st) == cur), g.id, g.name, attr)
 	}
 }

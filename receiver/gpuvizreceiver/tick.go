@@ -82,6 +82,7 @@ type migInstance struct {
 // tickState is what one GPU's tick keeps between ticks.
 type tickState struct {
 	dev    nvml.Device
+	handle *atomic.Pointer[nvml.Device] // the GPU's current handle (gpu.handle)
 	logger *zap.Logger
 
 	req fieldRequest // the batched call; fields the GPU lacks are dropped
@@ -91,6 +92,9 @@ type tickState struct {
 	// last is the newest timestamp emitted per field (µs): a value the
 	// driver has not refreshed since is not emitted twice.
 	last [numTickFields]int64
+	// totals carries the cumulative fields across a restart of the
+	// driver's counters (a GPU reset).
+	totals [numTickFields]continuingCounter
 
 	gpm       *gpmState // nil when the GPU has no GPM
 	gpmStatus atomic.Int32
@@ -146,9 +150,10 @@ type tickReading struct {
 	failed nvml.Return
 }
 
-func newTickState(cfg *Config, syms symbols, lib nvml.Interface, dev nvml.Device, logger *zap.Logger) *tickState {
+func newTickState(cfg *Config, syms symbols, lib nvml.Interface, handle *atomic.Pointer[nvml.Device], logger *zap.Logger) *tickState {
 	m := &cfg.Metrics
-	t := &tickState{dev: dev, logger: logger}
+	dev := *handle.Load()
+	t := &tickState{dev: dev, handle: handle, logger: logger}
 	for f := range numTickFields {
 		if f.enabled(m) {
 			t.req = append(t.req, nvml.FieldValue{FieldId: tickFieldIDs[f]})
@@ -172,6 +177,9 @@ func newTickState(cfg *Config, syms symbols, lib nvml.Interface, dev nvml.Device
 // read makes the tick's calls at now; flush marks the tick that ends a
 // flush interval. The reading stays valid until the next read.
 func (t *tickState) read(lib nvml.Interface, syms symbols, now time.Time, flush bool) *tickReading {
+	if dev := *t.handle.Load(); dev != t.dev {
+		t.follow(lib, dev)
+	}
 	r := &t.reading
 	r.at, r.flush = pcommon.NewTimestampFromTime(now), flush
 	r.fields, r.mig, r.samples = r.fields[:0], r.mig[:0], r.samples[:0]
@@ -186,6 +194,36 @@ func (t *tickState) read(lib nvml.Interface, syms symbols, now time.Time, flush 
 	}
 	return r
 }
+
+// follow moves the tick to the GPU's new handle (after a reset): GPM
+// samples of the old handle cannot be compared with the new one's, so the
+// buffers are taken anew, and the driver's timestamps may start over.
+func (t *tickState) follow(lib nvml.Interface, dev nvml.Device) {
+	hadGPM := t.gpm != nil
+	t.free(lib)
+	t.dev, t.last = dev, [numTickFields]int64{}
+	if hadGPM {
+		t.gpm = newGPMState(lib)
+	}
+	t.logger.Info("the sampling clock follows the GPU's new handle")
+}
+
+// continuingCounter continues a cumulative reading across restarts of
+// the driver's counter: a GPU reset or a driver reload starts it again
+// from zero, and what it counts since adds to what it had counted.
+type continuingCounter struct {
+	last, offset float64
+}
+
+func (c *continuingCounter) observe(x float64) float64 {
+	if x < c.last {
+		c.offset += c.last
+	}
+	c.last = x
+	return c.offset + x
+}
+
+func (f tickField) cumulative() bool { return f != fieldPowerInstant }
 
 func (r *tickReading) fail(ret nvml.Return) {
 	if ret != nvml.SUCCESS && r.failed == nvml.SUCCESS {
@@ -209,7 +247,7 @@ func (t *tickState) readFields(syms symbols, r *tickReading) {
 		mj, ret := t.dev.GetTotalEnergyConsumption()
 		r.fail(ret)
 		if ret == nvml.SUCCESS {
-			r.fields = append(r.fields, fieldPoint{fieldEnergy, r.at, float64(mj) / 1000})
+			r.fields = append(r.fields, fieldPoint{fieldEnergy, r.at, t.totals[fieldEnergy].observe(float64(mj) / 1000)})
 		}
 	}
 	if t.powerCall {
@@ -246,6 +284,9 @@ func (t *tickState) take(v *nvml.FieldValue, r *tickReading) {
 		x /= 1000 // mW
 	default:
 		x /= 1e9 // ns
+	}
+	if kind.cumulative() {
+		x = t.totals[kind].observe(x)
 	}
 	r.fields = append(r.fields, fieldPoint{kind, ts, x})
 }

@@ -67,7 +67,7 @@ func readBurst(t *testing.T, cfg *Config) pmetric.Metrics {
 		clock.advance(10 * time.Second)
 	}
 	scrape()
-	return mergeMetrics(batches)
+	return joinBatches(batches)
 }
 
 // tickSeries is one metric's value at every tick of the first 10 s, by time
@@ -177,7 +177,7 @@ func TestTickFallsBackWhereTheDriverLacksAField(t *testing.T) {
 			batches = append(batches, m)
 		}
 	}
-	m := mergeMetrics(batches)
+	m := joinBatches(batches)
 	// The fixture's dedicated calls: 123456789 mJ + 1 J a call, 412345 mW.
 	assert.Equal(t, []float64{123457.789, 123458.789, 123459.789, 123460.789, 123461.789, 123462.789, 123463.789},
 		pointsOf(m, "hw.energy", nil)[dev.UUID])

@@ -2,6 +2,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 
 import (
 	"sync"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.uber.org/zap"
@@ -14,9 +15,19 @@ type xidCounts struct {
 	counts map[uint64]int64
 	// fresh is set by a new Xid and cleared by the scrape that reports it.
 	fresh bool
+	// logged is when an Xid was last logged, unlogged how many arrived
+	// since: a storm of Xids is logged at most once per xidLogEvery.
+	logged   time.Time
+	unlogged int64
 }
 
-func (x *xidCounts) add(code uint64) {
+// xidLogEvery bounds the log lines of an Xid storm on one GPU; the counts
+// miss none.
+const xidLogEvery = 10 * time.Second
+
+// add counts an Xid arriving at now. It reports whether to log it, and how
+// many arrived since the last one logged.
+func (x *xidCounts) add(code uint64, now time.Time) (unlogged int64, log bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.counts == nil {
@@ -24,6 +35,12 @@ func (x *xidCounts) add(code uint64) {
 	}
 	x.counts[code]++
 	x.fresh = true
+	if now.Sub(x.logged) < xidLogEvery {
+		x.unlogged++
+		return 0, false
+	}
+	unlogged, x.logged, x.unlogged = x.unlogged, now, 0
+	return unlogged, true
 }
 
 // take calls f for every code seen, and reports whether any arrived since
@@ -48,10 +65,14 @@ const xidWaitMs = 500
 type xidWatcher struct {
 	lib    nvml.Interface
 	set    nvml.EventSet
-	gpus   []*gpu
 	logger *zap.Logger
 	stop   chan struct{}
 	done   chan struct{}
+
+	// byHandle finds the GPU an event is for: the scrape registers a GPU's
+	// new handle after a reset while the watcher reads.
+	mu       sync.Mutex
+	byHandle map[nvml.Device]*gpu
 }
 
 // startXidWatcher registers every GPU that supports critical Xid events
@@ -62,25 +83,39 @@ func startXidWatcher(lib nvml.Interface, gpus []*gpu, logger *zap.Logger) *xidWa
 		logger.Warn("cannot create an NVML event set: Xid errors will not be counted", zap.Error(ret))
 		return nil
 	}
-	w := &xidWatcher{lib: lib, set: set, logger: logger, stop: make(chan struct{}), done: make(chan struct{})}
+	w := &xidWatcher{lib: lib, set: set, logger: logger, stop: make(chan struct{}), done: make(chan struct{}), byHandle: map[nvml.Device]*gpu{}}
 	for _, g := range gpus {
-		types, ret := g.dev.GetSupportedEventTypes()
-		if ret != nvml.SUCCESS || types&nvml.EventTypeXidCriticalError == 0 {
-			logger.Info("GPU does not report Xid events", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
-			continue
-		}
-		if ret := g.dev.RegisterEvents(nvml.EventTypeXidCriticalError, set); ret != nvml.SUCCESS {
-			logger.Warn("cannot register for Xid events", zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.Error(ret))
-			continue
-		}
-		w.gpus = append(w.gpus, g)
+		w.register(g, g.dev)
 	}
-	if len(w.gpus) == 0 {
+	if len(w.byHandle) == 0 {
 		lib.EventSetFree(set)
 		return nil
 	}
 	go w.run()
 	return w
+}
+
+// register asks for GPU g's critical Xid events on handle dev, in place of
+// any handle registered for it before.
+func (w *xidWatcher) register(g *gpu, dev nvml.Device) {
+	logger := w.logger.With(zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+	types, ret := dev.GetSupportedEventTypes()
+	if ret != nvml.SUCCESS || types&nvml.EventTypeXidCriticalError == 0 {
+		logger.Info("GPU does not report Xid events")
+		return
+	}
+	if ret := dev.RegisterEvents(nvml.EventTypeXidCriticalError, w.set); ret != nvml.SUCCESS {
+		logger.Warn("cannot register for Xid events", zap.Error(ret))
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for h, other := range w.byHandle {
+		if other == g {
+			delete(w.byHandle, h)
+		}
+	}
+	w.byHandle[dev] = g
 }
 
 func (w *xidWatcher) run() {
@@ -108,14 +143,16 @@ func (w *xidWatcher) record(data nvml.EventData) {
 	if data.EventType&nvml.EventTypeXidCriticalError == 0 {
 		return
 	}
-	for _, g := range w.gpus {
-		if g.dev == data.Device {
-			g.xids.add(data.EventData)
+	w.mu.Lock()
+	g := w.byHandle[data.Device]
+	w.mu.Unlock()
+	if g != nil {
+		if since, ok := g.xids.add(data.EventData, time.Now()); ok {
 			w.logger.Error("GPU reported a critical Xid error",
 				zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.Uint64("xid", data.EventData),
-				zap.String("meaning", xidMeaning(data.EventData)))
-			return
+				zap.String("meaning", xidMeaning(data.EventData)), zap.Int64("unlogged_since_last", since))
 		}
+		return
 	}
 	w.logger.Error("a GPU the receiver does not read reported a critical Xid error",
 		zap.Uint64("xid", data.EventData), zap.String("meaning", xidMeaning(data.EventData)))

@@ -2870,13 +2870,17 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for gpuviz resource attributes.
 type ResourceAttributesConfig struct {
-	GpuvizBackend ResourceAttributeConfig `mapstructure:"gpuviz.backend"`
-	HostName      ResourceAttributeConfig `mapstructure:"host.name"`
+	GpuvizBackend         ResourceAttributeConfig `mapstructure:"gpuviz.backend"`
+	GpuvizSimulatedFaults ResourceAttributeConfig `mapstructure:"gpuviz.simulated.faults"`
+	HostName              ResourceAttributeConfig `mapstructure:"host.name"`
 }
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 	return ResourceAttributesConfig{
 		GpuvizBackend: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpuvizSimulatedFaults: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		HostName: ResourceAttributeConfig{

@@ -265,8 +265,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					GpuvizBackend: ResourceAttributeConfig{Enabled: true},
-					HostName:      ResourceAttributeConfig{Enabled: true},
+					GpuvizBackend:         ResourceAttributeConfig{Enabled: true},
+					GpuvizSimulatedFaults: ResourceAttributeConfig{Enabled: true},
+					HostName:              ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -513,8 +514,9 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					GpuvizBackend: ResourceAttributeConfig{Enabled: false},
-					HostName:      ResourceAttributeConfig{Enabled: false},
+					GpuvizBackend:         ResourceAttributeConfig{Enabled: false},
+					GpuvizSimulatedFaults: ResourceAttributeConfig{Enabled: false},
+					HostName:              ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -1089,15 +1091,17 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
-				GpuvizBackend: ResourceAttributeConfig{Enabled: true},
-				HostName:      ResourceAttributeConfig{Enabled: true},
+				GpuvizBackend:         ResourceAttributeConfig{Enabled: true},
+				GpuvizSimulatedFaults: ResourceAttributeConfig{Enabled: true},
+				HostName:              ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
-				GpuvizBackend: ResourceAttributeConfig{Enabled: false},
-				HostName:      ResourceAttributeConfig{Enabled: false},
+				GpuvizBackend:         ResourceAttributeConfig{Enabled: false},
+				GpuvizSimulatedFaults: ResourceAttributeConfig{Enabled: false},
+				HostName:              ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

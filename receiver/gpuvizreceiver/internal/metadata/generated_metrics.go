@@ -5535,6 +5535,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GpuvizBackend.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpuviz.backend"] = filter.CreateFilter(mbc.ResourceAttributes.GpuvizBackend.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GpuvizSimulatedFaults.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpuviz.simulated.faults"] = filter.CreateFilter(mbc.ResourceAttributes.GpuvizSimulatedFaults.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpuvizSimulatedFaults.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpuviz.simulated.faults"] = filter.CreateFilter(mbc.ResourceAttributes.GpuvizSimulatedFaults.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.HostName.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsInclude)
 	}

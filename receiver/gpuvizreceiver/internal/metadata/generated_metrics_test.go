@@ -405,6 +405,7 @@ func TestMetricsBuilder(t *testing.T) {
 
 			rb := mb.NewResourceBuilder()
 			rb.SetGpuvizBackendNvml()
+			rb.SetGpuvizSimulatedFaults("gpuviz.simulated.faults-val")
 			rb.SetHostName("host.name-val")
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))

@@ -35,6 +35,13 @@ func (rb *ResourceBuilder) SetGpuvizBackendSimulated() {
 	}
 }
 
+// SetGpuvizSimulatedFaults sets provided value as "gpuviz.simulated.faults" attribute.
+func (rb *ResourceBuilder) SetGpuvizSimulatedFaults(val string) {
+	if rb.config.GpuvizSimulatedFaults.Enabled {
+		rb.res.Attributes().PutStr("gpuviz.simulated.faults", val)
+	}
+}
+
 // SetHostName sets provided value as "host.name" attribute.
 func (rb *ResourceBuilder) SetHostName(val string) {
 	if rb.config.HostName.Enabled {

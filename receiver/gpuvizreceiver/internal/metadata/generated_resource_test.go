@@ -14,6 +14,7 @@ func TestResourceBuilder(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
 			rb.SetGpuvizBackendNvml()
+			rb.SetGpuvizSimulatedFaults("gpuviz.simulated.faults-val")
 			rb.SetHostName("host.name-val")
 
 			res := rb.Emit()
@@ -21,9 +22,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 2, res.Attributes().Len())
+				assert.Equal(t, 3, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 2, res.Attributes().Len())
+				assert.Equal(t, 3, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -34,6 +35,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "nvml", gpuvizBackendAttrVal.Str())
+			}
+			gpuvizSimulatedFaultsAttrVal, ok := res.Attributes().Get("gpuviz.simulated.faults")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "gpuviz.simulated.faults-val", gpuvizSimulatedFaultsAttrVal.Str())
 			}
 			hostNameAttrVal, ok := res.Attributes().Get("host.name")
 			assert.True(t, ok)
