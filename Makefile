@@ -29,9 +29,10 @@ build: generate $(OCB)
 	$(OCB) --config builder-config.yaml
 
 # The main job: build, then run on the quickstart config (real GPUs through
-# NVML, or the labelled simulation where there are none).
+# NVML, or the labelled simulation where there are none). GOMEMLIMIT goes
+# with the config's memory_limiter (limit_mib 512): docs/reliability.md.
 run: build
-	$(DIST) --config examples/quickstart/config.yaml
+	GOMEMLIMIT=$${GOMEMLIMIT:-400MiB} $(DIST) --config examples/quickstart/config.yaml
 
 lint:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './_build/*')); \
