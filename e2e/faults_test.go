@@ -229,6 +229,20 @@ func pprofFacts(t *testing.T, port int) (goroutines, heap int64) {
 	return goroutines, heap
 }
 
+// memoryOf is process pid's RSS and peak RSS, as /proc says them.
+func memoryOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "VmHWM:") {
+			out = append(out, strings.Join(strings.Fields(line), " "))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // TestFaults runs the built collector on simulated GPUs under injected
 // faults, one per GPU, all between faultsFrom and faultsUntil: a GPU
 // reset, a 30% error rate, a hung scrape call, a hung GPM call, a lost
@@ -286,7 +300,7 @@ func TestFaults(t *testing.T) {
 	// The baseline, before any fault.
 	time.Sleep(time.Until(sink.start.Add(faultsFrom - 3*time.Second)))
 	goroutines0, heap0 := pprofFacts(t, pprofPort)
-	t.Logf("before the faults: %d goroutines, %d B live heap", goroutines0, heap0)
+	t.Logf("before the faults: %d goroutines, %d B live heap, %s", goroutines0, heap0, memoryOf(t, collector.Pid()))
 
 	time.Sleep(time.Until(sink.start.Add(faultsUntil + 3*faultsInterval)))
 	var goroutines, heap int64
@@ -299,7 +313,7 @@ func TestFaults(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	t.Logf("after the faults: %d goroutines, %d B live heap, %v after they cleared", goroutines, heap, time.Since(recovered).Round(time.Second))
+	t.Logf("after the faults: %d goroutines, %d B live heap, %v after they cleared, %s", goroutines, heap, time.Since(recovered).Round(time.Second), memoryOf(t, collector.Pid()))
 	end := time.Since(sink.start)
 	exited, err := collector.Exited()
 	require.False(t, exited, "the collector is still running (%v)", err)

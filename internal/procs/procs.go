@@ -67,6 +67,9 @@ func (g *Group) Spawn(name, bin string, args ...string) (*Proc, error) {
 	return p, nil
 }
 
+// Pid is p's process ID.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Exited reports whether p has ended, and how.
 func (p *Proc) Exited() (bool, error) {
 	select {
