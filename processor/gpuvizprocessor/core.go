@@ -412,36 +412,39 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 			fresh = append(fresh, &b.spans[i])
 		}
 	}
-	var records []requestRecord
 	if len(fresh) > 0 {
-		records = c.enrich(fresh, now)
+		c.enrich(fresh, now)
 	}
 	v := c.view
 	c.mu.Unlock()
-	for i := range records {
-		if c.cfg.Metrics.Enabled {
-			c.emitter.record(records[i])
-		}
-		if v != nil {
-			v.request(&records[i])
-		}
-	}
 	for _, b := range ready {
-		b.enriched = true
+		if !b.enriched {
+			c.annotateBatch(b, v)
+			b.enriched = true
+		}
 		c.forward(now, b, force(b))
 	}
 }
 
-// enrich runs the pipeline over the spans released at now and writes the
-// results on them; the caller holds c.mu.
-func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
+// spanOutcome is a released span's result, kept from its settle group's
+// round until its batch leaves.
+type spanOutcome struct {
+	r       spanResult
+	backend string
+}
+
+// enrich runs the pipeline over the spans released at now and keeps each
+// span's result on it (heldSpan.outcome) for annotateBatch; the caller holds
+// c.mu. The results are computed together, as the settle group's
+// fairness needs, but written batch by batch just before each leaves, so
+// that one batch's phase spans and attributes exist at a time rather than
+// a whole release's: at 20,000 vLLM spans/s a release is tens of
+// thousands of spans, and what annotate adds to each (three phase spans,
+// some 30 attributes) is about 3 KB against a spanOutcome's 1 KB.
+func (c *core) enrich(spans []*heldSpan, now time.Time) {
 	ctx := context.Background()
 	backends := map[*gpuSet]string{}
-	var records []requestRecord
-	keep := c.cfg.Metrics.Enabled || c.view != nil
-	if keep {
-		records = make([]requestRecord, 0, len(spans))
-	}
+	outcomes := make([]spanOutcome, 0, len(spans)) // never grows: the pointers into it stay valid
 	enriched, phases := 0, 0
 	c.pipeline.round(spans, now, func(hs *heldSpan, r *spanResult) {
 		switch {
@@ -457,16 +460,38 @@ func (c *core) enrich(spans []*heldSpan, now time.Time) []requestRecord {
 			backend = c.backendOf(hs.set.keys)
 			backends[hs.set] = backend
 		}
-		if rec, ok := annotate(hs, r, backend, c.cfg.PhaseSpans); ok && keep {
-			records = append(records, rec)
-		}
+		outcomes = append(outcomes, spanOutcome{r: *r, backend: backend})
+		hs.outcome = &outcomes[len(outcomes)-1]
 		enriched++
 		if c.cfg.PhaseSpans {
 			phases += len(hs.req.Phases)
 		}
 	})
 	c.countEnriched(ctx, enriched, phases)
-	return records
+}
+
+// annotateBatch writes the results enrich kept on b's spans and hands the
+// requests to the emitter and the view (v, nil without one). The batch is
+// out of the hold: only this release touches it, so c.mu is not held.
+func (c *core) annotateBatch(b *heldBatch, v *viewSink) {
+	for i := range b.spans {
+		hs := &b.spans[i]
+		o := hs.outcome
+		if o == nil {
+			continue
+		}
+		hs.outcome = nil
+		rec, ok := annotate(hs, &o.r, o.backend, c.cfg.PhaseSpans)
+		if !ok {
+			continue
+		}
+		if c.cfg.Metrics.Enabled {
+			c.emitter.record(rec)
+		}
+		if v != nil {
+			v.request(&rec)
+		}
+	}
 }
 
 // backendOf names the backends of a set of GPUs' data ("simulated"; two,
