@@ -402,27 +402,19 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 		}
 	}
 	ready := c.hold.take(func(b *heldBatch) bool { return b.enriched || force(b) || !waiting[b.group] })
-	var fresh []*heldSpan
-	for _, b := range ready {
-		if b.enriched {
-			continue
-		}
-		for i := range b.spans {
-			c.matchSpan(&b.spans[i], nil, now)
-			fresh = append(fresh, &b.spans[i])
-		}
-	}
-	if len(fresh) > 0 {
-		c.enrich(fresh, now)
-	}
+	c.enrich(ready, now)
 	v := c.view
 	c.mu.Unlock()
-	for _, b := range ready {
+	for i, b := range ready {
 		if !b.enriched {
 			c.annotateBatch(b, v)
 			b.enriched = true
 		}
 		c.forward(now, b, force(b))
+		// Handed on (or back in the hold): its spans, now grown by what
+		// annotateBatch wrote, must not live on through this release's
+		// slice once the next consumer is done with them.
+		ready[i] = nil
 	}
 }
 
@@ -433,15 +425,28 @@ type spanOutcome struct {
 	backend string
 }
 
-// enrich runs the pipeline over the spans released at now and keeps each
-// span's result on it (heldSpan.outcome) for annotateBatch; the caller holds
+// enrich runs the pipeline over the spans of the batches released at now
+// (those not enriched before) and keeps each span's result on it (heldSpan.outcome) for annotateBatch; the caller holds
 // c.mu. The results are computed together, as the settle group's
 // fairness needs, but written batch by batch just before each leaves, so
 // that one batch's phase spans and attributes exist at a time rather than
 // a whole release's: at 20,000 vLLM spans/s a release is tens of
 // thousands of spans, and what annotate adds to each (three phase spans,
 // some 30 attributes) is about 3 KB against a spanOutcome's 1 KB.
-func (c *core) enrich(spans []*heldSpan, now time.Time) {
+func (c *core) enrich(batches []*heldBatch, now time.Time) {
+	var spans []*heldSpan
+	for _, b := range batches {
+		if b.enriched {
+			continue
+		}
+		for i := range b.spans {
+			c.matchSpan(&b.spans[i], nil, now)
+			spans = append(spans, &b.spans[i])
+		}
+	}
+	if len(spans) == 0 {
+		return
+	}
 	ctx := context.Background()
 	backends := map[*gpuSet]string{}
 	outcomes := make([]spanOutcome, 0, len(spans)) // never grows: the pointers into it stay valid

@@ -111,12 +111,8 @@ func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 		b.StopTimer()
 		batch := newBatch()
 		b.StartTimer()
-		spans := make([]*heldSpan, len(batch.spans))
-		for i := range batch.spans {
-			spans[i] = &batch.spans[i]
-		}
 		c.mu.Lock()
-		c.enrich(spans, now)
+		c.enrich([]*heldBatch{batch}, now)
 		c.mu.Unlock()
 		c.annotateBatch(batch, nil)
 		n += len(batch.spans)
