@@ -21,9 +21,10 @@ type Config struct {
 	// 30 s), the wait grows to two of their observed sample spacings, up
 	// to two history.max_span (core.wait).
 	MaxWait time.Duration `mapstructure:"max_wait"`
-	// MaxPendingSpans bounds the spans held at once. Past it, new batches
-	// pass through un-enriched (and are counted): memory stays bounded
-	// under any span rate. Default 200,000: 20,000 spans/s held for the
+	// MaxPendingSpans bounds the spans held at once: every span of a held
+	// batch, inference span or not. Past it, new batches pass through
+	// un-enriched (and are counted): memory stays bounded under any span
+	// rate. Default 200,000: 20,000 spans/s held for the
 	// settle window and the second or two their energy takes to arrive,
 	// with room (docs/attribution.md gives the bytes).
 	MaxPendingSpans int `mapstructure:"max_pending_spans"`

@@ -21,6 +21,9 @@ type heldBatch struct {
 	// with, handed on with it.
 	info  client.Info
 	spans []heldSpan
+	// size is every span of td, recognised or not, as admitted: what the
+	// batch counts against max_pending_spans.
+	size int
 	// arrived is when the batch came; deadline when it is let go without
 	// its GPU data: arrived + max_wait, then once extended to arrived +
 	// core.wait (the source's sample spacing), see core.ready.
@@ -64,7 +67,10 @@ func (hs *heldSpan) keys() []timeline.Key {
 // aggregate of others (a batch step) nor a client's view of one.
 func (hs *heldSpan) takesShare() bool { return !hs.req.Aggregate && !hs.req.Client }
 
-// hold is the bounded queue of held batches.
+// hold is the bounded queue of held batches. Its bound counts every span
+// of a held batch, not only the inference spans: the batch is held whole,
+// and a sender mixing one inference span into batches of others would
+// otherwise hold many times the bound.
 type hold struct {
 	max     int
 	n       int // spans held
@@ -73,11 +79,12 @@ type hold struct {
 
 // admit queues b; false when its spans would exceed the bound.
 func (h *hold) admit(b *heldBatch) bool {
-	if h.n+len(b.spans) > h.max {
+	b.size = b.td.SpanCount()
+	if h.n+b.size > h.max {
 		return false
 	}
 	h.batches = append(h.batches, b)
-	h.n += len(b.spans)
+	h.n += b.size
 	return true
 }
 
@@ -89,7 +96,7 @@ func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
 	for _, b := range h.batches {
 		if ready(b) {
 			out = append(out, b)
-			h.n -= len(b.spans)
+			h.n -= b.size
 		} else {
 			keep = append(keep, b)
 		}

@@ -275,6 +275,22 @@ func TestOverflowPassesThroughUnenriched(t *testing.T) {
 	assert.Equal(t, 1, p.spans.SpanCount(), "over max_pending_spans: passed through at once")
 }
 
+func TestOverflowCountsEverySpanOfAHeldBatch(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxPendingSpans = 3; c.MaxWait = time.Hour; c.Attribution.Horizon = 2 * time.Hour })
+	now := time.Now()
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 10))))
+	// One inference span among three others: held whole, the batch counts
+	// four spans against a bound of three, so it is not held.
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, now.Add(-5*time.Second), 0, 1, 1, 10)
+	spans := td.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	for range 3 {
+		spans.AppendEmpty().SetName("GET /health")
+	}
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	assert.Equal(t, 4, p.spans.SpanCount(), "over max_pending_spans: passed through at once")
+}
+
 func TestShutdownFlushesHeldSpans(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
