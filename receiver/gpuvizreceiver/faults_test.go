@@ -8,9 +8,12 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver/receivertest"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
 // faultyLib is a simulated server of n H200s under faults, read at clock.
@@ -20,18 +23,6 @@ func faultyLib(t *testing.T, n int, clock func() time.Time, faults ...nvmlsim.Fa
 	require.NoError(t, err)
 	require.Equal(t, nvml.SUCCESS, lib.Init())
 	return lib
-}
-
-// gpuValues returns, per hw.id, the values of metric's points.
-func gpuValues(m pmetric.Metrics, metric string) map[string][]float64 {
-	out := map[string][]float64{}
-	forEachPoint(m, func(name string, attrs map[string]any, v float64) {
-		if name == metric {
-			id, _ := attrs["hw.id"].(string)
-			out[id] = append(out[id], v)
-		}
-	})
-	return out
 }
 
 func uuidOf(i int) string {
@@ -50,7 +41,7 @@ func TestHungScrapeCallHoldsUpNoOtherGPU(t *testing.T) {
 	cancel()
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "GPU 1 ("+uuidOf(1)+"): its NVML calls have not returned")
-	temps := gpuValues(m, "hw.temperature")
+	temps := pointsOf(m, "hw.temperature", nil)
 	for _, i := range []int{0, 2, 3} {
 		assert.Len(t, temps[uuidOf(i)], 1, "GPU %d is read on time", i)
 		assert.Equal(t, "ok", stateOf(m, uuidOf(i)))
@@ -71,7 +62,7 @@ func TestHungScrapeCallHoldsUpNoOtherGPU(t *testing.T) {
 	}, 10*hang, 10*time.Millisecond)
 	m, err = s.scrape(context.Background())
 	require.NoError(t, err)
-	assert.Len(t, gpuValues(m, "hw.temperature")[uuidOf(1)], 2, "the late reading and this scrape's")
+	assert.Len(t, pointsOf(m, "hw.temperature", nil)[uuidOf(1)], 2, "the late reading and this scrape's")
 	assert.Equal(t, "ok", stateOf(m, uuidOf(1)))
 }
 
@@ -83,7 +74,7 @@ func TestResetGPUIsReadAgainWithContinuingCounters(t *testing.T) {
 	s.now = clock.now
 
 	energy := func(m pmetric.Metrics) float64 {
-		v := gpuValues(m, "hw.energy")[uuidOf(1)]
+		v := pointsOf(m, "hw.energy", nil)[uuidOf(1)]
 		require.Len(t, v, 1)
 		return v[0]
 	}
@@ -117,14 +108,49 @@ func TestXidStormIsCountedAndLoggedBounded(t *testing.T) {
 	require.NotNil(t, s.xid)
 	require.Eventually(t, func() bool {
 		m, _ := s.scrape(context.Background())
-		v := gpuValues(m, "nvidia.gpu.xid.errors")[uuidOf(0)]
+		v := pointsOf(m, "nvidia.gpu.xid.errors", nil)[uuidOf(0)]
 		return len(v) == 1 && v[0] == 500
 	}, 20*time.Second, 50*time.Millisecond, "all 500 Xids of the storm are counted")
 	m, _ := s.scrape(context.Background())
-	assert.Empty(t, gpuValues(m, "nvidia.gpu.xid.errors")[uuidOf(1)], "on its GPU only")
+	assert.Empty(t, pointsOf(m, "nvidia.gpu.xid.errors", nil)[uuidOf(1)], "on its GPU only")
 	x := &s.gpus[0].xids
 	x.mu.Lock()
 	unlogged := x.unlogged
 	x.mu.Unlock()
 	assert.GreaterOrEqual(t, unlogged, int64(490), "a storm is not logged Xid by Xid")
+}
+
+func TestGPUNotIdentifiedAtStartIsFoundLater(t *testing.T) {
+	clock := newVirtualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	lib := faultyLib(t, 4, clock.now, nvmlsim.Fault{Kind: nvmlsim.FaultError, GPU: 2, Error: "gpu_is_lost", Duration: 30 * time.Second})
+	cfg := defaultConfig() // with the sampling clock, which must take the GPU up too
+	s := startScraper(t, cfg, lib, BackendSimulated)
+	s.now = clock.now
+	sink := new(consumertest.MetricsSink)
+	sp, err := newSampler(s, receivertest.NewNopSettings(metadata.Type), sink)
+	require.NoError(t, err)
+	ticks := make(chan time.Time)
+	sp.ticks = func(time.Duration) (<-chan time.Time, func()) { return ticks, func() {} }
+	sp.start()
+	t.Cleanup(func() { require.NoError(t, sp.shutdown(context.Background())) })
+	require.Len(t, s.gpus, 3, "GPU 2 answers as lost at start: left out")
+
+	clock.advance(10 * time.Second)
+	m, _ := s.scrape(context.Background())
+	assert.Empty(t, pointsOf(m, "hw.temperature", nil)[uuidOf(2)])
+
+	clock.advance(lookEvery)
+	m, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, pointsOf(m, "hw.temperature", nil)[uuidOf(2)], 1, "found a minute later, and read")
+	assert.Equal(t, "ok", stateOf(m, uuidOf(2)))
+
+	// The sampling clock ticks it from the next tick on.
+	for range ticksPerFlush(cfg.Samples) + 1 {
+		clock.advance(cfg.Samples.Interval)
+		ticks <- clock.now()
+	}
+	require.Eventually(t, func() bool {
+		return len(pointsOf(joinBatches(sink.AllMetrics()), "hw.power", nil)[uuidOf(2)]) > 0
+	}, 10*time.Second, 10*time.Millisecond, "its sampled power is handed on")
 }

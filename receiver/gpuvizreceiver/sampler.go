@@ -71,6 +71,9 @@ type sampler struct {
 	unsent  int64
 	pending atomic.Int64
 
+	// added brings the GPUs to tick, from the scraper: those found at
+	// start and those found later (scraper.lookForGPUs).
+	added   chan *gpu
 	results chan tickResult
 	flushes chan batch
 	stop    chan struct{}
@@ -125,9 +128,15 @@ func newSampler(s *gpuScraper, set receiver.Settings, next consumer.Metrics) (*s
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		},
-		wait: shutdownWait,
-		mb:   metadata.NewMetricsBuilder(s.builderConfig(), set),
+		wait:    shutdownWait,
+		mb:      metadata.NewMetricsBuilder(s.builderConfig(), set),
+		added:   make(chan *gpu, maxAddedGPUs),
+		results: make(chan tickResult, maxAddedGPUs), // one outstanding result per worker: sends never block
 	}
+	for _, g := range s.gpus { // a scraper started already (tests)
+		sp.added <- g
+	}
+	s.found = sp.add
 	err = tel.RegisterReceiverGpuvizPendingTicksCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(sp.pending.Load())
 		return nil
@@ -139,17 +148,40 @@ func newSampler(s *gpuScraper, set receiver.Settings, next consumer.Metrics) (*s
 	return sp, nil
 }
 
+// maxAddedGPUs bounds the GPUs the clock ticks: NVML's device limit.
+const maxAddedGPUs = 256
+
+// add queues g for the clock. It never blocks the scrape.
+func (sp *sampler) add(g *gpu) {
+	select {
+	case sp.added <- g:
+	default:
+		sp.logger.Error("the sampling clock ticks at most 256 GPUs: a GPU found beyond them is only scraped", zap.Int("gpu", g.index))
+	}
+}
+
+// addWorkers starts a worker for each GPU queued.
+func (sp *sampler) addWorkers() {
+	for {
+		select {
+		case g := <-sp.added:
+			sp.startWorker(g)
+		default:
+			return
+		}
+	}
+}
+
+func (sp *sampler) startWorker(g *gpu) {
+	w := &tickWorker{g: g, requests: make(chan tickRequest, 1)}
+	sp.workers = append(sp.workers, w)
+	sp.working.Add(1)
+	go sp.work(w)
+}
+
 func (sp *sampler) start() {
-	gpus := sp.scraper.gpus
-	sp.results = make(chan tickResult, len(gpus)) // one outstanding result per worker: sends never block
 	sp.flushes = make(chan batch, 1)
 	sp.stop = make(chan struct{})
-	for _, g := range gpus {
-		w := &tickWorker{g: g, requests: make(chan tickRequest, 1)}
-		sp.workers = append(sp.workers, w)
-		sp.working.Add(1)
-		go sp.work(w)
-	}
 	sp.running.Add(2)
 	go sp.run()
 	go sp.flush()
@@ -210,12 +242,15 @@ func (sp *sampler) run() {
 	defer stopTicks()
 	perFlush := ticksPerFlush(sp.cfg)
 	for {
+		sp.addWorkers() // before any tick: a GPU found is ticked from the next one
 		select {
 		case <-sp.stop:
 			sp.finish()
 			return
 		case res := <-sp.results:
 			sp.record(res)
+		case g := <-sp.added:
+			sp.startWorker(g)
 		case at := <-tickC:
 			sp.ticked++
 			flushTick := sp.ticked%perFlush == 0

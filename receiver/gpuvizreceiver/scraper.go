@@ -32,9 +32,17 @@ type gpuScraper struct {
 	// now is the scraper's clock; benchmarks drive it alongside a simulation.
 	now func() time.Time
 
-	lib      nvml.Interface
-	syms     symbols
-	gpus     []*gpu
+	lib    nvml.Interface
+	syms   symbols
+	driver string
+	gpus   []*gpu
+	// absent are the GPUs selected but not read: not identified at start,
+	// or appeared since; lookForGPUs tries them every lookEvery.
+	absent   []int
+	seen     int // the GPU count NVML gave, with the devices option unset
+	lookedAt time.Time
+	// found hands a GPU found to the sampling clock; nil without it.
+	found    func(*gpu)
 	xid      *xidWatcher
 	pods     *podresources.Watcher
 	mb       *metadata.MetricsBuilder
@@ -64,9 +72,6 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 	}
 
 	s.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
-	for _, g := range s.gpus {
-		g.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
-	}
 	rb := s.mb.NewResourceBuilder()
 	if backend == BackendSimulated {
 		rb.SetGpuvizBackendSimulated()
@@ -114,32 +119,78 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 	if err != nil {
 		return err
 	}
-	driver, ret := lib.SystemGetDriverVersion()
-	if ret != nvml.SUCCESS {
-		driver = ""
+	if driver, ret := lib.SystemGetDriverVersion(); ret == nvml.SUCCESS {
+		s.driver = driver
 	}
-	s.gpus = s.gpus[:0]
+	s.gpus, s.absent = s.gpus[:0], s.absent[:0]
+	if len(s.cfg.Devices) == 0 {
+		s.seen = len(indexes)
+	}
 	for _, idx := range indexes {
-		g, err := openGPU(lib, idx, driver)
-		if err != nil {
-			s.logger.Error("GPU left out: it could not be identified at start", zap.Error(err))
-			continue
+		if err := s.adopt(lib, idx); err != nil {
+			s.logger.Error("GPU left out at start: it could not be identified; it is looked for again every minute", zap.Error(err))
+			s.absent = append(s.absent, idx)
 		}
-		if !s.syms.clocksEventReasons && !s.syms.clocksThrottleReasons {
-			g.unsupported.add(readThrottleReasons)
-		}
-		g.fields = newFieldRequest(&s.cfg.Metrics)
-		logger := s.logger.With(zap.Int("gpu", g.index), zap.String("hw.id", g.id))
-		g.tick = newTickState(s.cfg, s.syms, lib, &g.handle, logger)
-		if g.tick.gpm == nil && (gpmEnabled(&s.cfg.Metrics) || migGPMEnabled(&s.cfg.Metrics)) {
-			logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported")
-		}
-		s.gpus = append(s.gpus, g)
 	}
 	if len(indexes) == 0 {
 		s.logger.Warn("NVML sees no GPU: the gpuviz receiver will report nothing")
 	}
 	return nil
+}
+
+// adopt opens GPU idx and makes it one the receiver reads.
+func (s *gpuScraper) adopt(lib nvml.Interface, idx int) error {
+	g, err := openGPU(lib, idx, s.driver)
+	if err != nil {
+		return err
+	}
+	if !s.syms.clocksEventReasons && !s.syms.clocksThrottleReasons {
+		g.unsupported.add(readThrottleReasons)
+	}
+	g.fields = newFieldRequest(&s.cfg.Metrics)
+	g.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
+	logger := s.logger.With(zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+	g.tick = newTickState(s.cfg, s.syms, lib, &g.handle, logger)
+	if g.tick.gpm == nil && (gpmEnabled(&s.cfg.Metrics) || migGPMEnabled(&s.cfg.Metrics)) {
+		logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported")
+	}
+	s.gpus = append(s.gpus, g)
+	if s.found != nil {
+		s.found(g)
+	}
+	return nil
+}
+
+// lookEvery is how often the scrape looks for GPUs it does not read: left
+// out at start, or appeared since (with the devices option unset).
+const lookEvery = time.Minute
+
+// lookForGPUs adopts the GPUs that can now be read.
+func (s *gpuScraper) lookForGPUs(now time.Time) {
+	if now.Sub(s.lookedAt) < lookEvery {
+		return
+	}
+	s.lookedAt = now
+	if len(s.cfg.Devices) == 0 {
+		if count, ret := s.lib.DeviceGetCount(); ret == nvml.SUCCESS {
+			for ; s.seen < count; s.seen++ {
+				s.absent = append(s.absent, s.seen)
+			}
+		}
+	}
+	still := s.absent[:0]
+	for _, idx := range s.absent {
+		if err := s.adopt(s.lib, idx); err != nil {
+			still = append(still, idx)
+			continue
+		}
+		g := s.gpus[len(s.gpus)-1]
+		if s.xid != nil {
+			s.xid.register(g, g.dev)
+		}
+		s.logger.Info("GPU found: it is read from now on", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
+	}
+	s.absent = still
 }
 
 func (s *gpuScraper) shutdown(context.Context) error {
@@ -190,6 +241,10 @@ func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		return pmetric.NewMetrics(), scrapererror.NewPartialScrapeError(fmt.Errorf("scrape timed out before any GPU was read: %w", err), len(s.gpus))
 	}
 	now := s.now()
+	if s.lookedAt.IsZero() {
+		s.lookedAt = now // start looked already
+	}
+	s.lookForGPUs(now)
 	alloc := s.allocation()
 	for _, g := range s.gpus {
 		if g.scraping != nil {
