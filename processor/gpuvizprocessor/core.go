@@ -50,6 +50,11 @@ type core struct {
 	// without a gpuviz_view extension. Set under mu and ingest.mu.
 	view *viewSink
 
+	// releasing admits one release at a time, for its whole length: the
+	// batches a release took are out of the hold while it hands them on,
+	// and a pipeline's Shutdown must not return (its next consumer then
+	// shuts down) while the loop still has some of that pipeline's to hand.
+	releasing sync.Mutex
 	// mu guards the held spans, the matcher's use and the pipeline's books.
 	mu         sync.Mutex
 	hold       hold
@@ -393,6 +398,8 @@ func (c *core) wait(b *heldBatch) time.Duration {
 // The batches of one settle group go together, once all are ready: their
 // spans share GPU energy as if they had arrived at once.
 func (c *core) release(now time.Time, force func(*heldBatch) bool) {
+	c.releasing.Lock()
+	defer c.releasing.Unlock()
 	c.mu.Lock()
 	waiting := map[time.Time]bool{} // settle groups with a batch not ready
 	settled := map[*gpuSet]time.Time{}

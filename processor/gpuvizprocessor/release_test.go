@@ -3,14 +3,19 @@ package gpuvizprocessor
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 	"weak"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 )
 
 // spanCounter records, each time a batch is handed on, how many spans
@@ -100,4 +105,67 @@ func TestReleaseLetsGoOfEachBatchItHandsOn(t *testing.T) {
 		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
 	}
 	assert.Equal(t, [][]bool{{}, {false}, {false, false}}, next.alive)
+}
+
+// gate blocks the first batch handed to it until open is closed, and logs
+// when it let it through.
+type gate struct {
+	entered, open chan struct{}
+	log           func(string)
+	once          bool
+}
+
+func (g *gate) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (g *gate) ConsumeTraces(context.Context, ptrace.Traces) error {
+	if !g.once {
+		g.once = true
+		close(g.entered)
+		<-g.open
+		g.log("handed on")
+	}
+	return nil
+}
+
+// A pipeline's Shutdown waits for a release the loop is in the middle of:
+// the batches it took are out of the hold, and once Shutdown has returned
+// the next consumer shuts down (a batch processor then takes nothing, and
+// the loop would block on it for good).
+func TestShutdownWaitsForTheLoopsRelease(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	fac := &factory{cores: map[*Config]*core{}}
+	var mu sync.Mutex
+	var order []string
+	log := func(s string) { mu.Lock(); order = append(order, s); mu.Unlock() }
+	next := &gate{entered: make(chan struct{}), open: make(chan struct{}), log: log}
+	tp, err := fac.createTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, next)
+	require.NoError(t, err)
+	c := fac.cores[cfg]
+	now := base.Add(21 * time.Second)
+	c.now = func() time.Time { return now }
+	c.ticker = func() (<-chan time.Time, func()) { return nil, func() {} }
+	require.NoError(t, tp.Start(context.Background(), componenttest.NewNopHost()))
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	for i := range 2 {
+		td := ptrace.NewTraces()
+		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
+		require.NoError(t, tp.ConsumeTraces(context.Background(), td))
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for step := range 8 { // as the loop would
+			c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+		}
+	})
+	<-next.entered // the release has taken both batches and hands on the first
+	wg.Go(func() {
+		assert.NoError(t, tp.Shutdown(context.Background()))
+		log("shut down")
+	})
+	time.Sleep(100 * time.Millisecond) // room for a Shutdown that does not wait to return
+	close(next.open)
+	wg.Wait()
+	assert.Equal(t, []string{"handed on", "shut down"}, order)
 }
