@@ -26,7 +26,13 @@ type Config struct {
 	// un-enriched (and are counted): memory stays bounded under any span
 	// rate. Default 200,000: 20,000 spans/s held for the
 	// settle window and the second or two their energy takes to arrive,
-	// with room (docs/attribution.md gives the bytes).
+	// with room. A held vLLM span is about 2 KB of heap while it waits
+	// (its decoded pdata, and 440 B of the processor's state) and 3.5 KB
+	// while its settle group is released (its 1,032 B result until its
+	// batch leaves, and the phase spans and attributes written on it), so
+	// the bound is about max_pending_spans × 3.5 KB of heap: 700 MB at
+	// the default. Under a memory_limiter, size it to the limit
+	// (examples/quickstart/config.yaml).
 	MaxPendingSpans int `mapstructure:"max_pending_spans"`
 	// History bounds the GPU timeline.
 	History HistoryConfig `mapstructure:"history"`
