@@ -247,7 +247,8 @@ for rate in $rates; do
 done
 
 echo
-echo "## Results (${run_s} s per run; RSS peak: VmRSS sampled every 100 ms; lost: accepted - (exported - phase spans) after draining)"
-printf "| %6s | %-7s | %5s | %9s | %9s | %9s | %9s | %9s | %9s | %4s | %8s |\n" rate variant round sent accepted refused "of which RE" exported phase lost "RSS MiB"
-printf "|-------:|---------|------:|----------:|----------:|----------:|----------:|----------:|----------:|-----:|---------:|\n"
-awk -F'\t' '{ printf "| %6d | %-7s | %5d | %9d | %9d | %9d | %9d | %9d | %9d | %4d | %8.1f |\n", $2, ($1 == "A" ? "A (no gpuviz)" : "B (quickstart)"), $3, $5, $10, $11, $8, $12, $13, $14, $15 / 1024 }' "$results"
+echo "## Results (${run_s} s per run; sent: offered less what found ${in_flight} requests out; refused: what the client was told, by code;"
+echo "## lost: accepted - (exported - phase spans) after draining; RSS: VmHWM, and the peak of VmRSS sampled every 100 ms)"
+printf "| %6s | %-14s | %5s | %9s | %9s | %18s | %9s | %9s | %4s | %10s |\n" rate variant round sent accepted "refused (Unavail.)" exported "phase" lost "RSS MiB"
+printf "|-------:|----------------|------:|----------:|----------:|-------------------:|----------:|----------:|-----:|-----------:|\n"
+awk -F'\t' '{ printf "| %6d | %-14s | %5d | %9d | %9d | %9d (%6d) | %9d | %9d | %4d | %4.0f (%3.0f) |\n", $2, ($1 == "A" ? "A (no gpuviz)" : "B (quickstart)"), $3, $5, $10, $7, $9, $12, $13, $14, $16 / 1024, $15 / 1024 }' "$results"
