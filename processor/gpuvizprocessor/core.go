@@ -351,10 +351,16 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 		}
 		t, ok := settled[hs.set]
 		if !ok {
-			t, _ = c.store.SettledAll(hs.set.keys) // zero when a GPU has no energy yet
+			// A GPU the receiver reports failed is not waited for: it
+			// sends nothing until it answers again.
+			keys := c.ingest.answering(hs.set.keys)
+			t = noneToWaitFor
+			if len(keys) > 0 {
+				t, _ = c.store.SettledAll(keys) // zero when a GPU has no energy yet
+			}
 			// A GPU the receiver and dcgm-exporter both feed has arrived
 			// only once the slower source's sample after the span has.
-			if d, _, ok := c.ingest.dcgmLag(hs.set.keys); ok && d.Before(t) {
+			if d, _, ok := c.ingest.dcgmLag(keys); ok && d.Before(t) {
 				t = d
 			}
 			settled[hs.set] = t
@@ -365,6 +371,9 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 	}
 	return true
 }
+
+// noneToWaitFor settles a span all of whose GPUs are reported failed.
+var noneToWaitFor = time.Unix(1<<40, 0)
 
 // wait is the longest a batch is held for its GPUs' data: max_wait, or,
 // where a matched GPU's source sends less often, two of its sample spacings

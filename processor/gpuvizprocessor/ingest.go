@@ -81,6 +81,13 @@ var handlers = map[string]handler{
 			b.throttleTimes = append(b.throttleTimes, throttleTime{key: p.key, ts: p.ts, reason: group, slot: slot, total: p.v})
 		}
 	},
+	// A GPU the receiver reports failed (lost, or gone while it resets)
+	// sends no data: spans do not wait for it (core.ready).
+	"hw.status": func(in *ingest, b *ingestBatch, p point) {
+		if p.v == 1 {
+			b.state(p.key).failed = stringAttr(p.attrs, "hw.state") == "failed"
+		}
+	},
 	"nvidia.gpu.info": func(in *ingest, b *ingestBatch, p point) {
 		index := -1
 		if idx, ok := p.attrs.Get("nvidia.gpu.index"); ok && idx.Type() == pcommon.ValueTypeInt {
@@ -166,6 +173,7 @@ const energySlot = timeline.NumSignals
 // gpuIngest is what turning one GPU's counters into rates needs.
 type gpuIngest struct {
 	backend string // the receiver's gpuviz.backend
+	failed  bool   // the receiver's latest hw.status says failed
 	// receiverAt is, per signal (and energySlot), the newest timestamp the
 	// gpuviz receiver sent for it: DCGM's points of that signal are
 	// superseded for history.max_span after it (see addFrom).
@@ -197,6 +205,29 @@ func (in *ingest) state(k timeline.Key) *gpuIngest {
 		in.gpus[k] = g
 	}
 	return g
+}
+
+// answering returns keys without the GPUs the receiver last reported
+// failed: keys itself when none is.
+func (in *ingest) answering(keys []timeline.Key) []timeline.Key {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []timeline.Key
+	for i, k := range keys {
+		if g := in.gpus[k]; g != nil && g.failed {
+			if out == nil {
+				out = append(make([]timeline.Key, 0, len(keys)), keys[:i]...)
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, k)
+		}
+	}
+	if out == nil {
+		return keys
+	}
+	return out
 }
 
 // backend returns the backends ("nvml", "simulated", "dcgm", ...) GPU k's

@@ -291,6 +291,46 @@ func TestOverflowCountsEverySpanOfAHeldBatch(t *testing.T) {
 	assert.Equal(t, 4, p.spans.SpanCount(), "over max_pending_spans: passed through at once")
 }
 
+// hwStatus is the receiver's hw.status of GPU id at t: state is 1.
+func hwStatus(id, state string, t time.Time) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("hw.status")
+	dps := m.SetEmptySum().DataPoints()
+	for _, st := range []string{"ok", "degraded", "failed"} {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(t))
+		dp.Attributes().PutStr("hw.id", id)
+		dp.Attributes().PutStr("hw.state", st)
+		if st == state {
+			dp.SetIntValue(1)
+		}
+	}
+	return md
+}
+
+func TestFailedGPUIsNotWaitedFor(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxWait = time.Hour; c.Attribution.Horizon = 2 * time.Hour })
+	now := time.Now()
+	ctx := context.Background()
+	// GPU-a's data covers the span; GPU-b's stopped 50 s ago.
+	require.NoError(t, p.metrics.ConsumeMetrics(ctx, gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 60))))
+	require.NoError(t, p.metrics.ConsumeMetrics(ctx, gpuMetrics("", "GPU-b", 1, now.Add(-60*time.Second), time.Second, repeat(busy, 10))))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, now.Add(-5*time.Second), 0, 1, 1, 10)
+	require.NoError(t, p.traces.ConsumeTraces(ctx, td))
+	require.NoError(t, p.metrics.ConsumeMetrics(ctx, hwStatus("GPU-b", "degraded", now)))
+	time.Sleep(300 * time.Millisecond)
+	assert.Zero(t, p.spans.SpanCount(), "held for GPU-b, which may yet send its data")
+
+	require.NoError(t, p.metrics.ConsumeMetrics(ctx, hwStatus("GPU-b", "failed", now)))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 10*time.Second, 10*time.Millisecond,
+		"released once GPU-b is reported failed: it sends nothing")
+	attrs := spanAttrs(t, p.spans, "llm_request")
+	require.Len(t, attrs, 1)
+	assert.ElementsMatch(t, []any{"GPU-a", "GPU-b"}, attrs[0]["gpuviz.gpu.ids"], "still matched to both")
+}
+
 func TestShutdownFlushesHeldSpans(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
