@@ -200,32 +200,6 @@ func scrapePromText(port int) (promText, error) {
 	return promText(b.String()), err
 }
 
-// peakRSS is VmHWM from /proc/PID/status of the process whose command line
-// has marker (the test's config path), in bytes.
-func peakRSS(marker string) (int64, error) {
-	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	if err != nil {
-		return 0, err
-	}
-	for _, cmdline := range dirs {
-		b, err := os.ReadFile(cmdline)
-		if err != nil || !bytes.Contains(b, []byte(marker)) {
-			continue
-		}
-		st, err := os.ReadFile(filepath.Join(filepath.Dir(cmdline), "status"))
-		if err != nil {
-			return 0, err
-		}
-		for _, line := range strings.Split(string(st), "\n") {
-			if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
-				kb, err := strconv.ParseInt(f[1], 10, 64)
-				return kb << 10, err
-			}
-		}
-	}
-	return 0, errors.New("no process with " + marker)
-}
-
 // TestAdversarial sends 10^6 adversarial spans (internal/adversarial: every
 // recogniser's edge cases, huge, mistyped, NaN, future and zero
 // timestamps, many events) through the built collector with the gpuviz
@@ -318,8 +292,9 @@ func TestAdversarial(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusBadRequest, resp.StatusCode, name)
 	}
-	hwm, err := peakRSS(conf)
+	mem, err := collector.Memory()
 	require.NoError(t, err)
+	hwm := mem.Peak
 	m, err = scrapePromText(telemetryPort)
 	require.NoError(t, err)
 	done, _ = collector.Exited()

@@ -229,18 +229,12 @@ func pprofFacts(t *testing.T, port int) (goroutines, heap int64) {
 	return goroutines, heap
 }
 
-// memoryOf is process pid's RSS and peak RSS, as /proc says them.
-func memoryOf(t *testing.T, pid int) string {
+// memoryOf says the collector's RSS and peak RSS.
+func memoryOf(t *testing.T, collector *procs.Proc) string {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	m, err := collector.Memory()
 	require.NoError(t, err)
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") || strings.HasPrefix(line, "VmHWM:") {
-			out = append(out, strings.Join(strings.Fields(line), " "))
-		}
-	}
-	return strings.Join(out, ", ")
+	return fmt.Sprintf("RSS %d MiB, peak %d MiB", m.RSS>>20, m.Peak>>20)
 }
 
 // TestFaults runs the built collector on simulated GPUs under injected
@@ -300,7 +294,7 @@ func TestFaults(t *testing.T) {
 	// The baseline, before any fault.
 	time.Sleep(time.Until(sink.start.Add(faultsFrom - 3*time.Second)))
 	goroutines0, heap0 := pprofFacts(t, pprofPort)
-	t.Logf("before the faults: %d goroutines, %d B live heap, %s", goroutines0, heap0, memoryOf(t, collector.Pid()))
+	t.Logf("before the faults: %d goroutines, %d B live heap, %s", goroutines0, heap0, memoryOf(t, collector))
 
 	time.Sleep(time.Until(sink.start.Add(faultsUntil + 3*faultsInterval)))
 	var goroutines, heap int64
@@ -313,7 +307,7 @@ func TestFaults(t *testing.T) {
 		}
 		time.Sleep(2 * time.Second)
 	}
-	t.Logf("after the faults: %d goroutines, %d B live heap, %v after they cleared, %s", goroutines, heap, time.Since(recovered).Round(time.Second), memoryOf(t, collector.Pid()))
+	t.Logf("after the faults: %d goroutines, %d B live heap, %v after they cleared, %s", goroutines, heap, time.Since(recovered).Round(time.Second), memoryOf(t, collector))
 	end := time.Since(sink.start)
 	exited, err := collector.Exited()
 	require.False(t, exited, "the collector is still running (%v)", err)

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -99,7 +98,7 @@ func TestOverload(t *testing.T) {
 	telemetry := fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[7])
 	ctx := context.Background()
 	require.NoError(t, procs.WaitReady(ctx, collector, procs.HTTPReady(telemetry)))
-	pid := pidOf(t, overlay)
+	pid := collector.Pid()
 	// The processor holds spans only once GPU data has come (before, they
 	// pass as no_gpu): wait for the simulated receiver's first scrape.
 	require.Eventually(t, func() bool { return scrapeTelemetry(t, telemetry)["otelcol_receiver_accepted_metric_points"] > 0 },
@@ -159,24 +158,6 @@ func limitMiB(t *testing.T, config string) int {
 	return n
 }
 
-// pidOf finds the process whose command line names path (the collector
-// spawned with its own overlay config).
-func pidOf(t *testing.T, path string) int {
-	t.Helper()
-	dirs, err := filepath.Glob("/proc/[0-9]*/cmdline")
-	require.NoError(t, err)
-	for _, d := range dirs {
-		b, err := os.ReadFile(d)
-		if err == nil && bytes.Contains(b, []byte(path)) {
-			pid, err := strconv.Atoi(strings.Split(d, "/")[2])
-			require.NoError(t, err)
-			return pid
-		}
-	}
-	t.Fatalf("no process runs with %s", path)
-	return 0
-}
-
 // rssPeak is the largest VmRSS seen.
 type rssPeak struct {
 	mu    sync.Mutex
@@ -192,15 +173,14 @@ func (r *rssPeak) max() int64 {
 // sample reads pid's VmRSS every 100 ms until the returned func is called.
 func (r *rssPeak) sample(pid int) (stop func()) {
 	done, finished := make(chan struct{}), make(chan struct{})
-	status := fmt.Sprintf("/proc/%d/status", pid)
 	go func() {
 		defer close(finished)
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			if kib, ok := vmRSSKiB(status); ok {
+			if m, err := procs.ReadMemory(pid); err == nil {
 				r.mu.Lock()
-				r.bytes = max(r.bytes, kib<<10)
+				r.bytes = max(r.bytes, m.RSS)
 				r.mu.Unlock()
 			}
 			select {
@@ -211,20 +191,6 @@ func (r *rssPeak) sample(pid int) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-func vmRSSKiB(status string) (int64, bool) {
-	b, err := os.ReadFile(status)
-	if err != nil {
-		return 0, false
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			n, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return n, err == nil
-		}
-	}
-	return 0, false
 }
 
 // scrapeTelemetry returns the collector's own metrics, each the sum over

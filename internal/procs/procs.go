@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -69,6 +71,43 @@ func (g *Group) Spawn(name, bin string, args ...string) (*Proc, error) {
 
 // Pid is p's process ID.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Memory is what /proc says of a process's memory, in bytes.
+type Memory struct {
+	RSS  int64 // VmRSS: resident now
+	Peak int64 // VmHWM: the most it was resident
+}
+
+// Memory reads p's memory from /proc.
+func (p *Proc) Memory() (Memory, error) { return ReadMemory(p.Pid()) }
+
+// ReadMemory reads process pid's memory from /proc/PID/status.
+func ReadMemory(pid int) (Memory, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return Memory{}, err
+	}
+	var m Memory
+	for line := range strings.SplitSeq(string(b), "\n") {
+		var into *int64
+		switch f := strings.Fields(line); {
+		case len(f) != 3 || f[2] != "kB":
+			continue
+		case f[0] == "VmRSS:":
+			into = &m.RSS
+		case f[0] == "VmHWM:":
+			into = &m.Peak
+		default:
+			continue
+		}
+		kib, err := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("/proc/%d/status: %q: %w", pid, line, err)
+		}
+		*into = kib << 10
+	}
+	return m, nil
+}
 
 // Exited reports whether p has ended, and how.
 func (p *Proc) Exited() (bool, error) {
