@@ -12,7 +12,7 @@ OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
 DIST := _build/otelcol-gpuviz
 
 .PHONY: all build run test lint generate check-generated unit smoke bench accuracy gpu-check hardware-report loadgen prometheus demo e2e clean \
-	web web-check chromium screenshots
+	web web-check chromium screenshots soak
 
 all: build
 
@@ -116,6 +116,12 @@ e2e: build loadgen prometheus chromium
 	rm -rf $(E2E_OUT)
 	GPUVIZ_JAEGER="$$(scripts/jaeger.sh)" GPUVIZ_E2E_OUT=$(E2E_OUT) go test -tags e2e -count=1 -v -timeout 20m ./e2e/
 	go test -tags accuracy -count=1 -v -run TestInProcessMatchesLive ./processor/gpuvizprocessor -args -accuracy.live=$(E2E_OUT)
+
+# The collector for 12 minutes at 5,000 spans/s with faults cycling on the
+# simulated GPUs: RSS slope, goroutines, held spans, nothing lost
+# (docs/reliability.md). Outside e2e: too long for every CI run.
+soak: build loadgen
+	scripts/soak.sh
 
 # On a machine with an NVIDIA GPU and PyTorch: checks the receiver's signals
 # against a known workload (see README, "Checking on real hardware").
