@@ -5,24 +5,12 @@ import (
 	"time"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
+	"github.com/gpuviz/gpuviz/internal/otlpsend"
 )
 
-// floodShape bounds flood mode's requests: the whole request (arrival to
-// end), the scheduler's queueing and the prefill; the decode is the rest.
-var floodShape = struct {
-	total, queue, prefill  [2]time.Duration
-	promptRate, outputRate float64 // tokens per second of prefill and decode
-}{
-	total:      [2]time.Duration{500 * time.Millisecond, 3500 * time.Millisecond},
-	queue:      [2]time.Duration{time.Millisecond, 20 * time.Millisecond},
-	prefill:    [2]time.Duration{50 * time.Millisecond, 400 * time.Millisecond},
-	promptRate: 10000,
-	outputRate: 60,
-}
-
 // floodSource is flood mode's source: requests end evenly spaced, rate per
-// second from start on, each lasting floodShape.total, with no queue and no
-// bound on how many run at once. It costs O(1) per request, so a load
+// second from start on, each lasting otlpsend.FloodShape.Total, with no
+// queue and no bound on how many run at once. It costs O(1) per request, so a load
 // generator can hold tens of thousands of spans a second steady, which the
 // Poisson queue of synthetic mode (O(requests in flight) per arrival)
 // cannot.
@@ -53,9 +41,9 @@ func (s *floodSource) Requests(_, to int64) []nvmlsim.Request {
 			return out
 		}
 		s.n++
-		arrival := end - s.between(floodShape.total)
-		scheduled := arrival + s.between(floodShape.queue)
-		prefill := s.between(floodShape.prefill)
+		arrival := end - s.between(otlpsend.FloodShape.Total)
+		scheduled := arrival + s.between(otlpsend.FloodShape.Queue)
+		prefill := s.between(otlpsend.FloodShape.Prefill)
 		decode := end - scheduled - prefill
 		out = append(out, nvmlsim.Request{
 			GPU:          -1,
@@ -64,8 +52,8 @@ func (s *floodSource) Requests(_, to int64) []nvmlsim.Request {
 			PrefillStart: scheduled,
 			DecodeStart:  scheduled + prefill,
 			End:          end,
-			PromptTokens: max(1, int64(float64(prefill)/1e9*floodShape.promptRate)),
-			OutputTokens: max(1, int64(float64(decode)/1e9*floodShape.outputRate)),
+			PromptTokens: max(1, int64(float64(prefill)/1e9*otlpsend.FloodShape.PromptRate)),
+			OutputTokens: max(1, int64(float64(decode)/1e9*otlpsend.FloodShape.OutputRate)),
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"github.com/gpuviz/gpuviz/internal/otlpsend"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -28,7 +29,7 @@ func TestFloodSourceHoldsItsRate(t *testing.T) {
 			assert.GreaterOrEqual(t, r.End, last, "in order of their end")
 			last = r.End
 			assert.Equal(t, -1, r.GPU)
-			assert.True(t, r.End-r.Arrival >= int64(floodShape.total[0]) && r.End-r.Arrival <= int64(floodShape.total[1]), "0.5 to 3.5 s")
+			assert.True(t, r.End-r.Arrival >= int64(otlpsend.FloodShape.Total[0]) && r.End-r.Arrival <= int64(otlpsend.FloodShape.Total[1]), "0.5 to 3.5 s")
 			assert.Less(t, r.Arrival, r.PrefillStart)
 			assert.Less(t, r.PrefillStart, r.DecodeStart)
 			assert.Less(t, r.DecodeStart, r.End)
@@ -53,7 +54,7 @@ func TestFloodModeSpans(t *testing.T) {
 		assert.NotContains(t, res, inferspans.GPUUUIDKey)
 		assert.Equal(t, hostname(t), res["host.name"].Str())
 		d := s.span.EndTimestamp().AsTime().Sub(s.span.StartTimestamp().AsTime())
-		assert.True(t, d >= floodShape.total[0] && d <= floodShape.total[1], "span of %v", d)
+		assert.True(t, d >= otlpsend.FloodShape.Total[0] && d <= otlpsend.FloodShape.Total[1], "span of %v", d)
 	}
 }
 

@@ -11,18 +11,18 @@ import (
 	"github.com/gpuviz/gpuviz/internal/inferspans"
 )
 
-// vllmShape bounds the requests of VLLM's payloads: the whole request
-// (arrival to end), the queueing and the prefill; the decode is the rest
-// (examples/loadgen's flood mode draws from the same ranges).
-var vllmShape = struct {
-	total, queue, prefill  [2]time.Duration
-	promptRate, outputRate float64 // tokens per second of prefill and decode
+// FloodShape bounds the requests of VLLM's payloads and of
+// examples/loadgen's flood mode: the whole request (arrival to end), the
+// queueing and the prefill; the decode is the rest.
+var FloodShape = struct {
+	Total, Queue, Prefill  [2]time.Duration
+	PromptRate, OutputRate float64 // tokens per second of prefill and decode
 }{
-	total:      [2]time.Duration{500 * time.Millisecond, 3500 * time.Millisecond},
-	queue:      [2]time.Duration{time.Millisecond, 20 * time.Millisecond},
-	prefill:    [2]time.Duration{50 * time.Millisecond, 400 * time.Millisecond},
-	promptRate: 10000,
-	outputRate: 60,
+	Total:      [2]time.Duration{500 * time.Millisecond, 3500 * time.Millisecond},
+	Queue:      [2]time.Duration{time.Millisecond, 20 * time.Millisecond},
+	Prefill:    [2]time.Duration{50 * time.Millisecond, 400 * time.Millisecond},
+	PromptRate: 10000,
+	OutputRate: 60,
 }
 
 // VLLM returns n payloads of batch vLLM llm_request spans each
@@ -45,15 +45,15 @@ func VLLM(host string, n, batch int, rate float64, seed uint64) ([]*Payload, err
 		td := ptrace.NewTraces()
 		for j := range batch {
 			end := epoch + int64(j)*step
-			arrival := end - between(vllmShape.total)
-			scheduled := arrival + between(vllmShape.queue)
-			prefill := between(vllmShape.prefill)
-			output := max(1, int(float64(end-scheduled-prefill)/1e9*vllmShape.outputRate))
+			arrival := end - between(FloodShape.Total)
+			scheduled := arrival + between(FloodShape.Queue)
+			prefill := between(FloodShape.Prefill)
+			output := max(1, int(float64(end-scheduled-prefill)/1e9*FloodShape.OutputRate))
 			inferspans.Append(td, infersim.Request{
 				Seq: i*batch + j, Key: rng.Uint64(),
 				Arrival: arrival, Queued: arrival, Scheduled: scheduled,
 				FirstToken: scheduled + prefill, LastToken: end, Finished: end,
-				PromptTokens: max(1, int(float64(prefill)/1e9*vllmShape.promptRate)), OutputTokens: output,
+				PromptTokens: max(1, int(float64(prefill)/1e9*FloodShape.PromptRate)), OutputTokens: output,
 				MaxTokens: 4096, Finish: infersim.FinishStop,
 			}, e, env)
 		}
