@@ -45,6 +45,8 @@ set -euo pipefail
 run_s=$(printenv SECONDS || true)
 run_s=${MEASURE_SECONDS:-${run_s:-60}}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 extra=("$@")
 
 rates=${RATES:-20000 40000}
@@ -79,20 +81,8 @@ command -v jq > /dev/null || die "jq is needed to read the sender's summary"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/measure-overload.XXXXXX")
 cpid="" spid="" rpid="" hpid=""
-stop() { # pid: TERM, then KILL after 20 s; returns the exit status
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 200; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  local rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  return "$rc"
-}
 cleanup() {
-  for p in "$spid" "$rpid" "$hpid" "$cpid"; do [ -n "$p" ] && { stop "$p" || true; }; done
+  for p in "$spid" "$rpid" "$hpid" "$cpid"; do [ -n "$p" ] && { stop "$p" 20 || true; }; done
   if [ -n "${KEEP:-}" ]; then echo "logs kept in $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
@@ -142,13 +132,8 @@ go build -o "$work/gpuviz-stress" ./cmd/gpuviz-stress || die "go build ./cmd/gpu
 alive() { kill -0 "$1" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 scrape() { curl -sf --max-time 5 "http://127.0.0.1:$telemetry_port/metrics" > "$work/metrics"; }
-metric() { # name [label filter]: the sum over its series (counters may carry _total)
-  awk -v n="$1" -v f="${2:-}" '$1 !~ /^#/ { m = $1; sub(/\{.*/, "", m); if ((m == n || m == n "_total") && index($1, f)) s += $NF } END { printf "%.0f\n", s }' "$work/metrics"
-}
-reasons() { # the unenriched spans by reason, from the last scrape
-  awk '$1 ~ /^otelcol_processor_gpuviz_spans_unenriched(_total)?\{/ && match($1, /reason="[^"]*"/) {
-    r = substr($1, RSTART + 8, RLENGTH - 9); s[r] += $NF } END { for (r in s) printf "%s%s=%.0f", (o++ ? "," : ""), r, s[r] }' "$work/metrics"
-}
+metric() { metric_sum "$@" < "$work/metrics"; } # name [label filter]
+reasons() { unenriched_reasons < "$work/metrics"; } # from the last scrape
 
 results=$work/results.tsv
 : > "$results"
@@ -213,10 +198,10 @@ run_one() {
   prefused=$(metric otelcol_processor_gpuviz_spans_refused) why=$(reasons)
   hwm=$(awk '/^VmHWM/{print $2}' "/proc/$cpid/status")
   rc=0
-  stop "$cpid" || rc=$?
+  stop "$cpid" 20 || rc=$?
   cpid=""
-  stop "$rpid" || true
-  stop "$hpid" || true
+  stop "$rpid" 20 || true
+  stop "$hpid" 20 || true
   rpid="" hpid=""
   ((rc == 0)) || die "$variant at $rate/s: the collector exited with status $rc on SIGTERM"
   peak=$(sort -n "$rss" | tail -1) heldpeak=$(sort -n "$held" | tail -1)

@@ -40,6 +40,8 @@ set -euo pipefail
 run_s=$(printenv SECONDS || true)
 run_s=${MEASURE_SECONDS:-${run_s:-60}}
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 extra=("$@")
 
 rates=${RATES:-2000 20000}
@@ -72,18 +74,6 @@ done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/measure-processor.XXXXXX")
 cpid="" lpid=""
-stop() { # pid: TERM, then KILL after 10 s; returns the exit status
-  local pid=$1 i
-  kill -TERM "$pid" 2>/dev/null || true
-  for ((i = 0; i < 100; i++)); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
-  local rc=0
-  wait "$pid" 2>/dev/null || rc=$?
-  return "$rc"
-}
 cleanup() {
   [ -n "$lpid" ] && { stop "$lpid" || true; }
   [ -n "$cpid" ] && { stop "$cpid" || true; }
@@ -104,13 +94,8 @@ ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 alive() { kill -0 "$1" 2>/dev/null; }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 scrape() { curl -sf --max-time 5 "http://127.0.0.1:$BENCH_TELEMETRY_PORT/metrics" > "$work/metrics"; }
-metric() { # name: the sum over its series (counters may carry _total)
-  awk -v n="$1" '$1 !~ /^#/ { m = $1; sub(/\{.*/, "", m); if (m == n || m == n "_total") s += $NF } END { printf "%.0f\n", s }' "$work/metrics"
-}
-reasons() { # the unenriched spans by reason, from the last scrape
-  awk '$1 ~ /^otelcol_processor_gpuviz_spans_unenriched(_total)?\{/ && match($1, /reason="[^"]*"/) {
-    r = substr($1, RSTART + 8, RLENGTH - 9); s[r] += $NF } END { for (r in s) printf "%s%s=%.0f", (o++ ? "," : ""), r, s[r] }' "$work/metrics"
-}
+metric() { metric_sum "$@" < "$work/metrics"; } # name [label filter]
+reasons() { unenriched_reasons < "$work/metrics"; } # from the last scrape
 
 results=$work/results.tsv
 : > "$results"

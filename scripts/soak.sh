@@ -30,6 +30,8 @@
 #   SOAK_MINUTES=3 SOAK_WARMUP=60 scripts/soak.sh    # a smoke run
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 minutes=${SOAK_MINUTES:-12}
 rate=${SOAK_RATE:-5000}
 warmup=${SOAK_WARMUP:-180}
@@ -124,11 +126,8 @@ done
 lpid=$!
 start=$(date +%s)
 
-# metric NAME: the sum over a telemetry metric's series (counters may carry _total).
-metric() {
-  curl -sf "http://127.0.0.1:$telemetry/metrics" | awk -v n="$1" '
-    $1 !~ /^#/ { m = $1; sub(/\{.*/, "", m); if (m == n || m == n "_total") s += $NF } END { printf "%.0f\n", s }'
-}
+# metric NAME: the sum over one of the collector's own metrics.
+metric() { curl -sf "http://127.0.0.1:$telemetry/metrics" | metric_sum "$1"; }
 goroutines() {
   curl -sf "http://127.0.0.1:$pprof/debug/pprof/goroutine?debug=1" | awk 'NR==1 { print $4 }'
 }
