@@ -3,15 +3,12 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,7 +98,7 @@ func TestOverload(t *testing.T) {
 	pid := collector.Pid()
 	// The processor holds spans only once GPU data has come (before, they
 	// pass as no_gpu): wait for the simulated receiver's first scrape.
-	require.Eventually(t, func() bool { return scrapeTelemetry(t, telemetry)["otelcol_receiver_accepted_metric_points"] > 0 },
+	require.Eventually(t, func() bool { return telemetryOf(t, ports[7]).sum("otelcol_receiver_accepted_metric_points", "") > 0 },
 		time.Minute, 200*time.Millisecond, "the gpuviz receiver's first scrape")
 
 	peak := &rssPeak{}
@@ -120,30 +117,30 @@ func TestOverload(t *testing.T) {
 
 	// Drain: held spans leave within max_wait of the quickstart's GPU
 	// data. Bounded generously; what is asserted is the count, not when.
-	var m map[string]float64
+	var m promText
 	drained := func() bool {
-		m = scrapeTelemetry(t, telemetry)
-		out := m["otelcol_exporter_sent_spans"] - m["otelcol_processor_gpuviz_phase_spans_added"]
-		return out >= m["otelcol_receiver_accepted_spans"] && m["otelcol_processor_gpuviz_pending_spans"] == 0
+		m = telemetryOf(t, ports[7])
+		out := m.sum("otelcol_exporter_sent_spans", "") - m.sum("otelcol_processor_gpuviz_phase_spans_added", "")
+		return out >= m.sum("otelcol_receiver_accepted_spans", "") && m.sum("otelcol_processor_gpuviz_pending_spans", "") == 0
 	}
 	assert.Eventually(t, drained, 3*time.Minute, 500*time.Millisecond, "the held spans leave")
 	stopSampling()
 	require.NoError(t, group.Exited(nil), "the collector kept running")
 
-	accepted := m["otelcol_receiver_accepted_spans"]
+	accepted := m.sum("otelcol_receiver_accepted_spans", "")
 	t.Logf("collector: accepted %.0f, refused %.0f, exported %.0f + %.0f phase spans; RSS peak %.1f MiB (limit_mib %d)",
-		accepted, m["otelcol_receiver_refused_spans"], m["otelcol_exporter_sent_spans"]-m["otelcol_processor_gpuviz_phase_spans_added"],
-		m["otelcol_processor_gpuviz_phase_spans_added"], float64(peak.max())/(1<<20), limit)
+		accepted, m.sum("otelcol_receiver_refused_spans", ""), m.sum("otelcol_exporter_sent_spans", "")-m.sum("otelcol_processor_gpuviz_phase_spans_added", ""),
+		m.sum("otelcol_processor_gpuviz_phase_spans_added", ""), float64(peak.max())/(1<<20), limit)
 	assert.LessOrEqual(t, peak.max(), int64(limit+64)<<20, "RSS within limit_mib + 64 MiB")
 	assert.Equal(t, float64(res.Accepted), accepted, "the client was told of every span the receiver accepted")
-	assert.Equal(t, float64(res.RefusedTotal()), m["otelcol_receiver_refused_spans"], "the client was told of every refusal")
+	assert.Equal(t, float64(res.RefusedTotal()), m.sum("otelcol_receiver_refused_spans", ""), "the client was told of every refusal")
 	for code := range res.Refused {
 		assert.Contains(t, []string{codes.ResourceExhausted.String(), codes.Unavailable.String()}, code, "refusals are backpressure")
 	}
-	assert.Equal(t, accepted, m["otelcol_exporter_sent_spans"]-m["otelcol_processor_gpuviz_phase_spans_added"], "every accepted span exported")
-	assert.Zero(t, m["otelcol_exporter_send_failed_spans"])
-	assert.Zero(t, m["otelcol_processor_gpuviz_spans_refused"])
-	assert.Positive(t, m["otelcol_processor_gpuviz_spans_enriched"], "the processor was in the path")
+	assert.Equal(t, accepted, m.sum("otelcol_exporter_sent_spans", "")-m.sum("otelcol_processor_gpuviz_phase_spans_added", ""), "every accepted span exported")
+	assert.Zero(t, m.sum("otelcol_exporter_send_failed_spans", ""))
+	assert.Zero(t, m.sum("otelcol_processor_gpuviz_spans_refused", ""))
+	assert.Positive(t, m.sum("otelcol_processor_gpuviz_spans_enriched", ""), "the processor was in the path")
 }
 
 // limitMiB reads memory_limiter's limit_mib from a config.
@@ -193,30 +190,10 @@ func (r *rssPeak) sample(pid int) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-// scrapeTelemetry returns the collector's own metrics, each the sum over
-// its series, by name without a _total suffix.
-func scrapeTelemetry(t *testing.T, url string) map[string]float64 {
+// telemetryOf scrapes the collector's own metrics on port.
+func telemetryOf(t *testing.T, port int) promText {
 	t.Helper()
-	resp, err := http.Get(url)
+	m, err := scrapePromText(port)
 	require.NoError(t, err)
-	defer resp.Body.Close()
-	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		name, _, _ := strings.Cut(line, "{")
-		name, _, _ = strings.Cut(name, " ")
-		fields := strings.Fields(line)
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			continue
-		}
-		out[strings.TrimSuffix(name, "_total")] += v
-	}
-	require.NoError(t, sc.Err())
-	return out
+	return m
 }
