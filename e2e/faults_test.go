@@ -20,10 +20,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"google.golang.org/grpc"
 
+	"github.com/gpuviz/gpuviz/internal/gpucheck"
 	"github.com/gpuviz/gpuviz/internal/procs"
 )
 
@@ -109,43 +109,21 @@ func (s *metricSink) Export(_ context.Context, req pmetricotlp.ExportRequest) (p
 		if v, ok := rms.At(i).Resource().Attributes().Get("gpuviz.simulated.faults"); ok {
 			s.resources[v.AsString()] = true
 		}
-		sms := rms.At(i).ScopeMetrics()
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				m := ms.At(k)
-				if !slices.Contains(s.keep, m.Name()) {
-					continue
-				}
-				var dps pmetric.NumberDataPointSlice
-				switch m.Type() {
-				case pmetric.MetricTypeGauge:
-					dps = m.Gauge().DataPoints()
-				case pmetric.MetricTypeSum:
-					dps = m.Sum().DataPoints()
-				default:
-					continue
-				}
-				for l := range dps.Len() {
-					dp := dps.At(l)
-					id, _ := dp.Attributes().Get("hw.id")
-					p := faultPoint{at: dp.Timestamp().AsTime().Sub(s.start), value: dp.DoubleValue()}
-					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-						p.value = float64(dp.IntValue())
-					}
-					if st, ok := dp.Attributes().Get("hw.state"); ok {
-						p.state = st.Str()
-					}
-					if d, ok := dp.Attributes().Get("network.io.direction"); ok {
-						p.dir = d.Str()
-					}
-					if s.points[m.Name()] == nil {
-						s.points[m.Name()] = map[string][]faultPoint{}
-					}
-					s.points[m.Name()][id.Str()] = append(s.points[m.Name()][id.Str()], p)
-				}
-			}
+	}
+	for _, dp := range gpucheck.FromMetrics(req.Metrics()) {
+		if !slices.Contains(s.keep, dp.Metric) {
+			continue
 		}
+		p := faultPoint{
+			at:    time.Unix(0, dp.TimeUnixNano).Sub(s.start),
+			value: dp.Value,
+			state: dp.Attrs["hw.state"],
+			dir:   dp.Attrs["network.io.direction"],
+		}
+		if s.points[dp.Metric] == nil {
+			s.points[dp.Metric] = map[string][]faultPoint{}
+		}
+		s.points[dp.Metric][dp.Attrs["hw.id"]] = append(s.points[dp.Metric][dp.Attrs["hw.id"]], p)
 	}
 	return pmetricotlp.NewExportResponse(), nil
 }

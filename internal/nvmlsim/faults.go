@@ -76,20 +76,18 @@ var faultErrors = map[string]nvml.Return{
 // than the receiver it tests.
 const maxXidRate = 10000
 
-// Entry points a fault can name: those of a GPU the receiver reads (the
-// device calls below and the GPM calls), and the optional ones a driver
-// may lack.
-var (
-	faultableCalls = []string{
-		"nvmlDeviceGetClockInfo", "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetCurrentClocksEventReasons",
-		"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetFieldValues", "nvmlDeviceGetIndex", "nvmlDeviceGetMemoryInfo",
-		"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPcieThroughput",
-		"nvmlDeviceGetPerformanceState", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetProcessUtilization",
-		"nvmlDeviceGetSamples", "nvmlDeviceGetTemperature", "nvmlDeviceGetTotalEnergyConsumption",
-		"nvmlDeviceGetUUID", "nvmlDeviceGetUtilizationRates",
-		"nvmlGpmMetricsGet", "nvmlGpmMigSampleGet", "nvmlGpmQueryDeviceSupport", "nvmlGpmSampleGet",
-	}
-)
+// faultableCalls are the entry points a fault can name: the device calls
+// of faultcalls.go and the GPM calls. A missing fault names optional
+// symbols instead.
+var faultableCalls = []string{
+	"nvmlDeviceGetClockInfo", "nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetCurrentClocksEventReasons",
+	"nvmlDeviceGetEnforcedPowerLimit", "nvmlDeviceGetFieldValues", "nvmlDeviceGetIndex", "nvmlDeviceGetMemoryInfo",
+	"nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetName", "nvmlDeviceGetPciInfo", "nvmlDeviceGetPcieThroughput",
+	"nvmlDeviceGetPerformanceState", "nvmlDeviceGetPowerUsage", "nvmlDeviceGetProcessUtilization",
+	"nvmlDeviceGetSamples", "nvmlDeviceGetTemperature", "nvmlDeviceGetTotalEnergyConsumption",
+	"nvmlDeviceGetUUID", "nvmlDeviceGetUtilizationRates",
+	"nvmlGpmMetricsGet", "nvmlGpmMigSampleGet", "nvmlGpmQueryDeviceSupport", "nvmlGpmSampleGet",
+}
 
 // Validate checks f for a server of gpus GPUs, naming the bad field.
 func (f *Fault) Validate(gpus int) error {
