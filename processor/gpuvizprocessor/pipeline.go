@@ -151,6 +151,9 @@ type spanResult struct {
 	energy      float64
 	phaseEnergy [inference.MaxPhases]float64
 	energyKnown bool
+	// gpuSeconds is the request's share of its GPUs' time, split like the
+	// energy (GPU-seconds, summed over its GPUs; the accounting's).
+	gpuSeconds float64
 }
 
 // gpuStats are a window's statistics over all of a request's GPUs.
@@ -522,9 +525,9 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 		var shares [inference.MaxPhases]float64
 		p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now)
 		for _, b := range p.booksOf(hs.set) {
-			if b.Release(&p.cost, shares[:]) {
-				r.energyKnown = true
-			}
+			known, secs := b.Release(&p.cost, shares[:])
+			r.energyKnown = r.energyKnown || known
+			r.gpuSeconds += secs
 		}
 		for i, s := range shares[:len(hs.pieces)] {
 			r.energy += s

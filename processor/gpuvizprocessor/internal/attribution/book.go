@@ -69,12 +69,18 @@ type Totals struct {
 	Correction float64 // Measured − the rest: ≤ 0 where early releases got more than their final share
 	// Seconds is the time of final bins per label.
 	Seconds bottleneck.Times
+	// The time of the final bins with a label (Σ Seconds), split between
+	// requests, idle bins and the unsampled share as their energy is, so
+	// that AttributedSeconds + IdleSeconds + UnsampledSeconds +
+	// CorrectionSeconds = Σ Seconds. A bin's time counts even where its
+	// energy is unknown.
+	AttributedSeconds, IdleSeconds, UnsampledSeconds, CorrectionSeconds float64
 }
 
 type bin struct {
 	weight float64          // Σ rate × overlap (s) of admitted requests
 	byAge  [numAges]float32 // weight by age class at admission
-	given  float64          // J given to released requests
+	share  float64          // share of the bin given to released requests: × energy J, × width s
 	energy float64          // J, once frozen
 	// Admitted requests overlapping the bin, and those of them not yet
 	// released, as differences from the bin before (summed as finalisation
@@ -282,38 +288,49 @@ const minKnown = 0.05
 
 // Release gives an admitted request, computed at the time of release, its
 // share of the frozen bins it ran in: per piece into shares (indexed like
-// the pieces, added to); it returns whether any of its bins had measured
-// energy. Bins not frozen give nothing. A bin's weight is what has been
-// admitted, scaled up by the share of a bin's weight known at its age: the
-// requests still running then, whose spans have not arrived, take their
-// part too.
-func (b *Book) Release(r *Request, shares []float64) bool {
-	known := false
+// the pieces, added to), and the same share of each bin's time, summed, as
+// seconds (GPU-seconds: in bins with a label, whether or not their energy
+// is known); known reports whether any of its bins had measured energy.
+// Bins not frozen give nothing. A bin's weight is what has been admitted,
+// scaled up by the share of a bin's weight known at its age: the requests
+// still running then, whose spans have not arrived, take their part too.
+func (b *Book) Release(r *Request, shares []float64) (known bool, seconds float64) {
+	width := float64(b.width) / 1e9
 	for k := range r.bins {
 		pb := &r.bins[k]
 		if pb.i < b.lo || pb.i >= b.hi {
 			continue
 		}
 		bn := b.at(pb.i)
-		if !bn.known {
+		if !bn.frozen {
 			continue
 		}
-		known = true
-		if bn.weight <= 0 {
+		known = known || bn.known
+		if bn.weight <= 0 || (!bn.known && bn.label == "") {
 			continue
 		}
-		part := b.ratio * bn.energy * pb.weight * b.known(pb) / bn.weight
-		shares[pb.piece] += part
-		bn.given += part
-		if bn.final {
-			b.totals.Attributed += part
-			b.totals.Correction -= part
+		f := b.ratio * pb.weight * b.known(pb) / bn.weight
+		bn.share += f
+		if bn.known {
+			part := f * bn.energy
+			shares[pb.piece] += part
+			if bn.final {
+				b.totals.Attributed += part
+				b.totals.Correction -= part
+			}
+		}
+		if bn.label != "" {
+			seconds += f * width
+			if bn.final {
+				b.totals.AttributedSeconds += f * width
+				b.totals.CorrectionSeconds -= f * width
+			}
 		}
 	}
 	if lo, hi := b.clip(r.lo, r.hi); hi > lo {
 		b.count(lo, hi, 0, -1)
 	}
-	return known
+	return known, seconds
 }
 
 // count adds present and pending to bins [lo, hi) (hi < the book's end).
@@ -413,7 +430,15 @@ func (b *Book) finalize(to int64, force bool) {
 			bn.label = bottleneck.HostBound
 		}
 		if bn.label != "" {
-			b.totals.Seconds.Add(bn.label, float64(b.width)/1e9)
+			w := float64(b.width) / 1e9
+			b.totals.Seconds.Add(bn.label, w)
+			if bn.weight <= 0 {
+				b.totals.IdleSeconds += w
+			} else {
+				b.totals.UnsampledSeconds += w - b.ratio*w
+				b.totals.AttributedSeconds += bn.share * w
+				b.totals.CorrectionSeconds += b.ratio*w - bn.share*w
+			}
 		}
 		if !bn.known {
 			continue
@@ -424,9 +449,10 @@ func (b *Book) finalize(to int64, force bool) {
 			continue
 		}
 		taken := b.ratio * bn.energy
+		given := bn.share * bn.energy
 		b.totals.Unsampled += bn.energy - taken
-		b.totals.Attributed += bn.given
-		b.totals.Correction += taken - bn.given
+		b.totals.Attributed += given
+		b.totals.Correction += taken - given
 	}
 }
 

@@ -25,7 +25,8 @@ func admit(b *Book, pieces []Piece, now int64) {
 func release(b *Book, pieces []Piece, now int64, shares []float64) bool {
 	var r Request
 	r.Cost(pieces, b.width, now)
-	return b.Release(&r, shares)
+	known, _ := b.Release(&r, shares)
+	return known
 }
 
 // longAfter is a moment long after the bins of the tests: their weight is known.
@@ -197,4 +198,82 @@ func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 	s := make([]float64, 1)
 	release(b, alone, at(42), s)
 	assert.InDelta(t, 50, s[0], 5, "about half of 100 J: a second old, half the weight is still to come")
+}
+
+// A bin's time is split between the requests that ran in it in the same
+// proportions as its energy, also where its energy is unknown (a label
+// says the GPU reported): the requests' GPU-seconds add up to the busy
+// time, idle bins' time is idle, and the time books close like the energy's.
+func TestTimeIsSplitLikeTheEnergy(t *testing.T) {
+	for _, ratio := range []float64{1, 0.5} {
+		b := testBook(ratio)
+		queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
+		other := []Piece{{at(0), at(3), 1}}
+		admit(b, queued, longAfter)
+		admit(b, other, longAfter)
+		// Before 0: nothing reported; [0, 2): 100 W; [2, 3): no energy, but
+		// labelled; [3, 4): 5 J a bin, nobody ran.
+		lo, hi, _ := b.Unfrozen(b.FinalTo(), b.Index(at(4)))
+		for i := lo; i < hi; i++ {
+			switch s := b.Start(i); {
+			case s < at(0):
+				b.Freeze(i, 0, false, "")
+			case s < at(2):
+				b.Freeze(i, 10, true, bottleneck.MemoryBound)
+			default:
+				b.Freeze(i, 5, s >= at(3), bottleneck.ComputeBound)
+			}
+		}
+		s1, s2 := make([]float64, 2), make([]float64, 1)
+		_, sec1 := b.Release(cost(b, queued), s1)
+		_, sec2 := b.Release(cost(b, other), s2)
+		closeTo(t, ratio*0.75, sec1)
+		closeTo(t, ratio*(1+0.25+1), sec2)
+		closeTo(t, ratio*75, s1[1])
+		closeTo(t, ratio*125, s2[0]) // no energy from [2, 3)
+		b.Finalize(b.Index(at(4)))
+		tot := b.Totals()
+		closeTo(t, ratio*3, tot.AttributedSeconds)
+		closeTo(t, 1, tot.IdleSeconds)
+		closeTo(t, (1-ratio)*3, tot.UnsampledSeconds)
+		closeTo(t, 0, tot.CorrectionSeconds)
+		closeTo(t, labelled(tot.Seconds), tot.AttributedSeconds+tot.IdleSeconds+tot.UnsampledSeconds+tot.CorrectionSeconds)
+		closeTo(t, 5*10, tot.Idle) // ten 0.5 J bins
+	}
+}
+
+// A request released after its bins are final gets its fair share of
+// their time too; the time books count what that gives beyond the final
+// shares as (negative) correction, and still close.
+func TestLateRequestsTimeIsCorrected(t *testing.T) {
+	b := testBook(1)
+	early := []Piece{{at(0), at(2), 1}}
+	late := []Piece{{at(1), at(2), 1}}
+	admit(b, early, longAfter)
+	freeze(b, 0, 2, 100)
+	_, s := b.Release(cost(b, early), make([]float64, 1))
+	closeTo(t, 2, s)
+	b.Finalize(b.Index(at(2)))
+	admit(b, late, longAfter)
+	_, s = b.Release(cost(b, late), make([]float64, 1))
+	closeTo(t, 0.5, s)
+	tot := b.Totals()
+	closeTo(t, 2.5, tot.AttributedSeconds)
+	closeTo(t, -0.5, tot.CorrectionSeconds)
+	closeTo(t, labelled(tot.Seconds), tot.AttributedSeconds+tot.IdleSeconds+tot.UnsampledSeconds+tot.CorrectionSeconds)
+}
+
+func cost(b *Book, pieces []Piece) *Request {
+	r := new(Request)
+	r.Cost(pieces, b.width, longAfter)
+	return r
+}
+
+// labelled is the time of every label.
+func labelled(s bottleneck.Times) float64 {
+	var sum float64
+	for _, l := range bottleneck.Labels {
+		sum += s.Of(l)
+	}
+	return sum
 }

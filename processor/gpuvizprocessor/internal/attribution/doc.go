@@ -27,6 +27,11 @@
 //
 //	attributed + idle + unsampled + correction = measured energy
 //
+// A bin's time is split in the same proportions (a request's GPU-seconds,
+// what accounting charges): over final bins with a label, whether or not
+// their energy was measured, the time books close the same way against the
+// time the bins' labels count.
+//
 // Memory is bounded: Config.Horizon / Config.Resolution bins of 56 bytes per
 // GPU; older bins are finalised and dropped as time moves on, and requests
 // reaching before the oldest bin get no energy for that part.
