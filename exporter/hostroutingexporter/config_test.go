@@ -1,0 +1,59 @@
+package hostroutingexporter
+
+import (
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+)
+
+func TestConfigLoadsAndValidates(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	tests := []struct {
+		name, wantErr string
+	}{
+		{"dns", ""},
+		{"static", ""},
+		{"none", "resolver: set static or dns"},
+		{"both", "resolver: set static or dns, not both"},
+		{"bad_hostname", `resolver.static.hostnames[1]: "gw-1" is not host:port`},
+		{"bad_dns", "resolver.dns.port: must be set"},
+		{"no_attributes", "routing_attributes: name at least one resource attribute"},
+		{"bad_down_for", "down_for: 0s must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := NewFactory().CreateDefaultConfig().(*Config)
+			sub, err := cm.Sub(tt.name)
+			require.NoError(t, err)
+			require.NoError(t, sub.Unmarshal(cfg))
+			err = confmap.Validate(cfg)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tt.wantErr)
+		})
+	}
+}
+
+func TestDNSDefaultsApplyWhenDNSIsNamed(t *testing.T) {
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	require.NoError(t, err)
+	sub, err := cm.Sub("dns")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	d := cfg.Resolver.DNS.Get()
+	require.NotNil(t, d)
+	assert.Equal(t, 5*time.Second, d.Interval)
+	assert.Equal(t, time.Second, d.Timeout)
+	assert.Equal(t, []string{"host.name"}, cfg.RoutingAttributes)
+	assert.Equal(t, 15*time.Second, cfg.DownFor)
+}

@@ -1,0 +1,260 @@
+package hostroutingexporter // import "github.com/gpuviz/gpuviz/exporter/hostroutingexporter"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
+)
+
+// signal is what routing needs to know of one kind of telemetry: its
+// resources, how to build a subset of them, how a replica's exporter takes
+// it and how a partial failure is reported for exporterhelper to retry
+// only what failed.
+type signal[T any] struct {
+	resources func(T) int
+	resource  func(T, int) pcommon.Resource
+	subset    func(T, []int) T
+	create    func(context.Context, exporter.Settings, *otlpexporter.Config) (consumerComponent[T], error)
+	failed    func(error, T) error
+}
+
+type consumerComponent[T any] interface {
+	component.Component
+	consume(context.Context, T) error
+}
+
+var traces = signal[ptrace.Traces]{
+	resources: func(td ptrace.Traces) int { return td.ResourceSpans().Len() },
+	resource:  func(td ptrace.Traces, i int) pcommon.Resource { return td.ResourceSpans().At(i).Resource() },
+	subset: func(td ptrace.Traces, idx []int) ptrace.Traces {
+		out := ptrace.NewTraces()
+		out.ResourceSpans().EnsureCapacity(len(idx))
+		for _, i := range idx {
+			td.ResourceSpans().At(i).CopyTo(out.ResourceSpans().AppendEmpty())
+		}
+		return out
+	},
+	create: func(ctx context.Context, set exporter.Settings, cfg *otlpexporter.Config) (consumerComponent[ptrace.Traces], error) {
+		e, err := otlpexporter.NewFactory().CreateTraces(ctx, set, cfg)
+		return tracesConsumer{e}, err
+	},
+	failed: func(err error, td ptrace.Traces) error { return consumererror.NewTraces(err, td) },
+}
+
+var metrics = signal[pmetric.Metrics]{
+	resources: func(md pmetric.Metrics) int { return md.ResourceMetrics().Len() },
+	resource:  func(md pmetric.Metrics, i int) pcommon.Resource { return md.ResourceMetrics().At(i).Resource() },
+	subset: func(md pmetric.Metrics, idx []int) pmetric.Metrics {
+		out := pmetric.NewMetrics()
+		out.ResourceMetrics().EnsureCapacity(len(idx))
+		for _, i := range idx {
+			md.ResourceMetrics().At(i).CopyTo(out.ResourceMetrics().AppendEmpty())
+		}
+		return out
+	},
+	create: func(ctx context.Context, set exporter.Settings, cfg *otlpexporter.Config) (consumerComponent[pmetric.Metrics], error) {
+		e, err := otlpexporter.NewFactory().CreateMetrics(ctx, set, cfg)
+		return metricsConsumer{e}, err
+	},
+	failed: func(err error, md pmetric.Metrics) error { return consumererror.NewMetrics(err, md) },
+}
+
+type tracesConsumer struct{ exporter.Traces }
+
+func (c tracesConsumer) consume(ctx context.Context, td ptrace.Traces) error {
+	return c.ConsumeTraces(ctx, td)
+}
+
+type metricsConsumer struct{ exporter.Metrics }
+
+func (c metricsConsumer) consume(ctx context.Context, md pmetric.Metrics) error {
+	return c.ConsumeMetrics(ctx, md)
+}
+
+// replicaExporter is the OTLP exporter of one replica for one signal; busy
+// counts the exports in flight, so that one of a replica no longer listed
+// is shut down after them.
+type replicaExporter[T any] struct {
+	exp  consumerComponent[T]
+	busy sync.WaitGroup
+}
+
+// routingExporter routes one signal's resources to the replicas.
+type routingExporter[T any] struct {
+	sig      signal[T]
+	router   *router
+	settings exporter.Settings
+	protocol otlpexporter.Config
+
+	mu         sync.Mutex
+	host       component.Host
+	replicas   map[string]*replicaExporter[T]
+	generation int64
+	retiring   sync.WaitGroup
+}
+
+func newRoutingExporter[T any](sig signal[T], rt *router, set exporter.Settings, cfg *Config) *routingExporter[T] {
+	protocol := cfg.Protocol.OTLP
+	// One attempt per replica: failing over is faster than retrying a
+	// replica that is gone, and the queue and retries of the routing
+	// exporter itself cover the rest.
+	protocol.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	protocol.RetryConfig.Enabled = false
+	return &routingExporter[T]{
+		sig: sig, router: rt, settings: set, protocol: protocol,
+		replicas: map[string]*replicaExporter[T]{},
+	}
+}
+
+func (e *routingExporter[T]) start(ctx context.Context, host component.Host) error {
+	e.mu.Lock()
+	e.host = host
+	e.mu.Unlock()
+	return e.router.start(ctx)
+}
+
+func (e *routingExporter[T]) shutdown(ctx context.Context) error {
+	e.mu.Lock()
+	var errs []error
+	for endpoint, r := range e.replicas {
+		r.busy.Wait()
+		errs = append(errs, r.exp.Shutdown(ctx))
+		delete(e.replicas, endpoint)
+	}
+	e.mu.Unlock()
+	e.retiring.Wait()
+	if e.host != nil {
+		e.router.shutdown()
+	}
+	return errors.Join(errs...)
+}
+
+// push routes each resource of data to its replica; a replica that fails
+// is marked down and its resources go to their next replica, until they
+// are sent or every replica has failed. What could not be sent is returned
+// as a partial failure, so that only it is retried.
+func (e *routingExporter[T]) push(ctx context.Context, data T) error {
+	n := e.sig.resources(data)
+	keys := make([]uint64, n)
+	pending := make([]int, n)
+	for i := range n {
+		k, ok := e.router.key(e.sig.resource(data, i).Attributes())
+		if !ok {
+			e.router.tel.ExporterHostroutingUnkeyedResources.Add(ctx, 1)
+		}
+		keys[i], pending[i] = k, i
+	}
+	var lost []int
+	var errs []error
+	for len(pending) > 0 {
+		now := e.router.now().UnixNano()
+		groups := map[*replica][]int{}
+		var order []*replica
+		wasUp := map[*replica]bool{}
+		for _, i := range pending {
+			r, up := e.router.pick(keys[i], now)
+			if r == nil {
+				// DNS has not listed any yet: retried, not lost.
+				return e.sig.failed(errors.New("no gateway replica is listed"), data)
+			}
+			if _, ok := groups[r]; !ok {
+				order = append(order, r)
+				wasUp[r] = up
+			}
+			groups[r] = append(groups[r], i)
+		}
+		pending = pending[:0:0]
+		for _, r := range order {
+			idx := groups[r]
+			part := data
+			if len(idx) < n {
+				part = e.sig.subset(data, idx)
+			}
+			e.router.tel.ExporterHostroutingResourcesRouted.Add(ctx, int64(len(idx)), r.attrs)
+			err := e.send(ctx, r, part)
+			switch {
+			case err == nil:
+			case consumererror.IsPermanent(err):
+				errs = append(errs, fmt.Errorf("%s: %w", r.endpoint, err))
+			case wasUp[r]:
+				e.router.markDown(ctx, r, now, err)
+				pending = append(pending, idx...)
+			default: // every replica is down: retried later, as a whole
+				errs = append(errs, fmt.Errorf("%s: %w", r.endpoint, err))
+				lost = append(lost, idx...)
+			}
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	err := errors.Join(errs...)
+	if len(lost) == 0 {
+		return consumererror.NewPermanent(err)
+	}
+	return e.sig.failed(err, e.sig.subset(data, lost))
+}
+
+// send exports part to replica r through its OTLP exporter, creating it on
+// first use.
+func (e *routingExporter[T]) send(ctx context.Context, r *replica, part T) error {
+	re, err := e.replicaExporter(ctx, r.endpoint)
+	if err != nil {
+		return err
+	}
+	defer re.busy.Done()
+	return re.exp.consume(ctx, part)
+}
+
+// replicaExporter returns endpoint's exporter with its busy count taken,
+// first retiring the exporters of replicas the resolver no longer lists.
+func (e *routingExporter[T]) replicaExporter(ctx context.Context, endpoint string) (*replicaExporter[T], error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if g := e.router.generation.Load(); g != e.generation {
+		e.generation = g
+		for ep, r := range e.replicas {
+			if !e.router.listed(ep) {
+				delete(e.replicas, ep)
+				e.retiring.Add(1)
+				go func() {
+					defer e.retiring.Done()
+					r.busy.Wait()
+					_ = r.exp.Shutdown(context.Background())
+				}()
+			}
+		}
+	}
+	if r := e.replicas[endpoint]; r != nil {
+		r.busy.Add(1)
+		return r, nil
+	}
+	cfg := e.protocol
+	cfg.ClientConfig.Endpoint = endpoint
+	set := e.settings
+	set.ID = component.NewIDWithName(otlpexporter.NewFactory().Type(), e.settings.ID.String()+"/"+endpoint)
+	set.Logger = e.settings.Logger.With(zap.String("endpoint", endpoint))
+	exp, err := e.sig.create(ctx, set, &cfg)
+	if err != nil {
+		return nil, fmt.Errorf("exporter for %s: %w", endpoint, err)
+	}
+	if err := exp.Start(ctx, e.host); err != nil {
+		return nil, fmt.Errorf("exporter for %s: %w", endpoint, err)
+	}
+	r := &replicaExporter[T]{exp: exp}
+	e.replicas[endpoint] = r
+	r.busy.Add(1)
+	return r, nil
+}

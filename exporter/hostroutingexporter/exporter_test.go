@@ -1,0 +1,260 @@
+package hostroutingexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"google.golang.org/grpc"
+
+	"github.com/gpuviz/gpuviz/exporter/hostroutingexporter/internal/metadatatest"
+)
+
+// replicaSink is a gateway replica: an OTLP/gRPC server that counts the
+// spans and data points it receives per host.name.
+type replicaSink struct {
+	addr string
+	srv  *grpc.Server
+
+	mu      sync.Mutex
+	spans   map[string]int // host → spans
+	metrics map[string]int // host → data points
+}
+
+type traceService struct {
+	ptraceotlp.UnimplementedGRPCServer
+	*replicaSink
+}
+
+type metricService struct {
+	pmetricotlp.UnimplementedGRPCServer
+	*replicaSink
+}
+
+func newSinks(t *testing.T, n int) []*replicaSink {
+	sinks := make([]*replicaSink, n)
+	for i := range sinks {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		s := &replicaSink{addr: ln.Addr().String(), srv: grpc.NewServer(), spans: map[string]int{}, metrics: map[string]int{}}
+		ptraceotlp.RegisterGRPCServer(s.srv, &traceService{replicaSink: s})
+		pmetricotlp.RegisterGRPCServer(s.srv, &metricService{replicaSink: s})
+		go func() { _ = s.srv.Serve(ln) }()
+		t.Cleanup(s.srv.Stop)
+		sinks[i] = s
+	}
+	return sinks
+}
+
+func (s *traceService) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rss := req.Traces().ResourceSpans()
+	for i := range rss.Len() {
+		host, _ := rss.At(i).Resource().Attributes().Get("host.name")
+		s.spans[host.AsString()] += rss.At(i).ScopeSpans().At(0).Spans().Len()
+	}
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+func (s *metricService) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rms := req.Metrics().ResourceMetrics()
+	for i := range rms.Len() {
+		host, _ := rms.At(i).Resource().Attributes().Get("host.name")
+		s.metrics[host.AsString()] += rms.At(i).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().Len()
+	}
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+func (s *replicaSink) hosts() (spans, metrics map[string]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.spans), maps.Clone(s.metrics)
+}
+
+func hostTraces(hosts []string, spansEach int) ptrace.Traces {
+	td := ptrace.NewTraces()
+	for _, h := range hosts {
+		rs := td.ResourceSpans().AppendEmpty()
+		rs.Resource().Attributes().PutStr("host.name", h)
+		ss := rs.ScopeSpans().AppendEmpty()
+		for range spansEach {
+			ss.Spans().AppendEmpty().SetName("llm_request")
+		}
+	}
+	return td
+}
+
+func hostMetrics(hosts []string, pointsEach int) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	for _, h := range hosts {
+		rm := md.ResourceMetrics().AppendEmpty()
+		rm.Resource().Attributes().PutStr("host.name", h)
+		g := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty().SetEmptyGauge()
+		for range pointsEach {
+			g.DataPoints().AppendEmpty().SetDoubleValue(1)
+		}
+	}
+	return md
+}
+
+func hostNames(n int) []string {
+	hosts := make([]string, n)
+	for i := range hosts {
+		hosts[i] = fmt.Sprintf("gpu-node-%02d", i)
+	}
+	return hosts
+}
+
+// testConfig routes to sinks statically, with one attempt and no queue so
+// that ConsumeTraces returns what happened.
+func testConfig(sinks []*replicaSink) *Config {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	var endpoints []string
+	for _, s := range sinks {
+		endpoints = append(endpoints, s.addr)
+	}
+	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: endpoints})
+	cfg.Protocol.OTLP.ClientConfig.TLS.Insecure = true
+	cfg.Protocol.OTLP.TimeoutConfig.Timeout = 2 * time.Second
+	cfg.QueueConfig = configoptional.None[exporterhelper.QueueBatchConfig]()
+	cfg.RetryConfig.Enabled = false
+	return cfg
+}
+
+type started struct {
+	traces  exporter.Traces
+	metrics exporter.Metrics
+	tel     *componenttest.Telemetry
+}
+
+func startBoth(t *testing.T, cfg *Config) started {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	set := metadatatest.NewSettings(tel)
+	f := NewFactory()
+	te, err := f.CreateTraces(context.Background(), set, cfg)
+	require.NoError(t, err)
+	me, err := f.CreateMetrics(context.Background(), set, cfg)
+	require.NoError(t, err)
+	host := componenttest.NewNopHost()
+	require.NoError(t, te.Start(context.Background(), host))
+	require.NoError(t, me.Start(context.Background(), host))
+	t.Cleanup(func() {
+		assert.NoError(t, te.Shutdown(context.Background()))
+		assert.NoError(t, me.Shutdown(context.Background()))
+	})
+	return started{te, me, tel}
+}
+
+// owners returns, per host, the sinks that received its spans and its
+// metrics.
+func owners(sinks []*replicaSink) (spans, metrics map[string][]int) {
+	spans, metrics = map[string][]int{}, map[string][]int{}
+	for i, s := range sinks {
+		sp, mp := s.hosts()
+		for h := range sp {
+			spans[h] = append(spans[h], i)
+		}
+		for h := range mp {
+			metrics[h] = append(metrics[h], i)
+		}
+	}
+	return spans, metrics
+}
+
+func TestAHostsSpansAndMetricsMeetOnOneReplica(t *testing.T) {
+	sinks := newSinks(t, 3)
+	e := startBoth(t, testConfig(sinks))
+	hosts := hostNames(24)
+	for range 5 {
+		require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hosts, 2)))
+		require.NoError(t, e.metrics.ConsumeMetrics(context.Background(), hostMetrics(hosts, 3)))
+	}
+	spans, metrics := owners(sinks)
+	perSink := make([]int, len(sinks))
+	for _, h := range hosts {
+		require.Len(t, spans[h], 1, "%s's spans went to one replica", h)
+		require.Equal(t, spans[h], metrics[h], "%s's spans and metrics went to the same replica", h)
+		perSink[spans[h][0]]++
+	}
+	for i, n := range perSink {
+		assert.Positive(t, n, "replica %d got hosts", i)
+	}
+	total := 0
+	for _, s := range sinks {
+		sp, _ := s.hosts()
+		for _, n := range sp {
+			total += n
+		}
+	}
+	assert.Equal(t, 24*2*5, total, "every span arrived once")
+}
+
+func TestAFailedReplicasHostsMoveToTheOthersAndReturn(t *testing.T) {
+	sinks := newSinks(t, 2)
+	cfg := testConfig(sinks)
+	cfg.DownFor = time.Hour
+	e := startBoth(t, cfg)
+	hosts := hostNames(16)
+	require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hosts, 1)))
+	before, _ := owners(sinks)
+
+	sinks[0].srv.Stop() // a crash: its hosts must go to replica 1, nothing lost
+	require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hosts, 1)))
+	require.NoError(t, e.metrics.ConsumeMetrics(context.Background(), hostMetrics(hosts, 1)))
+	sp1, mp1 := sinks[1].hosts()
+	for _, h := range hosts {
+		want := 1
+		if before[h][0] == 1 {
+			want = 2
+		}
+		assert.Equal(t, want, sp1[h], "%s: spans of the second export at replica 1", h)
+		assert.Equal(t, 1, mp1[h], "%s: metrics at replica 1 while replica 0 is down", h)
+	}
+	assert.Positive(t, counted(t, e.tel, "otelcol_exporter_hostrouting_failovers"))
+}
+
+func TestEveryReplicaDownReturnsWhatFailedForRetry(t *testing.T) {
+	sinks := newSinks(t, 2)
+	e := startBoth(t, testConfig(sinks))
+	for _, s := range sinks {
+		s.srv.Stop()
+	}
+	err := e.traces.ConsumeTraces(context.Background(), hostTraces(hostNames(6), 1))
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err), "retryable")
+	var failed consumererror.Traces
+	require.True(t, errors.As(err, &failed))
+	assert.Equal(t, 6, failed.Data().ResourceSpans().Len(), "every resource is handed back for retry")
+}
+
+// counted sums a counter of the exporter's own telemetry.
+func counted(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
+	m, err := tel.GetMetric(name)
+	require.NoError(t, err)
+	var n int64
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		n += dp.Value
+	}
+	return n
+}

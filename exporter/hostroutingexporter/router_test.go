@@ -1,0 +1,139 @@
+package hostroutingexporter
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.uber.org/zap"
+)
+
+func testRouter(t *testing.T, endpoints ...string) *router {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: endpoints})
+	rt, err := newRouter(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	require.NoError(t, rt.start(context.Background()))
+	t.Cleanup(rt.shutdown)
+	return rt
+}
+
+func keyOf(rt *router, host string) uint64 {
+	m := pcommon.NewMap()
+	m.PutStr("host.name", host)
+	k, _ := rt.key(m)
+	return k
+}
+
+// assignment maps each of n hosts to the endpoint it is routed to.
+func assignment(rt *router, hosts []string) map[string]string {
+	out := map[string]string{}
+	for _, h := range hosts {
+		r, _ := rt.pick(keyOf(rt, h), 0)
+		out[h] = r.endpoint
+	}
+	return out
+}
+
+func TestRendezvousMovesOnlyTheHostsOfAReplicaThatLeaves(t *testing.T) {
+	hosts := hostNames(1000)
+	three := testRouter(t, "gw-0:4317", "gw-1:4317", "gw-2:4317")
+	before := assignment(three, hosts)
+	counts := map[string]int{}
+	for _, e := range before {
+		counts[e]++
+	}
+	for e, n := range counts {
+		// 1000 hosts over 3 replicas: 333 each, give or take a few σ (√222 ≈ 15).
+		assert.InDelta(t, 333, n, 60, "%s's share", e)
+	}
+
+	three.setEndpoints([]string{"gw-0:4317", "gw-2:4317"})
+	after := assignment(three, hosts)
+	for _, h := range hosts {
+		if before[h] != "gw-1:4317" {
+			assert.Equal(t, before[h], after[h], "%s stays where it was", h)
+		} else {
+			assert.NotEqual(t, "gw-1:4317", after[h])
+		}
+	}
+
+	// Every agent picks the same replica: a new router, listing the same
+	// replicas in another order, agrees.
+	other := testRouter(t, "gw-2:4317", "gw-0:4317")
+	assert.Equal(t, after, assignment(other, hosts))
+}
+
+func TestADownReplicaIsSkippedUntilDownForPasses(t *testing.T) {
+	rt := testRouter(t, "gw-0:4317", "gw-1:4317")
+	k := keyOf(rt, "gpu-node-07")
+	first, up := rt.pick(k, 0)
+	require.True(t, up)
+	rt.markDown(context.Background(), first, 0, errors.New("connection refused"))
+	second, up := rt.pick(k, 1)
+	assert.True(t, up)
+	assert.NotEqual(t, first.endpoint, second.endpoint)
+	rt.markDown(context.Background(), second, 1, errors.New("connection refused"))
+	anyOne, up := rt.pick(k, 2)
+	assert.False(t, up, "none is up")
+	assert.Equal(t, first, anyOne, "the best of all when none is up")
+	back, up := rt.pick(k, int64(rt.downFor)+1)
+	assert.True(t, up)
+	assert.Equal(t, first, back, "the host returns once down_for has passed")
+}
+
+func TestAResourceWithoutTheAttributesIsUnkeyed(t *testing.T) {
+	rt := testRouter(t, "gw-0:4317")
+	_, ok := rt.key(pcommon.NewMap())
+	assert.False(t, ok)
+}
+
+func TestDNSResolverFollowsTheNameAndKeepsTheListWhenItFails(t *testing.T) {
+	var mu sync.Mutex
+	answer := []net.IPAddr{{IP: net.ParseIP("10.0.0.1")}, {IP: net.ParseIP("10.0.0.2")}}
+	var fail bool
+	d := &dnsResolver{
+		hostname: "gpuviz-gateway-headless", port: "4317", interval: 10 * time.Millisecond, timeout: 5 * time.Millisecond,
+		logger: zap.NewNop(),
+		lookup: func(context.Context, string) ([]net.IPAddr, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return nil, errors.New("SERVFAIL")
+			}
+			return answer, nil
+		},
+	}
+	updates := make(chan []string, 100)
+	require.NoError(t, d.start(context.Background(), func(e []string) { updates <- e }))
+	defer d.shutdown()
+	assert.Equal(t, []string{"10.0.0.1:4317", "10.0.0.2:4317"}, <-updates, "the first list is there when start returns")
+
+	mu.Lock()
+	answer = []net.IPAddr{{IP: net.ParseIP("10.0.0.2")}, {IP: net.ParseIP("fd00::3")}}
+	mu.Unlock()
+	require.Eventually(t, func() bool {
+		select {
+		case e := <-updates:
+			return len(e) == 2 && e[1] == "[fd00::3]:4317"
+		default:
+			return false
+		}
+	}, 5*time.Second, time.Millisecond)
+
+	mu.Lock()
+	fail = true
+	mu.Unlock()
+	time.Sleep(50 * time.Millisecond)
+	for len(updates) > 0 {
+		assert.Equal(t, []string{"10.0.0.2:4317", "[fd00::3]:4317"}, <-updates, "a failed lookup does not update")
+	}
+}
