@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -276,4 +277,9 @@ func labelled(s bottleneck.Times) float64 {
 		sum += s.Of(l)
 	}
 	return sum
+}
+
+// The memory bound documented in docs/attribution.md is a bin's real size.
+func TestBinBytes(t *testing.T) {
+	assert.Equal(t, uintptr(BinBytes), unsafe.Sizeof(bin{}))
 }

@@ -32,7 +32,7 @@
 // their energy was measured, the time books close the same way against the
 // time the bins' labels count.
 //
-// Memory is bounded: Config.Horizon / Config.Resolution bins of 56 bytes per
+// Memory is bounded: Config.Horizon / Config.Resolution bins of 120 bytes per
 // GPU; older bins are finalised and dropped as time moves on, and requests
 // reaching before the oldest bin get no energy for that part.
 package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
