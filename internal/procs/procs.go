@@ -45,6 +45,12 @@ func NewGroup(dir string) (*Group, error) {
 
 // Spawn starts bin with args as name.
 func (g *Group) Spawn(name, bin string, args ...string) (*Proc, error) {
+	return g.SpawnEnv(name, nil, bin, args...)
+}
+
+// SpawnEnv starts bin with args as name, with env (KEY=value) added to
+// this process's environment.
+func (g *Group) SpawnEnv(name string, env []string, bin string, args ...string) (*Proc, error) {
 	logPath := filepath.Join(g.dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -52,6 +58,9 @@ func (g *Group) Spawn(name, bin string, args ...string) (*Proc, error) {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = g.dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so that stopping it stops whatever it started.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -71,6 +80,12 @@ func (g *Group) Spawn(name, bin string, args ...string) (*Proc, error) {
 
 // Pid is p's process ID.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Signal sends sig to p's process group.
+func (p *Proc) Signal(sig syscall.Signal) error { return syscall.Kill(-p.cmd.Process.Pid, sig) }
+
+// Done is closed when p has exited.
+func (p *Proc) Done() <-chan struct{} { return p.done }
 
 // Memory is what /proc says of a process's memory, in bytes.
 type Memory struct {
