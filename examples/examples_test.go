@@ -697,10 +697,10 @@ var componentTypes = map[string]string{
 func TestBuilderComponents(t *testing.T) {
 	got := builderComponents(t)
 	want := map[string]map[string]bool{
-		"receivers":  {"gpuviz": true, "otlp": true, "prometheus": true},
+		"receivers":  {"gpuviz": true, "otlp": true, "prometheus": true, "kafka": true},
 		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true, "resource": true},
-		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true},
-		"extensions": {"health_check": true, "pprof": true, "zpages": true, "gpuviz_view": true},
+		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true, "kafka": true, "hostrouting": true},
+		"extensions": {"health_check": true, "pprof": true, "zpages": true, "gpuviz_view": true, "bearertokenauth": true},
 	}
 	assert.Equal(t, want, got, "builder-config.yaml changed: update the examples and this table")
 }
@@ -878,7 +878,10 @@ func TestCollectorConfigsValidate(t *testing.T) {
 			p := filepath.Join(dir, strings.NewReplacer("/", "_", "#", "_", ":", "_").Replace(name))
 			require.NoError(t, os.WriteFile(p, b, 0o644))
 			cmd := exec.Command(bin, "validate", "--config", p)
-			cmd.Env = append(os.Environ(), "NODE_IP=127.0.0.1", "POD_IP=127.0.0.1", "MY_POD_IP=127.0.0.1", "NODE_NAME=gpu-node-1")
+			cmd.Env = append(os.Environ(), "NODE_IP=127.0.0.1", "POD_IP=127.0.0.1", "MY_POD_IP=127.0.0.1", "NODE_NAME=gpu-node-1",
+				// examples/fleet
+				"GPUVIZ_HOST_NAME=gpu-node-1", "GPUVIZ_GATEWAYS=[127.0.0.1:4317]", "GPUVIZ_LISTEN=127.0.0.1:4317",
+				"GPUVIZ_TRACES_ENDPOINT=127.0.0.1:4317", "GPUVIZ_METRICS_ENDPOINT=127.0.0.1:4317")
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "otelcol-gpuviz validate %s:\n%s", name, out)
 		})

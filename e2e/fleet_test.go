@@ -1,0 +1,491 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/encoding/gzip" // the gateways export gzip-compressed OTLP, as the example says
+
+	"github.com/gpuviz/gpuviz/internal/procs"
+)
+
+// The fleet test's agents: two simulated hosts, each with GPUs of its own
+// seed, so that a GPU's UUID says which host it is on.
+var fleetHosts = []struct {
+	name string
+	seed int
+}{{"gpu-node-a", 1}, {"gpu-node-b", 2}}
+
+const (
+	fleetSpanEvery = 50 * time.Millisecond // per host
+	fleetDownFor   = 3 * time.Second
+	// fleetMaxHold bounds how long a gateway holds a span: its samples
+	// arrive each collection interval (1 s), plus the queue and batch on
+	// the way; a crash loses at most what arrived within it.
+	fleetMaxHold = 5 * time.Second
+)
+
+// fleetAgentOverride and fleetGatewayOverride are merged over the example
+// files: ports, a 1 s scrape of 4 simulated GPUs, and telemetry to read.
+const fleetAgentOverride = `receivers:
+  gpuviz:
+    collection_interval: 1s
+    backend: simulated
+    simulated: {model: h200, gpus: 4, seed: %d}
+  otlp:
+    protocols:
+      grpc: {endpoint: 127.0.0.1:%d}
+      http: {endpoint: 127.0.0.1:%d}
+exporters:
+  hostrouting:
+    down_for: %v
+extensions:
+  health_check: {endpoint: 127.0.0.1:%d}
+service:
+  telemetry:
+    metrics:
+      level: none
+`
+
+const fleetGatewayOverride = `extensions:
+  health_check: {endpoint: 127.0.0.1:%d}
+service:
+  telemetry:
+    metrics:
+      level: normal
+      readers:
+        - pull:
+            exporter:
+              prometheus: {host: 127.0.0.1, port: %d}
+`
+
+// fleetSpan is a span as a replica's destination received it.
+type fleetSpan struct {
+	replica  int
+	host     string
+	gpus     []string // gpuviz.gpu.ids, none when not enriched
+	match    string
+	received time.Time
+}
+
+// fleetSink is where every gateway replica sends: one OTLP/gRPC server per
+// replica, recording its spans by span ID and the hosts of its metrics.
+type fleetSink struct {
+	mu      sync.Mutex
+	spans   map[pcommon.SpanID][]fleetSpan // more than one: a duplicate
+	metrics []map[string]time.Time         // per replica: host → last GPU metrics
+}
+
+type fleetTraces struct {
+	ptraceotlp.UnimplementedGRPCServer
+	sink    *fleetSink
+	replica int
+}
+
+type fleetMetrics struct {
+	pmetricotlp.UnimplementedGRPCServer
+	sink    *fleetSink
+	replica int
+}
+
+func (s *fleetTraces) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	s.sink.mu.Lock()
+	defer s.sink.mu.Unlock()
+	now := time.Now()
+	rss := req.Traces().ResourceSpans()
+	for i := range rss.Len() {
+		host, _ := rss.At(i).Resource().Attributes().Get("host.name")
+		sss := rss.At(i).ScopeSpans()
+		for j := range sss.Len() {
+			spans := sss.At(j).Spans()
+			for k := range spans.Len() {
+				sp := spans.At(k)
+				if sp.Name() != "llm_request" {
+					continue // the processor's phase spans
+				}
+				r := fleetSpan{replica: s.replica, host: host.AsString(), received: now}
+				if v, ok := sp.Attributes().Get("gpuviz.gpu.ids"); ok && v.Type() == pcommon.ValueTypeSlice {
+					for _, id := range v.Slice().All() {
+						r.gpus = append(r.gpus, id.AsString())
+					}
+				}
+				if v, ok := sp.Attributes().Get("gpuviz.gpu.match"); ok {
+					r.match = v.AsString()
+				}
+				s.sink.spans[sp.SpanID()] = append(s.sink.spans[sp.SpanID()], r)
+			}
+		}
+	}
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+func (s *fleetMetrics) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	s.sink.mu.Lock()
+	defer s.sink.mu.Unlock()
+	rms := req.Metrics().ResourceMetrics()
+	for i := range rms.Len() {
+		attrs := rms.At(i).Resource().Attributes()
+		if _, ok := attrs.Get("gpuviz.backend"); !ok {
+			continue // the processor's derived metrics carry it too; both count
+		}
+		host, _ := attrs.Get("host.name")
+		s.sink.metrics[s.replica][host.AsString()] = time.Now()
+	}
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+// serveFleetSink starts one destination per replica and returns their
+// addresses.
+func serveFleetSink(t *testing.T, replicas int) (*fleetSink, []string) {
+	sink := &fleetSink{spans: map[pcommon.SpanID][]fleetSpan{}}
+	var addrs []string
+	for i := range replicas {
+		sink.metrics = append(sink.metrics, map[string]time.Time{})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		srv := grpc.NewServer()
+		ptraceotlp.RegisterGRPCServer(srv, &fleetTraces{sink: sink, replica: i})
+		pmetricotlp.RegisterGRPCServer(srv, &fleetMetrics{sink: sink, replica: i})
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(srv.Stop)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return sink, addrs
+}
+
+// metricsReplicas returns the replicas that received host's GPU metrics
+// since from.
+func (s *fleetSink) metricsReplicas(host string, from time.Time) []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []int
+	for r, hosts := range s.metrics {
+		if t, ok := hosts[host]; ok && t.After(from) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *fleetSink) snapshot() map[pcommon.SpanID][]fleetSpan {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[pcommon.SpanID][]fleetSpan, len(s.spans))
+	for id, rs := range s.spans {
+		out[id] = slices.Clone(rs)
+	}
+	return out
+}
+
+// sentSpan is a span the test sent to an agent.
+type sentSpan struct {
+	host int
+	at   time.Time
+}
+
+// fleetSender sends each host's agent one vLLM llm_request span every
+// fleetSpanEvery, without host.name: the agent stamps it.
+type fleetSender struct {
+	mu   sync.Mutex
+	sent map[pcommon.SpanID]sentSpan
+	seq  uint32
+}
+
+func (f *fleetSender) run(ctx context.Context, t *testing.T, agents []string) {
+	clients := make([]ptraceotlp.GRPCClient, len(agents))
+	for i, a := range agents {
+		conn, err := grpc.NewClient(a, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		clients[i] = ptraceotlp.NewGRPCClient(conn)
+	}
+	tick := time.NewTicker(fleetSpanEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for h, c := range clients {
+			f.mu.Lock()
+			f.seq++
+			var id pcommon.SpanID
+			id[0] = byte(h)
+			binary.BigEndian.PutUint32(id[4:], f.seq)
+			f.mu.Unlock()
+			end := time.Now().Add(-100 * time.Millisecond)
+			td := ptrace.NewTraces()
+			rs := td.ResourceSpans().AppendEmpty()
+			rs.Resource().Attributes().PutStr("service.name", "vllm")
+			ss := rs.ScopeSpans().AppendEmpty()
+			ss.Scope().SetName("vllm.llm_engine")
+			sp := ss.Spans().AppendEmpty()
+			sp.SetName("llm_request")
+			sp.SetKind(ptrace.SpanKindServer)
+			sp.SetTraceID(pcommon.TraceID{0xf1, 0xee, byte(h), id[4], id[5], id[6], id[7]})
+			sp.SetSpanID(id)
+			sp.SetStartTimestamp(pcommon.NewTimestampFromTime(end.Add(-2 * time.Second)))
+			sp.SetEndTimestamp(pcommon.NewTimestampFromTime(end))
+			a := sp.Attributes()
+			a.PutDouble("gen_ai.latency.time_in_queue", 0.2)
+			a.PutDouble("gen_ai.latency.time_in_model_prefill", 0.3)
+			a.PutDouble("gen_ai.latency.time_in_model_decode", 1.5)
+			a.PutDouble("gen_ai.latency.e2e", 2)
+			a.PutInt("gen_ai.usage.prompt_tokens", 512)
+			a.PutInt("gen_ai.usage.completion_tokens", 90)
+			a.PutStr("gen_ai.request.model", "meta-llama/Llama-3.1-8B-Instruct")
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c.Export(sctx, ptraceotlp.NewExportRequestFromTraces(td))
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil {
+					t.Errorf("agent %d refused a span: %v", h, err)
+				}
+				continue
+			}
+			f.mu.Lock()
+			f.sent[id] = sentSpan{host: h, at: time.Now()}
+			f.mu.Unlock()
+		}
+	}
+}
+
+func (f *fleetSender) snapshot() map[pcommon.SpanID]sentSpan {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[pcommon.SpanID]sentSpan, len(f.sent))
+	for id, s := range f.sent {
+		out[id] = s
+	}
+	return out
+}
+
+// fleetGateway is one gateway replica process and how to reach it.
+type fleetGateway struct {
+	proc             *procs.Proc
+	otlp, health, tl int
+	env              []string
+	override         string
+}
+
+// TestFleet runs the gateway-joining topology on loopback from the example
+// files (examples/fleet): two agents (two simulated hosts, receiver only)
+// route their spans and GPU metrics by host.name (the hostrouting exporter)
+// to two gateway replicas running the gpuviz processor. It shows that
+// every span is enriched from its own host's GPUs and none from the
+// other's, with each host's spans and samples at one replica; that a
+// replica shut down gracefully flushes what it holds (nothing lost) while
+// its hosts move to the other; and that a replica killed loses at most
+// what it held, its hosts moving to the survivor at once. It needs only the
+// collector (make build):
+//
+//	go test -tags e2e -count=1 -run TestFleet -v ./e2e/
+func TestFleet(t *testing.T) {
+	root, err := filepath.Abs("..")
+	require.NoError(t, err)
+	bin := env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz"))
+	_, err = os.Stat(bin)
+	require.NoError(t, err, "build the collector first: make build")
+	work := t.TempDir()
+	group, err := procs.NewGroup(work)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		group.Stop()
+		if t.Failed() {
+			for _, p := range group.Procs() {
+				if b, err := os.ReadFile(p.Log); err == nil {
+					t.Logf("%s log:\n%s", p.Name, tail(b, 4000))
+				}
+			}
+		}
+	})
+
+	sink, dests := serveFleetSink(t, 2)
+	ports, err := procs.FreePorts(12)
+	require.NoError(t, err)
+	gateways := make([]*fleetGateway, 2)
+	var endpoints []string
+	for i := range gateways {
+		g := &fleetGateway{otlp: ports[3*i], health: ports[3*i+1], tl: ports[3*i+2]}
+		g.env = []string{
+			fmt.Sprintf("GPUVIZ_LISTEN=127.0.0.1:%d", g.otlp),
+			"GPUVIZ_TRACES_ENDPOINT=" + dests[i], "GPUVIZ_METRICS_ENDPOINT=" + dests[i],
+		}
+		g.override = filepath.Join(work, fmt.Sprintf("gateway-%d.yaml", i))
+		require.NoError(t, os.WriteFile(g.override, fmt.Appendf(nil, fleetGatewayOverride, g.health, g.tl), 0o644))
+		gateways[i] = g
+		endpoints = append(endpoints, fmt.Sprintf("127.0.0.1:%d", g.otlp))
+	}
+	start := func(i int, name string) {
+		g := gateways[i]
+		p, err := group.SpawnEnv(name, g.env, bin, "--config", filepath.Join(root, "examples/fleet/gateway.yaml"), "--config", g.override)
+		require.NoError(t, err)
+		require.NoError(t, procs.WaitReady(context.Background(), p, procs.TCPReady(fmt.Sprintf("127.0.0.1:%d", g.otlp))))
+		g.proc = p
+	}
+	start(0, "gateway-0")
+	start(1, "gateway-1")
+
+	var agentOTLP []string
+	for i, h := range fleetHosts {
+		grpcPort, httpPort, health := ports[6+3*i], ports[7+3*i], ports[8+3*i]
+		override := filepath.Join(work, fmt.Sprintf("agent-%d.yaml", i))
+		require.NoError(t, os.WriteFile(override, fmt.Appendf(nil, fleetAgentOverride, h.seed, grpcPort, httpPort, fleetDownFor, health), 0o644))
+		p, err := group.SpawnEnv("agent-"+h.name, []string{
+			"GPUVIZ_HOST_NAME=" + h.name, "GPUVIZ_GATEWAYS=[" + strings.Join(endpoints, ", ") + "]",
+		}, bin, "--config", filepath.Join(root, "examples/fleet/agent.yaml"), "--config", override)
+		require.NoError(t, err)
+		addr := fmt.Sprintf("127.0.0.1:%d", grpcPort)
+		require.NoError(t, procs.WaitReady(context.Background(), p, procs.TCPReady(addr)))
+		agentOTLP = append(agentOTLP, addr)
+	}
+	began := time.Now()
+	require.Eventually(t, func() bool {
+		for _, h := range fleetHosts {
+			if len(sink.metricsReplicas(h.name, began)) == 0 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "both hosts' GPU metrics reach a gateway")
+	time.Sleep(2 * time.Second) // two samples, so each GPU's spacing is known
+
+	sender := &fleetSender{sent: map[pcommon.SpanID]sentSpan{}}
+	ctx, stopSending := context.WithCancel(context.Background())
+	sending := make(chan struct{})
+	go func() { defer close(sending); sender.run(ctx, t, agentOTLP) }()
+	defer func() { stopSending(); <-sending }()
+
+	// Phase 1, steady: a host's spans and samples meet at one replica, and
+	// each span is enriched from its own host's GPUs.
+	time.Sleep(15 * time.Second)
+	steadyEnd := time.Now()
+	time.Sleep(fleetMaxHold)
+	owner := map[string]int{}
+	got := sink.snapshot()
+	enriched, total := 0, 0
+	for id, s := range sender.snapshot() {
+		if !s.at.Before(steadyEnd) {
+			continue
+		}
+		rs := got[id]
+		require.Len(t, rs, 1, "span %s arrives exactly once", id)
+		r := rs[0]
+		host := fleetHosts[s.host].name
+		assert.Equal(t, host, r.host, "the agent stamped its host.name on the span")
+		if o, ok := owner[host]; ok {
+			assert.Equal(t, o, r.replica, "all of %s's spans go to one replica", host)
+		}
+		owner[host] = r.replica
+		total++
+		if len(r.gpus) > 0 {
+			enriched++
+			assert.Equal(t, "host", r.match)
+			for _, id := range r.gpus {
+				assert.True(t, strings.HasPrefix(id, fmt.Sprintf("GPU-simulated-h200-%d-", fleetHosts[s.host].seed)),
+					"%s's span enriched from %s, a GPU of another host", host, id)
+			}
+		}
+	}
+	require.Positive(t, total)
+	t.Logf("steady: %d spans, %d enriched; owners %v", total, enriched, owner)
+	assert.GreaterOrEqual(t, float64(enriched), 0.95*float64(total), "spans enriched from their host's GPUs")
+	for host, r := range owner {
+		assert.Equal(t, []int{r}, sink.metricsReplicas(host, steadyEnd.Add(-3*time.Second)),
+			"%s's GPU metrics go to the replica that has its spans", host)
+	}
+
+	// Phase 2, a graceful shutdown of the replica holding host a: what it
+	// held is flushed, and host a moves to the other replica.
+	victim := owner[fleetHosts[0].name]
+	survivor := 1 - victim
+	stopAt := time.Now()
+	require.NoError(t, gateways[victim].proc.Signal(syscall.SIGTERM))
+	select {
+	case <-gateways[victim].proc.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the replica did not shut down within 30 s")
+	}
+	t.Logf("graceful shutdown of replica %d took %v", victim, time.Since(stopAt))
+	time.Sleep(5 * time.Second)
+	movedAt := time.Now()
+	time.Sleep(fleetMaxHold)
+	got = sink.snapshot()
+	lost := 0
+	for id, s := range sender.snapshot() {
+		if s.at.Before(movedAt) && len(got[id]) == 0 {
+			lost++
+		}
+		if s.host == 0 && s.at.After(stopAt.Add(time.Second)) && s.at.Before(movedAt) && len(got[id]) == 1 {
+			assert.Equal(t, survivor, got[id][0].replica, "host a's spans go to the survivor while its replica is away")
+		}
+	}
+	assert.Zero(t, lost, "a graceful shutdown loses nothing")
+
+	// The replica returns; after down_for its hosts return to it.
+	start(victim, fmt.Sprintf("gateway-%d-restarted", victim))
+	back := time.Now()
+	require.Eventually(t, func() bool {
+		return slices.Contains(sink.metricsReplicas(fleetHosts[0].name, back), victim)
+	}, fleetDownFor+15*time.Second, 100*time.Millisecond, "host a returns to its replica")
+	time.Sleep(3 * time.Second)
+
+	// Phase 3, a crash: the replica is killed; it loses at most what it held
+	// (spans that arrived within fleetMaxHold of the kill), and its hosts
+	// go to the survivor at once.
+	pending := telemetryOf(t, gateways[victim].tl).sum("otelcol_processor_gpuviz_pending_spans", "")
+	killAt := time.Now()
+	require.NoError(t, gateways[victim].proc.Signal(syscall.SIGKILL))
+	<-gateways[victim].proc.Done()
+	time.Sleep(8 * time.Second)
+	stopSending()
+	<-sending
+	time.Sleep(fleetMaxHold)
+	got = sink.snapshot()
+	var lostAtKill []time.Duration
+	afterKill, afterKillAtSurvivor := 0, 0
+	for id, s := range sender.snapshot() {
+		if len(got[id]) > 1 {
+			t.Errorf("span %s arrived %d times", id, len(got[id]))
+		}
+		if s.at.After(killAt.Add(time.Second)) {
+			afterKill++
+			if len(got[id]) == 1 && got[id][0].replica == survivor {
+				afterKillAtSurvivor++
+			}
+		}
+		if len(got[id]) == 0 {
+			lostAtKill = append(lostAtKill, killAt.Sub(s.at))
+		}
+	}
+	held := float64(fleetMaxHold) / float64(fleetSpanEvery) * float64(len(fleetHosts))
+	t.Logf("crash: %d spans lost (%.0f held by the killed replica a moment before; bound rate × hold = %.0f), sent %v..%v before the kill",
+		len(lostAtKill), pending, held, slices.Min(append(lostAtKill, 0)), slices.Max(append(lostAtKill, 0)))
+	for _, d := range lostAtKill {
+		assert.Less(t, d, fleetMaxHold, "only spans held at the kill are lost")
+		assert.Greater(t, d, -time.Second, "no span sent after the kill is lost")
+	}
+	assert.LessOrEqual(t, float64(len(lostAtKill)), held)
+	assert.Equal(t, afterKill, afterKillAtSurvivor, "after the kill every span goes to the survivor")
+}
