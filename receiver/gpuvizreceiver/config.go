@@ -3,6 +3,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -50,6 +51,8 @@ type Config struct {
 	XidEvents XidEventsConfig `mapstructure:"xid_events"`
 	// Kubernetes configures what the receiver learns from the kubelet.
 	Kubernetes KubernetesConfig `mapstructure:"kubernetes"`
+	// Slurm configures what the receiver learns of Slurm jobs (slurm.go).
+	Slurm SlurmConfig `mapstructure:"slurm"`
 	// Complement names an exporter running beside the receiver whose data
 	// it adds to rather than repeats: "" (none) or dcgm (complement.go).
 	Complement Complement `mapstructure:"complement"`
@@ -136,6 +139,29 @@ type PodResourcesConfig struct {
 	Interval time.Duration `mapstructure:"interval"`
 	// Timeout bounds one List call.
 	Timeout time.Duration `mapstructure:"timeout"`
+
+	_ struct{}
+}
+
+// SlurmConfig configures what the receiver learns of the Slurm jobs using
+// the GPUs.
+type SlurmConfig struct {
+	// Environ reads the Slurm job of each GPU process from its
+	// /proc/<pid>/environ, once per process: SLURM_JOB_ID,
+	// SLURM_ARRAY_JOB_ID, SLURM_ARRAY_TASK_ID and SLURM_STEP_ID, and nothing
+	// else (an environment holds secrets; the rest is never kept). On by
+	// default: outside Slurm it finds nothing and costs one small read per
+	// new GPU process. It needs the host PID namespace and the right to read
+	// other users' environments (root, or CAP_SYS_PTRACE); without it the
+	// slurm.* attributes stay empty, and that is logged once.
+	Environ bool `mapstructure:"environ"`
+	// JobMappingDir is a directory of per-GPU job files in dcgm-exporter's
+	// --hpc-job-mapping-dir format, which a Slurm prolog and epilog keep
+	// (docs/slurm.md): a file per GPU named by its NVML index ("0", "1"),
+	// or by index and GPU instance ("2.0") for a MIG instance, each line a
+	// job id. Re-read every scrape. Empty (the default: Slurm has no
+	// standard place for it) reads none.
+	JobMappingDir string `mapstructure:"job_mapping_dir"`
 
 	_ struct{}
 }
@@ -260,6 +286,9 @@ func (cfg *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("kubernetes.pod_resources.%w", e))
 			}
 		}
+	}
+	if d := cfg.Slurm.JobMappingDir; d != "" && !filepath.IsAbs(d) {
+		errs = append(errs, fmt.Errorf("slurm.job_mapping_dir: %q is not an absolute path: the collector's working directory is no place for it", d))
 	}
 	errs = append(errs, cfg.validateComplement()...)
 	seen := map[DeviceRef]bool{}

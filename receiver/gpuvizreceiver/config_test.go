@@ -49,7 +49,10 @@ func TestLoadConfig(t *testing.T) {
 	fast := defaultConfig()
 	fast.Samples = SamplesConfig{Enabled: true, Interval: 100 * time.Millisecond, FlushInterval: 500 * time.Millisecond, MaxPendingTicks: 100}
 
-	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep, "fast_samples": fast} {
+	slurm := defaultConfig()
+	slurm.Slurm = SlurmConfig{Environ: false, JobMappingDir: "/run/gpuviz/slurm-jobs"}
+
+	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep, "fast_samples": fast, "slurm": slurm} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)
 			require.NoError(t, err)
@@ -97,6 +100,7 @@ func TestInvalidConfig(t *testing.T) {
 		"pod_resources_no_socket":    "kubernetes.pod_resources.socket: must not be empty",
 		"bad_fault":                  "simulated.faults[0].sleep: 0s: a hang fault sleeps for a positive time",
 		"timeout_past_interval":      "timeout: 2s is longer than collection_interval (1s): a scrape must end before the next begins",
+		"slurm_relative_dir":         `slurm.job_mapping_dir: "run/slurm" is not an absolute path`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)

@@ -37,6 +37,7 @@ func createDefaultConfig() component.Config {
 		Kubernetes: KubernetesConfig{PodResources: PodResourcesConfig{
 			Enabled: true, Socket: podresources.DefaultSocket, Interval: 5 * time.Second, Timeout: 2 * time.Second,
 		}},
+		Slurm: SlurmConfig{Environ: true},
 	}
 }
 

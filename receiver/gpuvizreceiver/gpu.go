@@ -39,6 +39,7 @@ type gpu struct {
 	pcieMax   [2]int       // max PCIe generation and width, read once
 	mig       migState
 	processes processState
+	slurm     slurmState
 	xids      xidCounts
 	// tick holds the fast readings' state; the sampling clock owns it when
 	// samples are on, the scrape otherwise.

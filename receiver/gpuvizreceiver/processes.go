@@ -33,13 +33,22 @@ type processState struct {
 
 type procInfo struct {
 	executable, container, podUID, commandLine string
+	// slurm is the process's Slurm job, from its environment.
+	slurm slurmJob
 }
 
 func processesEnabled(m *metadata.MetricsConfig) bool {
 	return m.NvidiaGpuProcessMemoryUsage.Enabled || m.NvidiaGpuProcessUtilization.Enabled
 }
 
+// processesRead reports whether the scrape reads GPU processes: for their
+// series, or for the Slurm jobs their environments name.
+func processesRead(c *Config) bool {
+	return c.Processes.Enabled && (processesEnabled(&c.Metrics) || c.Slurm.Environ && c.Metrics.NvidiaGpuSlurmJob.Enabled)
+}
+
 func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
+	g.slurm.jobs = g.slurm.jobs[:0]
 	procs, ret := g.dev.GetComputeRunningProcesses()
 	if ret != nvml.SUCCESS {
 		return ret
@@ -81,6 +90,7 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	}
 
 	namespace, pod := soleHolder(s.allocation(), g.id)
+	gpuJob := g.slurm.soleJob()
 	running := make(map[uint32]bool, len(procs))
 	for _, p := range procs {
 		running[p.Pid] = true
@@ -89,14 +99,23 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			info = s.readProcInfo(p.Pid)
 			st.info[p.Pid] = info
 		}
+		job := info.slurm
+		if job.id == "" {
+			job = gpuJob
+		} else {
+			g.slurm.jobs = append(g.slurm.jobs, job)
+		}
 		pid := int64(p.Pid)
 		g.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
-			pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine)
+			pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
+			job.id, job.arrayJob, job.arrayTask, job.step)
 		if u, ok := st.util[p.Pid]; ok {
 			g.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
-				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineSm)
+				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
+				job.id, job.arrayJob, job.arrayTask, job.step, metadata.AttributeNvidiaGpuProcessEngineSm)
 			g.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.MemUtil), g.id, g.name,
-				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine, metadata.AttributeNvidiaGpuProcessEngineMemoryController)
+				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
+				job.id, job.arrayJob, job.arrayTask, job.step, metadata.AttributeNvidiaGpuProcessEngineMemoryController)
 		}
 	}
 	for pid := range st.info {
@@ -112,8 +131,8 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	return nvml.SUCCESS
 }
 
-// readProcInfo reads a process's name, container and (when configured)
-// command line from procfs. A process /proc does not show (another PID
+// readProcInfo reads a process's name, container, (when configured)
+// command line and Slurm job from procfs. A process /proc does not show (another PID
 // namespace, already gone) simply has empty values.
 func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 	dir := filepath.Join(s.procRoot, strconv.FormatUint(uint64(pid), 10))
@@ -121,7 +140,8 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 	if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
 		info.executable = strings.TrimSpace(string(comm))
 	}
-	if cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup")); err == nil {
+	cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup"))
+	if err == nil {
 		info.container = containerID(cgroup)
 		info.podUID = podUID(cgroup)
 	}
@@ -129,6 +149,14 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 		if cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
 			info.commandLine = strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 		}
+	}
+	if s.cfg.Slurm.Environ {
+		info.slurm = s.readEnvironJob(dir)
+	}
+	if info.slurm.id == "" {
+		// Slurm's cgroup plugins name the job and step in the path, which
+		// anyone may read: no array ids, but no privilege either.
+		info.slurm = cgroupJob(cgroup)
 	}
 	return info
 }

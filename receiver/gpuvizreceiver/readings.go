@@ -152,7 +152,7 @@ var readings = [readingCount]readingSpec{
 
 	readProcesses: {
 		name:    "processes",
-		enabled: func(c *Config) bool { return c.Processes.Enabled && processesEnabled(&c.Metrics) },
+		enabled: processesRead,
 		read:    (*gpuScraper).readProcesses,
 	},
 	readMIG: {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -47,6 +48,11 @@ type gpuScraper struct {
 	pods     *podresources.Watcher
 	mb       *metadata.MetricsBuilder
 	resource pcommon.Resource
+
+	// environDenied is set once reading a process's environment was
+	// refused (logged then); mapping is the job mapping directory's state.
+	environDenied atomic.Bool
+	mapping       mappingState
 }
 
 func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
@@ -246,6 +252,7 @@ func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 	s.lookForGPUs(now)
 	alloc := s.allocation()
+	mapping := s.readJobMapping()
 	for _, g := range s.gpus {
 		if g.scraping != nil {
 			select {
@@ -259,6 +266,7 @@ func (s *gpuScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 			g.scrapeStalled = false
 			s.logger.Info("a stalled GPU's NVML calls returned: it is read again", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 		}
+		g.slurm.mapped = mapping[g.index]
 		done := make(chan struct{})
 		g.scraping, g.scrapeSince = done, now
 		go func() {
@@ -387,6 +395,7 @@ func (s *gpuScraper) scrapeGPU(g *gpu, alloc podresources.Allocation) {
 	s.recordGPMStatus(g, ts)
 	g.mb.RecordNvidiaGpuInfoDataPoint(ts, 1, g.id, g.name, g.vendor, g.model, g.driver, int64(g.index), g.busID)
 	s.recordAllocations(g, alloc, ts)
+	s.recordSlurmJobs(g, ts)
 	if g.xids.take(func(code uint64, n int64) {
 		g.mb.RecordNvidiaGpuXidErrorsDataPoint(ts, n, g.id, g.name, int64(code))
 	}) {

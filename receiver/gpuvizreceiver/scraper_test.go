@@ -214,11 +214,16 @@ func TestScrapeGolden(t *testing.T) {
 				podresourcestest.Pod("llm", "small-b", podresourcestest.Container("srv", "nvidia.com/gpu.shared", "1::1")))
 			k.Start(t)
 			cfg.Kubernetes.PodResources.Socket = k.Path
+			// Process 2000 on GPU 0 is a Slurm job step (its environment);
+			// the mapping directory gives GPU 1 to two jobs.
+			jobs, err := filepath.Abs(filepath.Join("testdata", "slurm", "jobs"))
+			require.NoError(t, err)
+			cfg.Slurm.JobMappingDir = jobs
 			s := startScraper(t, cfg, fixtureServer(2), BackendNVML)
 			require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
 			// The first scrape opens the GPM interval and sets the counters'
 			// base; the second is the steady state.
-			_, err := s.scrape(context.Background())
+			_, err = s.scrape(context.Background())
 			require.NoError(t, err)
 			time.Sleep(gpmMinInterval)
 			m, err := s.scrape(context.Background())

@@ -2046,6 +2046,10 @@ const (
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName      NvidiaGpuProcessMemoryUsageMetricAttributeKey = "k8s.namespace.name"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName            NvidiaGpuProcessMemoryUsageMetricAttributeKey = "k8s.pod.name"
 	NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine    NvidiaGpuProcessMemoryUsageMetricAttributeKey = "process.command_line"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmJobID            NvidiaGpuProcessMemoryUsageMetricAttributeKey = "slurm.job.id"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayJobID       NvidiaGpuProcessMemoryUsageMetricAttributeKey = "slurm.array.job.id"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayTaskID      NvidiaGpuProcessMemoryUsageMetricAttributeKey = "slurm.array.task.id"
+	NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmStepID           NvidiaGpuProcessMemoryUsageMetricAttributeKey = "slurm.step.id"
 )
 
 // NvidiaGpuProcessMemoryUsageMetricConfig provides config for the nvidia.gpu.process.memory.usage metric.
@@ -2074,9 +2078,9 @@ func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuProcessMemoryUsageMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine:
+		case NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmStepID:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line]", val)
+			return fmt.Errorf("metric nvidia.gpu.process.memory.usage doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, slurm.job.id, slurm.array.job.id, slurm.array.task.id, slurm.step.id]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID) {
@@ -2105,6 +2109,10 @@ const (
 	NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName       NvidiaGpuProcessUtilizationMetricAttributeKey = "k8s.namespace.name"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName             NvidiaGpuProcessUtilizationMetricAttributeKey = "k8s.pod.name"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine     NvidiaGpuProcessUtilizationMetricAttributeKey = "process.command_line"
+	NvidiaGpuProcessUtilizationMetricAttributeKeySlurmJobID             NvidiaGpuProcessUtilizationMetricAttributeKey = "slurm.job.id"
+	NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayJobID        NvidiaGpuProcessUtilizationMetricAttributeKey = "slurm.array.job.id"
+	NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayTaskID       NvidiaGpuProcessUtilizationMetricAttributeKey = "slurm.array.task.id"
+	NvidiaGpuProcessUtilizationMetricAttributeKeySlurmStepID            NvidiaGpuProcessUtilizationMetricAttributeKey = "slurm.step.id"
 	NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine NvidiaGpuProcessUtilizationMetricAttributeKey = "nvidia.gpu.process.engine"
 )
 
@@ -2134,9 +2142,9 @@ func (ms *NvidiaGpuProcessUtilizationMetricConfig) Unmarshal(parser *confmap.Con
 func (ms *NvidiaGpuProcessUtilizationMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
+		case NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmStepID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine:
 		default:
-			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, nvidia.gpu.process.engine]", val)
+			return fmt.Errorf("metric nvidia.gpu.process.utilization doesn't have an attribute %v, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, slurm.job.id, slurm.array.job.id, slurm.array.task.id, slurm.step.id, nvidia.gpu.process.engine]", val)
 		}
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyHwID) {
@@ -2229,6 +2237,63 @@ func (ms *NvidiaGpuSamplesUtilizationMetricConfig) Unmarshal(parser *confmap.Con
 	}
 
 	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+// NvidiaGpuSlurmJobMetricAttributeKey specifies the key of an attribute for the nvidia.gpu.slurm.job metric.
+type NvidiaGpuSlurmJobMetricAttributeKey string
+
+const (
+	NvidiaGpuSlurmJobMetricAttributeKeyHwID             NvidiaGpuSlurmJobMetricAttributeKey = "hw.id"
+	NvidiaGpuSlurmJobMetricAttributeKeyHwName           NvidiaGpuSlurmJobMetricAttributeKey = "hw.name"
+	NvidiaGpuSlurmJobMetricAttributeKeyNvidiaGpuMigID   NvidiaGpuSlurmJobMetricAttributeKey = "nvidia.gpu.mig.id"
+	NvidiaGpuSlurmJobMetricAttributeKeySlurmJobID       NvidiaGpuSlurmJobMetricAttributeKey = "slurm.job.id"
+	NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayJobID  NvidiaGpuSlurmJobMetricAttributeKey = "slurm.array.job.id"
+	NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayTaskID NvidiaGpuSlurmJobMetricAttributeKey = "slurm.array.task.id"
+	NvidiaGpuSlurmJobMetricAttributeKeySlurmStepID      NvidiaGpuSlurmJobMetricAttributeKey = "slurm.step.id"
+)
+
+// NvidiaGpuSlurmJobMetricConfig provides config for the nvidia.gpu.slurm.job metric.
+type NvidiaGpuSlurmJobMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []NvidiaGpuSlurmJobMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *NvidiaGpuSlurmJobMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *NvidiaGpuSlurmJobMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case NvidiaGpuSlurmJobMetricAttributeKeyHwID, NvidiaGpuSlurmJobMetricAttributeKeyHwName, NvidiaGpuSlurmJobMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuSlurmJobMetricAttributeKeySlurmJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayTaskID, NvidiaGpuSlurmJobMetricAttributeKeySlurmStepID:
+		default:
+			return fmt.Errorf("metric nvidia.gpu.slurm.job doesn't have an attribute %v, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, slurm.job.id, slurm.array.job.id, slurm.array.task.id, slurm.step.id]", val)
+		}
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeyHwID) {
+		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.slurm.job metric and must be included")
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
 	return nil
 }
 
@@ -2592,6 +2657,7 @@ type MetricsConfig struct {
 	NvidiaGpuSamplesPower                       NvidiaGpuSamplesPowerMetricConfig                       `mapstructure:"nvidia.gpu.samples.power"`
 	NvidiaGpuSamplesSmClock                     NvidiaGpuSamplesSmClockMetricConfig                     `mapstructure:"nvidia.gpu.samples.sm_clock"`
 	NvidiaGpuSamplesUtilization                 NvidiaGpuSamplesUtilizationMetricConfig                 `mapstructure:"nvidia.gpu.samples.utilization"`
+	NvidiaGpuSlurmJob                           NvidiaGpuSlurmJobMetricConfig                           `mapstructure:"nvidia.gpu.slurm.job"`
 	NvidiaGpuSmActivity                         NvidiaGpuSmActivityMetricConfig                         `mapstructure:"nvidia.gpu.sm.activity"`
 	NvidiaGpuSmOccupancy                        NvidiaGpuSmOccupancyMetricConfig                        `mapstructure:"nvidia.gpu.sm.occupancy"`
 	NvidiaGpuTensorActivity                     NvidiaGpuTensorActivityMetricConfig                     `mapstructure:"nvidia.gpu.tensor.activity"`
@@ -2790,12 +2856,12 @@ func DefaultMetricsConfig() MetricsConfig {
 		NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName},
+			EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmStepID},
 		},
 		NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+			EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmStepID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 		},
 		NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
 			Enabled: true,
@@ -2808,6 +2874,11 @@ func DefaultMetricsConfig() MetricsConfig {
 		},
 		NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
 			Enabled: true,
+		},
+		NvidiaGpuSlurmJob: NvidiaGpuSlurmJobMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []NvidiaGpuSlurmJobMetricAttributeKey{NvidiaGpuSlurmJobMetricAttributeKeyHwID, NvidiaGpuSlurmJobMetricAttributeKeyHwName, NvidiaGpuSlurmJobMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuSlurmJobMetricAttributeKeySlurmJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayTaskID, NvidiaGpuSlurmJobMetricAttributeKeySlurmStepID},
 		},
 		NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
 			Enabled:             true,

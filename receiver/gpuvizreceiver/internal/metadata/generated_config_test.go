@@ -214,12 +214,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmStepID},
 					},
 					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmStepID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 					},
 					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
 						Enabled: true,
@@ -232,6 +232,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 					NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
 						Enabled: true,
+					},
+					NvidiaGpuSlurmJob: NvidiaGpuSlurmJobMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSlurmJobMetricAttributeKey{NvidiaGpuSlurmJobMetricAttributeKeyHwID, NvidiaGpuSlurmJobMetricAttributeKeyHwName, NvidiaGpuSlurmJobMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuSlurmJobMetricAttributeKeySlurmJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayTaskID, NvidiaGpuSlurmJobMetricAttributeKeySlurmStepID},
 					},
 					NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
 						Enabled:             true,
@@ -463,12 +468,12 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					NvidiaGpuProcessMemoryUsage: NvidiaGpuProcessMemoryUsageMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine},
+						EnabledAttributes:   []NvidiaGpuProcessMemoryUsageMetricAttributeKey{NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyHwName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessPid, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyContainerID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodUID, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyK8sPodName, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmStepID},
 					},
 					NvidiaGpuProcessUtilization: NvidiaGpuProcessUtilizationMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
+						EnabledAttributes:   []NvidiaGpuProcessUtilizationMetricAttributeKey{NvidiaGpuProcessUtilizationMetricAttributeKeyHwID, NvidiaGpuProcessUtilizationMetricAttributeKeyHwName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessPid, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessExecutableName, NvidiaGpuProcessUtilizationMetricAttributeKeyContainerID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodUID, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sNamespaceName, NvidiaGpuProcessUtilizationMetricAttributeKeyK8sPodName, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayJobID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayTaskID, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmStepID, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine},
 					},
 					NvidiaGpuSamplesMemoryControllerUtilization: NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{
 						Enabled: false,
@@ -481,6 +486,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 					NvidiaGpuSamplesUtilization: NvidiaGpuSamplesUtilizationMetricConfig{
 						Enabled: false,
+					},
+					NvidiaGpuSlurmJob: NvidiaGpuSlurmJobMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []NvidiaGpuSlurmJobMetricAttributeKey{NvidiaGpuSlurmJobMetricAttributeKeyHwID, NvidiaGpuSlurmJobMetricAttributeKeyHwName, NvidiaGpuSlurmJobMetricAttributeKeyNvidiaGpuMigID, NvidiaGpuSlurmJobMetricAttributeKeySlurmJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayJobID, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayTaskID, NvidiaGpuSlurmJobMetricAttributeKeySlurmStepID},
 					},
 					NvidiaGpuSmActivity: NvidiaGpuSmActivityMetricConfig{
 						Enabled:             false,
@@ -524,7 +534,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuGpmStatusMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuK8sAllocationMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkCapacityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(HwEnergyMetricConfig{}, HwErrorsMetricConfig{}, HwGpuIoMetricConfig{}, HwGpuMemoryLimitMetricConfig{}, HwGpuMemoryUsageMetricConfig{}, HwGpuMemoryUtilizationMetricConfig{}, HwGpuUtilizationMetricConfig{}, HwPowerMetricConfig{}, HwStatusMetricConfig{}, HwTemperatureMetricConfig{}, NvidiaGpuClockFrequencyMetricConfig{}, NvidiaGpuDramActivityMetricConfig{}, NvidiaGpuFanSpeedMetricConfig{}, NvidiaGpuGpmStatusMetricConfig{}, NvidiaGpuInfoMetricConfig{}, NvidiaGpuK8sAllocationMetricConfig{}, NvidiaGpuMemoryRemapFailedMetricConfig{}, NvidiaGpuMemoryRemapPendingMetricConfig{}, NvidiaGpuMemoryRemappedRowsMetricConfig{}, NvidiaGpuMemoryRetiredPagesMetricConfig{}, NvidiaGpuMemoryControllerUtilizationMetricConfig{}, NvidiaGpuMigDramActivityMetricConfig{}, NvidiaGpuMigMemoryLimitMetricConfig{}, NvidiaGpuMigMemoryUsageMetricConfig{}, NvidiaGpuMigSmActivityMetricConfig{}, NvidiaGpuMigTensorActivityMetricConfig{}, NvidiaGpuNvlinkCapacityMetricConfig{}, NvidiaGpuNvlinkErrorsMetricConfig{}, NvidiaGpuNvlinkIoMetricConfig{}, NvidiaGpuNvlinkThroughputMetricConfig{}, NvidiaGpuPcieLinkGenerationMetricConfig{}, NvidiaGpuPcieLinkWidthMetricConfig{}, NvidiaGpuPcieReplaysMetricConfig{}, NvidiaGpuPcieThroughputMetricConfig{}, NvidiaGpuPerformanceStateMetricConfig{}, NvidiaGpuPipeActivityMetricConfig{}, NvidiaGpuPowerLimitMetricConfig{}, NvidiaGpuProcessMemoryUsageMetricConfig{}, NvidiaGpuProcessUtilizationMetricConfig{}, NvidiaGpuSamplesMemoryControllerUtilizationMetricConfig{}, NvidiaGpuSamplesPowerMetricConfig{}, NvidiaGpuSamplesSmClockMetricConfig{}, NvidiaGpuSamplesUtilizationMetricConfig{}, NvidiaGpuSlurmJobMetricConfig{}, NvidiaGpuSmActivityMetricConfig{}, NvidiaGpuSmOccupancyMetricConfig{}, NvidiaGpuTensorActivityMetricConfig{}, NvidiaGpuThrottleActiveMetricConfig{}, NvidiaGpuThrottleTimeMetricConfig{}, NvidiaGpuXidErrorsMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -978,7 +988,7 @@ func TestNvidiaGpuProcessMemoryUsageMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuProcessMemoryUsageMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.memory.usage doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, slurm.job.id, slurm.array.job.id, slurm.array.task.id, slurm.step.id]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuProcessMemoryUsage
 	cfg.AggregationStrategy = "invalid"
@@ -990,9 +1000,21 @@ func TestNvidiaGpuProcessUtilizationMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []NvidiaGpuProcessUtilizationMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, nvidia.gpu.process.engine]")
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.process.utilization doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, process.pid, process.executable.name, container.id, k8s.pod.uid, k8s.namespace.name, k8s.pod.name, process.command_line, slurm.job.id, slurm.array.job.id, slurm.array.task.id, slurm.step.id, nvidia.gpu.process.engine]")
 
 	cfg = DefaultMetricsConfig().NvidiaGpuProcessUtilization
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestNvidiaGpuSlurmJobMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().NvidiaGpuSlurmJob
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []NvidiaGpuSlurmJobMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric nvidia.gpu.slurm.job doesn't have an attribute invalid, valid attributes: [hw.id, hw.name, nvidia.gpu.mig.id, slurm.job.id, slurm.array.job.id, slurm.array.task.id, slurm.step.id]")
+
+	cfg = DefaultMetricsConfig().NvidiaGpuSlurmJob
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

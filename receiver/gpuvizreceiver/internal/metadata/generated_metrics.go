@@ -609,11 +609,11 @@ var MetricsInfo = metricsInfo{
 	},
 	NvidiaGpuProcessMemoryUsage: metricInfo{
 		Name:       "nvidia.gpu.process.memory.usage",
-		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "k8s.pod.uid", "k8s.namespace.name", "k8s.pod.name", "process.command_line"},
+		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "k8s.pod.uid", "k8s.namespace.name", "k8s.pod.name", "process.command_line", "slurm.job.id", "slurm.array.job.id", "slurm.array.task.id", "slurm.step.id"},
 	},
 	NvidiaGpuProcessUtilization: metricInfo{
 		Name:       "nvidia.gpu.process.utilization",
-		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "k8s.pod.uid", "k8s.namespace.name", "k8s.pod.name", "process.command_line", "nvidia.gpu.process.engine"},
+		Attributes: []string{"hw.id", "hw.name", "process.pid", "process.executable.name", "container.id", "k8s.pod.uid", "k8s.namespace.name", "k8s.pod.name", "process.command_line", "slurm.job.id", "slurm.array.job.id", "slurm.array.task.id", "slurm.step.id", "nvidia.gpu.process.engine"},
 	},
 	NvidiaGpuSamplesMemoryControllerUtilization: metricInfo{
 		Name:       "nvidia.gpu.samples.memory_controller.utilization",
@@ -630,6 +630,10 @@ var MetricsInfo = metricsInfo{
 	NvidiaGpuSamplesUtilization: metricInfo{
 		Name:       "nvidia.gpu.samples.utilization",
 		Attributes: []string{"hw.id"},
+	},
+	NvidiaGpuSlurmJob: metricInfo{
+		Name:       "nvidia.gpu.slurm.job",
+		Attributes: []string{"hw.id", "hw.name", "nvidia.gpu.mig.id", "slurm.job.id", "slurm.array.job.id", "slurm.array.task.id", "slurm.step.id"},
 	},
 	NvidiaGpuSmActivity: metricInfo{
 		Name:       "nvidia.gpu.sm.activity",
@@ -701,6 +705,7 @@ type metricsInfo struct {
 	NvidiaGpuSamplesPower                       metricInfo
 	NvidiaGpuSamplesSmClock                     metricInfo
 	NvidiaGpuSamplesUtilization                 metricInfo
+	NvidiaGpuSlurmJob                           metricInfo
 	NvidiaGpuSmActivity                         metricInfo
 	NvidiaGpuSmOccupancy                        metricInfo
 	NvidiaGpuTensorActivity                     metricInfo
@@ -4408,7 +4413,7 @@ func (m *metricNvidiaGpuProcessMemoryUsage) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string) {
+func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, slurmJobIDAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string, slurmStepIDAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4442,6 +4447,18 @@ func (m *metricNvidiaGpuProcessMemoryUsage) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeyProcessCommandLine) {
 		dp.Attributes().PutStr("process.command_line", processCommandLineAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmJobID) {
+		dp.Attributes().PutStr("slurm.job.id", slurmJobIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayJobID) {
+		dp.Attributes().PutStr("slurm.array.job.id", slurmArrayJobIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmArrayTaskID) {
+		dp.Attributes().PutStr("slurm.array.task.id", slurmArrayTaskIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessMemoryUsageMetricAttributeKeySlurmStepID) {
+		dp.Attributes().PutStr("slurm.step.id", slurmStepIDAttributeValue)
 	}
 
 	var s string
@@ -4521,7 +4538,7 @@ func (m *metricNvidiaGpuProcessUtilization) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
+func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, slurmJobIDAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string, slurmStepIDAttributeValue string, nvidiaGpuProcessEngineAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -4555,6 +4572,18 @@ func (m *metricNvidiaGpuProcessUtilization) recordDataPoint(start pcommon.Timest
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyProcessCommandLine) {
 		dp.Attributes().PutStr("process.command_line", processCommandLineAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmJobID) {
+		dp.Attributes().PutStr("slurm.job.id", slurmJobIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayJobID) {
+		dp.Attributes().PutStr("slurm.array.job.id", slurmArrayJobIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmArrayTaskID) {
+		dp.Attributes().PutStr("slurm.array.task.id", slurmArrayTaskIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeySlurmStepID) {
+		dp.Attributes().PutStr("slurm.step.id", slurmStepIDAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuProcessUtilizationMetricAttributeKeyNvidiaGpuProcessEngine) {
 		dp.Attributes().PutStr("nvidia.gpu.process.engine", nvidiaGpuProcessEngineAttributeValue)
@@ -4820,6 +4849,113 @@ func (m *metricNvidiaGpuSamplesUtilization) emit(metrics pmetric.MetricSlice) {
 
 func newMetricNvidiaGpuSamplesUtilization(cfg NvidiaGpuSamplesUtilizationMetricConfig) metricNvidiaGpuSamplesUtilization {
 	m := metricNvidiaGpuSamplesUtilization{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricNvidiaGpuSlurmJob struct {
+	data          pmetric.Metric                // data buffer for generated metric.
+	config        NvidiaGpuSlurmJobMetricConfig // metric config provided by user.
+	capacity      int                           // max observed number of data points added to the metric.
+	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills nvidia.gpu.slurm.job metric with initial data.
+func (m *metricNvidiaGpuSlurmJob) init() {
+	m.data.SetName("nvidia.gpu.slurm.job")
+	m.data.SetDescription("Always 1; one series per Slurm job (and step, where known) holding a GPU or MIG device, from the job mapping directory (slurm.job_mapping_dir, dcgm-exporter's --hpc-job-mapping-dir format) and from the SLURM_* variables of the GPU's processes (slurm.environ). Join it on hw.id to put jobs on the GPU series without fragmenting them. A job both sources name has one series, with the environment's array and step ids; at most 64 jobs per GPU.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricNvidiaGpuSlurmJob) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, slurmJobIDAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string, slurmStepIDAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeyHwID) {
+		dp.Attributes().PutStr("hw.id", hwIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeyHwName) {
+		dp.Attributes().PutStr("hw.name", hwNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeyNvidiaGpuMigID) {
+		dp.Attributes().PutStr("nvidia.gpu.mig.id", nvidiaGpuMigIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeySlurmJobID) {
+		dp.Attributes().PutStr("slurm.job.id", slurmJobIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayJobID) {
+		dp.Attributes().PutStr("slurm.array.job.id", slurmArrayJobIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeySlurmArrayTaskID) {
+		dp.Attributes().PutStr("slurm.array.task.id", slurmArrayTaskIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, NvidiaGpuSlurmJobMetricAttributeKeySlurmStepID) {
+		dp.Attributes().PutStr("slurm.step.id", slurmStepIDAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricNvidiaGpuSlurmJob) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricNvidiaGpuSlurmJob) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricNvidiaGpuSlurmJob(cfg NvidiaGpuSlurmJobMetricConfig) metricNvidiaGpuSlurmJob {
+	m := metricNvidiaGpuSlurmJob{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -5446,6 +5582,7 @@ type MetricsBuilder struct {
 	metricNvidiaGpuSamplesPower                       metricNvidiaGpuSamplesPower
 	metricNvidiaGpuSamplesSmClock                     metricNvidiaGpuSamplesSmClock
 	metricNvidiaGpuSamplesUtilization                 metricNvidiaGpuSamplesUtilization
+	metricNvidiaGpuSlurmJob                           metricNvidiaGpuSlurmJob
 	metricNvidiaGpuSmActivity                         metricNvidiaGpuSmActivity
 	metricNvidiaGpuSmOccupancy                        metricNvidiaGpuSmOccupancy
 	metricNvidiaGpuTensorActivity                     metricNvidiaGpuTensorActivity
@@ -5520,6 +5657,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricNvidiaGpuSamplesPower:                       newMetricNvidiaGpuSamplesPower(mbc.Metrics.NvidiaGpuSamplesPower),
 		metricNvidiaGpuSamplesSmClock:                     newMetricNvidiaGpuSamplesSmClock(mbc.Metrics.NvidiaGpuSamplesSmClock),
 		metricNvidiaGpuSamplesUtilization:                 newMetricNvidiaGpuSamplesUtilization(mbc.Metrics.NvidiaGpuSamplesUtilization),
+		metricNvidiaGpuSlurmJob:                           newMetricNvidiaGpuSlurmJob(mbc.Metrics.NvidiaGpuSlurmJob),
 		metricNvidiaGpuSmActivity:                         newMetricNvidiaGpuSmActivity(mbc.Metrics.NvidiaGpuSmActivity),
 		metricNvidiaGpuSmOccupancy:                        newMetricNvidiaGpuSmOccupancy(mbc.Metrics.NvidiaGpuSmOccupancy),
 		metricNvidiaGpuTensorActivity:                     newMetricNvidiaGpuTensorActivity(mbc.Metrics.NvidiaGpuTensorActivity),
@@ -5660,6 +5798,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricNvidiaGpuSamplesPower.emit(ils.Metrics())
 	mb.metricNvidiaGpuSamplesSmClock.emit(ils.Metrics())
 	mb.metricNvidiaGpuSamplesUtilization.emit(ils.Metrics())
+	mb.metricNvidiaGpuSlurmJob.emit(ils.Metrics())
 	mb.metricNvidiaGpuSmActivity.emit(ils.Metrics())
 	mb.metricNvidiaGpuSmOccupancy.emit(ils.Metrics())
 	mb.metricNvidiaGpuTensorActivity.emit(ils.Metrics())
@@ -5883,13 +6022,13 @@ func (mb *MetricsBuilder) RecordNvidiaGpuPowerLimitDataPoint(ts pcommon.Timestam
 }
 
 // RecordNvidiaGpuProcessMemoryUsageDataPoint adds a data point to nvidia.gpu.process.memory.usage metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string) {
-	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, k8sPodUIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, processCommandLineAttributeValue)
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, slurmJobIDAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string, slurmStepIDAttributeValue string) {
+	mb.metricNvidiaGpuProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, k8sPodUIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, processCommandLineAttributeValue, slurmJobIDAttributeValue, slurmArrayJobIDAttributeValue, slurmArrayTaskIDAttributeValue, slurmStepIDAttributeValue)
 }
 
 // RecordNvidiaGpuProcessUtilizationDataPoint adds a data point to nvidia.gpu.process.utilization metric.
-func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
-	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, k8sPodUIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, processCommandLineAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
+func (mb *MetricsBuilder) RecordNvidiaGpuProcessUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string, hwNameAttributeValue string, processPidAttributeValue int64, processExecutableNameAttributeValue string, containerIDAttributeValue string, k8sPodUIDAttributeValue string, k8sNamespaceNameAttributeValue string, k8sPodNameAttributeValue string, processCommandLineAttributeValue string, slurmJobIDAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string, slurmStepIDAttributeValue string, nvidiaGpuProcessEngineAttributeValue AttributeNvidiaGpuProcessEngine) {
+	mb.metricNvidiaGpuProcessUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, processPidAttributeValue, processExecutableNameAttributeValue, containerIDAttributeValue, k8sPodUIDAttributeValue, k8sNamespaceNameAttributeValue, k8sPodNameAttributeValue, processCommandLineAttributeValue, slurmJobIDAttributeValue, slurmArrayJobIDAttributeValue, slurmArrayTaskIDAttributeValue, slurmStepIDAttributeValue, nvidiaGpuProcessEngineAttributeValue.String())
 }
 
 // RecordNvidiaGpuSamplesMemoryControllerUtilizationDataPoint adds a data point to nvidia.gpu.samples.memory_controller.utilization metric.
@@ -5910,6 +6049,11 @@ func (mb *MetricsBuilder) RecordNvidiaGpuSamplesSmClockDataPoint(ts pcommon.Time
 // RecordNvidiaGpuSamplesUtilizationDataPoint adds a data point to nvidia.gpu.samples.utilization metric.
 func (mb *MetricsBuilder) RecordNvidiaGpuSamplesUtilizationDataPoint(ts pcommon.Timestamp, val float64, hwIDAttributeValue string) {
 	mb.metricNvidiaGpuSamplesUtilization.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue)
+}
+
+// RecordNvidiaGpuSlurmJobDataPoint adds a data point to nvidia.gpu.slurm.job metric.
+func (mb *MetricsBuilder) RecordNvidiaGpuSlurmJobDataPoint(ts pcommon.Timestamp, val int64, hwIDAttributeValue string, hwNameAttributeValue string, nvidiaGpuMigIDAttributeValue string, slurmJobIDAttributeValue string, slurmArrayJobIDAttributeValue string, slurmArrayTaskIDAttributeValue string, slurmStepIDAttributeValue string) {
+	mb.metricNvidiaGpuSlurmJob.recordDataPoint(mb.startTime, ts, val, hwIDAttributeValue, hwNameAttributeValue, nvidiaGpuMigIDAttributeValue, slurmJobIDAttributeValue, slurmArrayJobIDAttributeValue, slurmArrayTaskIDAttributeValue, slurmStepIDAttributeValue)
 }
 
 // RecordNvidiaGpuSmActivityDataPoint adds a data point to nvidia.gpu.sm.activity metric.

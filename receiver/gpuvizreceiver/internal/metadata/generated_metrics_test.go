@@ -106,6 +106,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["nvidia.gpu.power.limit"] = mb.metricNvidiaGpuPowerLimit.config.AggregationStrategy
 			aggMap["nvidia.gpu.process.memory.usage"] = mb.metricNvidiaGpuProcessMemoryUsage.config.AggregationStrategy
 			aggMap["nvidia.gpu.process.utilization"] = mb.metricNvidiaGpuProcessUtilization.config.AggregationStrategy
+			aggMap["nvidia.gpu.slurm.job"] = mb.metricNvidiaGpuSlurmJob.config.AggregationStrategy
 			aggMap["nvidia.gpu.sm.activity"] = mb.metricNvidiaGpuSmActivity.config.AggregationStrategy
 			aggMap["nvidia.gpu.sm.occupancy"] = mb.metricNvidiaGpuSmOccupancy.config.AggregationStrategy
 			aggMap["nvidia.gpu.tensor.activity"] = mb.metricNvidiaGpuTensorActivity.config.AggregationStrategy
@@ -344,15 +345,15 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "k8s.pod.uid-val", "k8s.namespace.name-val", "k8s.pod.name-val", "process.command_line-val")
+			mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "k8s.pod.uid-val", "k8s.namespace.name-val", "k8s.pod.name-val", "process.command_line-val", "slurm.job.id-val", "slurm.array.job.id-val", "slurm.array.task.id-val", "slurm.step.id-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "k8s.pod.uid-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "process.command_line-val-2")
+				mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "k8s.pod.uid-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "process.command_line-val-2", "slurm.job.id-val-2", "slurm.array.job.id-val-2", "slurm.array.task.id-val-2", "slurm.step.id-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "k8s.pod.uid-val", "k8s.namespace.name-val", "k8s.pod.name-val", "process.command_line-val", AttributeNvidiaGpuProcessEngineSm)
+			mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 1, "hw.id-val", "hw.name-val", 11, "process.executable.name-val", "container.id-val", "k8s.pod.uid-val", "k8s.namespace.name-val", "k8s.pod.name-val", "process.command_line-val", "slurm.job.id-val", "slurm.array.job.id-val", "slurm.array.task.id-val", "slurm.step.id-val", AttributeNvidiaGpuProcessEngineSm)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "k8s.pod.uid-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "process.command_line-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
+				mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", 12, "process.executable.name-val-2", "container.id-val-2", "k8s.pod.uid-val-2", "k8s.namespace.name-val-2", "k8s.pod.name-val-2", "process.command_line-val-2", "slurm.job.id-val-2", "slurm.array.job.id-val-2", "slurm.array.task.id-val-2", "slurm.step.id-val-2", AttributeNvidiaGpuProcessEngineMemoryController)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -366,6 +367,12 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuSamplesUtilizationDataPoint(ts, 1, "hw.id-val")
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordNvidiaGpuSlurmJobDataPoint(ts, 1, "hw.id-val", "hw.name-val", "nvidia.gpu.mig.id-val", "slurm.job.id-val", "slurm.array.job.id-val", "slurm.array.task.id-val", "slurm.step.id-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordNvidiaGpuSlurmJobDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "nvidia.gpu.mig.id-val-2", "slurm.job.id-val-2", "slurm.array.job.id-val-2", "slurm.array.task.id-val-2", "slurm.step.id-val-2")
+			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuSmActivityDataPoint(ts, 1, "hw.id-val", "hw.name-val")
@@ -449,6 +456,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricNvidiaGpuPowerLimit.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuProcessMemoryUsage.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuProcessUtilization.aggDataPoints)
+				assert.Empty(t, mb.metricNvidiaGpuSlurmJob.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuSmActivity.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuSmOccupancy.aggDataPoints)
 				assert.Empty(t, mb.metricNvidiaGpuTensorActivity.aggDataPoints)
@@ -2647,6 +2655,18 @@ func TestMetricsBuilder(t *testing.T) {
 						k8sPodNameAttrVal, ok := dp.Attributes().Get("k8s.pod.name")
 						assert.True(t, ok)
 						assert.Equal(t, "k8s.pod.name-val", k8sPodNameAttrVal.Str())
+						slurmJobIDAttrVal, ok := dp.Attributes().Get("slurm.job.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.job.id-val", slurmJobIDAttrVal.Str())
+						slurmArrayJobIDAttrVal, ok := dp.Attributes().Get("slurm.array.job.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.array.job.id-val", slurmArrayJobIDAttrVal.Str())
+						slurmArrayTaskIDAttrVal, ok := dp.Attributes().Get("slurm.array.task.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.array.task.id-val", slurmArrayTaskIDAttrVal.Str())
+						slurmStepIDAttrVal, ok := dp.Attributes().Get("slurm.step.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.step.id-val", slurmStepIDAttrVal.Str())
 					} else {
 						assert.False(t, validatedMetrics["nvidia.gpu.process.memory.usage"], "Found a duplicate in the metrics slice: nvidia.gpu.process.memory.usage")
 						validatedMetrics["nvidia.gpu.process.memory.usage"] = true
@@ -2688,6 +2708,14 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.command_line")
 						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.job.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.array.job.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.array.task.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.step.id")
+						assert.False(t, ok)
 					}
 				case "nvidia.gpu.process.utilization":
 					if tt.name != "reaggregate_set" {
@@ -2726,6 +2754,18 @@ func TestMetricsBuilder(t *testing.T) {
 						k8sPodNameAttrVal, ok := dp.Attributes().Get("k8s.pod.name")
 						assert.True(t, ok)
 						assert.Equal(t, "k8s.pod.name-val", k8sPodNameAttrVal.Str())
+						slurmJobIDAttrVal, ok := dp.Attributes().Get("slurm.job.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.job.id-val", slurmJobIDAttrVal.Str())
+						slurmArrayJobIDAttrVal, ok := dp.Attributes().Get("slurm.array.job.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.array.job.id-val", slurmArrayJobIDAttrVal.Str())
+						slurmArrayTaskIDAttrVal, ok := dp.Attributes().Get("slurm.array.task.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.array.task.id-val", slurmArrayTaskIDAttrVal.Str())
+						slurmStepIDAttrVal, ok := dp.Attributes().Get("slurm.step.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.step.id-val", slurmStepIDAttrVal.Str())
 						nvidiaGpuProcessEngineAttrVal, ok := dp.Attributes().Get("nvidia.gpu.process.engine")
 						assert.True(t, ok)
 						assert.Equal(t, "sm", nvidiaGpuProcessEngineAttrVal.Str())
@@ -2767,6 +2807,14 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("k8s.pod.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("process.command_line")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.job.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.array.job.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.array.task.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.step.id")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("nvidia.gpu.process.engine")
 						assert.False(t, ok)
@@ -2831,6 +2879,76 @@ func TestMetricsBuilder(t *testing.T) {
 					hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
 					assert.True(t, ok)
 					assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+				case "nvidia.gpu.slurm.job":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["nvidia.gpu.slurm.job"], "Found a duplicate in the metrics slice: nvidia.gpu.slurm.job")
+						validatedMetrics["nvidia.gpu.slurm.job"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Always 1; one series per Slurm job (and step, where known) holding a GPU or MIG device, from the job mapping directory (slurm.job_mapping_dir, dcgm-exporter's --hpc-job-mapping-dir format) and from the SLURM_* variables of the GPU's processes (slurm.environ). Join it on hw.id to put jobs on the GPU series without fragmenting them. A job both sources name has one series, with the environment's array and step ids; at most 64 jobs per GPU.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hwIDAttrVal, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.id-val", hwIDAttrVal.Str())
+						hwNameAttrVal, ok := dp.Attributes().Get("hw.name")
+						assert.True(t, ok)
+						assert.Equal(t, "hw.name-val", hwNameAttrVal.Str())
+						nvidiaGpuMigIDAttrVal, ok := dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.True(t, ok)
+						assert.Equal(t, "nvidia.gpu.mig.id-val", nvidiaGpuMigIDAttrVal.Str())
+						slurmJobIDAttrVal, ok := dp.Attributes().Get("slurm.job.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.job.id-val", slurmJobIDAttrVal.Str())
+						slurmArrayJobIDAttrVal, ok := dp.Attributes().Get("slurm.array.job.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.array.job.id-val", slurmArrayJobIDAttrVal.Str())
+						slurmArrayTaskIDAttrVal, ok := dp.Attributes().Get("slurm.array.task.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.array.task.id-val", slurmArrayTaskIDAttrVal.Str())
+						slurmStepIDAttrVal, ok := dp.Attributes().Get("slurm.step.id")
+						assert.True(t, ok)
+						assert.Equal(t, "slurm.step.id-val", slurmStepIDAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["nvidia.gpu.slurm.job"], "Found a duplicate in the metrics slice: nvidia.gpu.slurm.job")
+						validatedMetrics["nvidia.gpu.slurm.job"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Always 1; one series per Slurm job (and step, where known) holding a GPU or MIG device, from the job mapping directory (slurm.job_mapping_dir, dcgm-exporter's --hpc-job-mapping-dir format) and from the SLURM_* variables of the GPU's processes (slurm.environ). Join it on hw.id to put jobs on the GPU series without fragmenting them. A job both sources name has one series, with the environment's array and step ids; at most 64 jobs per GPU.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["nvidia.gpu.slurm.job"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("hw.id")
+						assert.True(t, ok)
+						_, ok = dp.Attributes().Get("hw.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("nvidia.gpu.mig.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.job.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.array.job.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.array.task.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("slurm.step.id")
+						assert.False(t, ok)
+					}
 				case "nvidia.gpu.sm.activity":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["nvidia.gpu.sm.activity"], "Found a duplicate in the metrics slice: nvidia.gpu.sm.activity")
