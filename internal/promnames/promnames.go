@@ -130,6 +130,8 @@ func FromMetadata(path string) ([]Metric, error) {
 // histograms.go); the processor's tests fail when the two drift apart.
 func Derived() []Metric {
 	return []Metric{
+		{Name: "gpuviz.accounting.energy", Unit: "J", Kind: Counter},
+		{Name: "gpuviz.accounting.gpu_time", Unit: "s", Kind: Counter},
 		{Name: "gpuviz.gpu.anomaly", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.gpu.bottleneck.state", Unit: "1", Kind: Gauge},
 		{Name: "gpuviz.gpu.bottleneck.time", Unit: "s", Kind: Counter},

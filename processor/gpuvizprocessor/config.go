@@ -162,6 +162,8 @@ type MetricsConfig struct {
 	// IdleExpiry forgets a host's or model's request histograms after they
 	// saw no request for this long.
 	IdleExpiry time.Duration `mapstructure:"idle_expiry"`
+	// Accounting configures the charge-back counters (accounting.go).
+	Accounting AccountingConfig `mapstructure:"accounting"`
 
 	_ struct{}
 }
@@ -207,7 +209,7 @@ func createDefaultConfig() *Config {
 			InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
 			ThrottledShare: b.ThrottledShare,
 		},
-		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute},
+		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute, Accounting: defaultAccounting()},
 		Attribution: AttributionConfig{
 			SettleWindow: 5 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
 			FinalizeAfter: 30 * time.Second, SamplingRatio: 1,
@@ -312,6 +314,9 @@ func (cfg *Config) Validate() error {
 		}
 		if cfg.Metrics.MaxModels < 1 {
 			errs = append(errs, fmt.Errorf("metrics.max_models: %d must be at least 1", cfg.Metrics.MaxModels))
+		}
+		if err := cfg.Metrics.Accounting.validate(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if cfg.ReleaseRetry < 0 {

@@ -38,6 +38,7 @@ func TestLoadConfig(t *testing.T) {
 	want.Rules = []RuleConfig{{Name: "myserver", SpanName: "generate", DecodeSecondsAttribute: "myserver.decode_s"}}
 	want.Bottleneck.MemoryDRAM = 0.6
 	want.Metrics.Interval = 30 * time.Second
+	want.Metrics.Accounting = AccountingConfig{TenantAttribute: "team", MaxTenants: 32}
 	want.Analysis.Enabled = false
 	want.Attribution.SettleWindow = 3 * time.Second
 	want.Attribution.SamplingRatio = 0.1
@@ -49,20 +50,22 @@ func TestLoadConfig(t *testing.T) {
 
 func TestInvalidConfig(t *testing.T) {
 	for name, msg := range map[string]string{
-		"bad_wait":      "max_wait: 0s must be positive",
-		"bad_pending":   "max_pending_spans: 0 must be at least 1",
-		"bad_history":   "history: max_gpus",
-		"bad_order":     `match.order[1]: "gpu" is not a matching method`,
-		"empty_order":   "match.order: name at least one of pod, attribute, process, host",
-		"bad_threshold": "bottleneck: memory_dram",
-		"bad_rule":      "name",
-		"bad_interval":  "metrics.interval: -1s must be positive",
-		"bad_analysis":  "analysis: ",
-		"bad_settle":    "attribution.settle_window: 30s must be at least 0 and below max_wait (20s)",
-		"bad_ratio":     "attribution: sampling_ratio: 0 must be in (0, 1]",
-		"bad_horizon":   "attribution.horizon: 40s must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (1m30s)",
-		"bad_retry":     "release_retry: -1s must not be negative",
-		"bad_expiry":    "metrics.idle_expiry: 1s must be at least metrics.interval (10s)",
+		"bad_wait":             "max_wait: 0s must be positive",
+		"bad_pending":          "max_pending_spans: 0 must be at least 1",
+		"bad_history":          "history: max_gpus",
+		"bad_order":            `match.order[1]: "gpu" is not a matching method`,
+		"empty_order":          "match.order: name at least one of pod, attribute, process, host",
+		"bad_threshold":        "bottleneck: memory_dram",
+		"bad_rule":             "name",
+		"bad_interval":         "metrics.interval: -1s must be positive",
+		"bad_analysis":         "analysis: ",
+		"bad_settle":           "attribution.settle_window: 30s must be at least 0 and below max_wait (20s)",
+		"bad_ratio":            "attribution: sampling_ratio: 0 must be in (0, 1]",
+		"bad_horizon":          "attribution.horizon: 40s must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (1m30s)",
+		"bad_retry":            "release_retry: -1s must not be negative",
+		"bad_expiry":           "metrics.idle_expiry: 1s must be at least metrics.interval (10s)",
+		"bad_tenants":          "metrics.accounting.max_tenants: 0 must be at least 1",
+		"bad_tenant_attribute": `metrics.accounting.tenant_attribute: " team" has leading or trailing spaces`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), msg)

@@ -263,7 +263,8 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 					if spans == nil { // room for every span left: clipped below
 						spans = make([]heldSpan, 0, total-seen+1)
 					}
-					spans = append(spans, heldSpan{span: span, siblings: sl, req: req})
+					tenant := tenantOf(c.cfg.Metrics.Accounting.TenantAttribute, span.Attributes(), rs.Resource().Attributes())
+					spans = append(spans, heldSpan{span: span, siblings: sl, req: req, tenant: tenant})
 				case inference.Malformed:
 					c.countUnenriched(ctx, "malformed_"+reason, 1)
 				}

@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
@@ -41,6 +43,10 @@ type requestRecord struct {
 	spanID      pcommon.SpanID
 	end         time.Time
 	seconds     float64
+	// What the accounting counters charge: the span's tenant ("" none) and
+	// its share of its GPUs' time (its energy is above).
+	tenant     string
+	gpuSeconds float64
 	// What the live view shows besides (view.go).
 	family                    string
 	start                     time.Time
@@ -68,8 +74,15 @@ type emitter struct {
 	mb        *metadata.MetricsBuilder
 	start     pcommon.Timestamp
 	lastEmit  time.Time
+	lastTS    pcommon.Timestamp // the last flush's (start before the first): new series start there
 	hists     *histograms
+	acct      *accounting
 	exemplars map[timeline.Key]map[bottleneck.Label][]exemplar // since the last flush
+	// models and tenants bound the per-request series' values per host.
+	models, tenants *boundedValues
+	idleExpiry      time.Duration
+	// Requests counted under "other" since the last flush, by dimension.
+	foldedModels, foldedTenants int64
 }
 
 func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *gpuAnalysis, now time.Time) *emitter {
@@ -78,18 +91,36 @@ func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *
 		interval: cfg.Metrics.Interval, analysis: an, store: store,
 		mb:        metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), set, metadata.WithStartTime(start)),
 		start:     start,
-		hists:     newHistograms(cfg.Metrics.MaxModels, cfg.Metrics.IdleExpiry),
+		lastTS:    start,
+		hists:     newHistograms(cfg.Metrics.IdleExpiry),
+		acct:      newAccounting(set, cfg.Metrics.IdleExpiry),
 		exemplars: map[timeline.Key]map[bottleneck.Label][]exemplar{},
+		models:    newBoundedValues(cfg.Metrics.MaxModels), tenants: newBoundedValues(cfg.Metrics.Accounting.MaxTenants),
+		idleExpiry: cfg.Metrics.IdleExpiry,
 	}
 }
 
-// record counts a released request in the histograms and keeps it as an
-// exemplar of its label's time on each of its GPUs.
+// record counts a released request in the histograms and the accounting
+// counters (its GPUs are on one host: matching is per host) and keeps it
+// as an exemplar of its label's time on each of its GPUs.
 func (e *emitter) record(r requestRecord) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	host := r.keys[0].Host
-	hk := histKey{host: host, model: e.hists.model(host, r.model, r.end), label: r.label}
+	model, folded := e.models.fold(host, r.model, r.end)
+	if folded {
+		e.foldedModels++
+	}
+	tenant, folded := e.tenants.fold(host, r.tenant, r.end)
+	if folded {
+		e.foldedTenants++
+	}
+	var joules float64
+	if r.energyKnown {
+		joules = r.energy
+	}
+	e.acct.add(host, model, tenant, joules, r.gpuSeconds, r.end, e.lastTS)
+	hk := histKey{host: host, model: model, label: r.label}
 	ex := exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end}
 	if r.energyKnown {
 		e.hists.observe(histEnergy, hk, r.energy, ex, r.end)
@@ -120,11 +151,16 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.hists.expire(now)
-	if len(gpus) == 0 && len(e.hists.hosts()) == 0 {
+	e.models.expire(now, e.idleExpiry)
+	e.tenants.expire(now, e.idleExpiry)
+	e.acct.book(gpus, now, e.lastTS)
+	e.acct.expire(now)
+	if len(gpus) == 0 && len(e.hists.hosts()) == 0 && len(e.acct.hosts) == 0 {
 		return 0 // nothing known yet: the next batch tries again
 	}
 	e.lastEmit = now
 	ts := pcommon.NewTimestampFromTime(now)
+	e.lastTS = ts
 	slices.SortFunc(gpus, func(a, b gpuBooks) int {
 		return cmp.Or(strings.Compare(a.key.Host, b.key.Host), strings.Compare(a.backend, b.backend), strings.Compare(a.key.GPU, b.key.GPU))
 	})
@@ -148,8 +184,8 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 	}
 	out := e.mb.Emit()
 	n := e.attachExemplars(out)
-	// Histograms go on their host's resource (the first, if a host's GPUs
-	// came from two backends).
+	// Histograms and accounting counters go on their host's resource (the
+	// first, if a host's GPUs came from two backends).
 	byHost := map[string]pmetric.MetricSlice{}
 	rms := out.ResourceMetrics()
 	for i := range rms.Len() {
@@ -158,7 +194,7 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 			byHost[host] = rms.At(i).ScopeMetrics().At(0).Metrics()
 		}
 	}
-	for _, host := range e.hists.hosts() {
+	hostMetrics := func(host string) pmetric.MetricSlice {
 		ms, ok := byHost[host]
 		if !ok {
 			rm := rms.AppendEmpty()
@@ -168,8 +204,15 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 			sm := rm.ScopeMetrics().AppendEmpty()
 			sm.Scope().SetName(metadata.ScopeName)
 			ms = sm.Metrics()
+			byHost[host] = ms
 		}
-		n += e.hists.appendTo(ms, host, e.start, ts)
+		return ms
+	}
+	for _, host := range e.hists.hosts() {
+		n += e.hists.appendTo(hostMetrics(host), host, e.start, ts)
+	}
+	for _, host := range e.acct.hostNames() {
+		e.acct.appendTo(hostMetrics(host), host, ts)
 	}
 	clear(e.exemplars)
 	rms.MoveAndAppendTo(md.ResourceMetrics())
@@ -245,4 +288,21 @@ func (c *core) flushMetrics(ctx context.Context, md pmetric.Metrics, now time.Ti
 	if n := c.emitter.emit(md, now, c.books()); n > 0 {
 		c.tel.ProcessorGpuvizExemplarsAttached.Add(ctx, n)
 	}
+	models, tenants := c.emitter.takeFolded()
+	if models > 0 {
+		c.tel.ProcessorGpuvizRequestsFolded.Add(ctx, models, metric.WithAttributes(attribute.String("dimension", "model")))
+	}
+	if tenants > 0 {
+		c.tel.ProcessorGpuvizRequestsFolded.Add(ctx, tenants, metric.WithAttributes(attribute.String("dimension", "tenant")))
+	}
+}
+
+// takeFolded returns the requests counted under "other" since it was last
+// called, by model and by tenant.
+func (e *emitter) takeFolded() (models, tenants int64) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	models, tenants = e.foldedModels, e.foldedTenants
+	e.foldedModels, e.foldedTenants = 0, 0
+	return models, tenants
 }

@@ -42,8 +42,6 @@ const (
 // keeping them costs nothing once the series has its share.
 const exemplarsPerSeries = 4
 
-const otherModel = "other"
-
 type exemplar struct {
 	traceID pcommon.TraceID
 	spanID  pcommon.SpanID
@@ -85,39 +83,19 @@ type histogram struct {
 	updated   time.Time
 }
 
-// histograms are the per-request histograms, bounded in models per host
-// and expired when idle.
+// histograms are the per-request histograms, expired when idle; their
+// models are bounded per host by the emitter (boundedValues).
 type histograms struct {
-	maxModels  int
 	idleExpiry time.Duration
 	series     [numHists]map[histKey]*histogram
-	models     map[string]map[string]time.Time // host → model → last request
 }
 
-func newHistograms(maxModels int, idleExpiry time.Duration) *histograms {
-	h := &histograms{maxModels: maxModels, idleExpiry: idleExpiry, models: map[string]map[string]time.Time{}}
+func newHistograms(idleExpiry time.Duration) *histograms {
+	h := &histograms{idleExpiry: idleExpiry}
 	for i := range h.series {
 		h.series[i] = map[histKey]*histogram{}
 	}
 	return h
-}
-
-// model returns the model name a request is counted under: its own, or
-// "other" past max_models on its host.
-func (h *histograms) model(host, model string, now time.Time) string {
-	if model == "" {
-		model = "unknown"
-	}
-	ms := h.models[host]
-	if ms == nil {
-		ms = map[string]time.Time{}
-		h.models[host] = ms
-	}
-	if _, ok := ms[model]; !ok && len(ms) >= h.maxModels {
-		model = otherModel
-	}
-	ms[model] = now
-	return model
 }
 
 // observe counts value v of histogram i for k.
@@ -136,23 +114,13 @@ func (h *histograms) observe(i int, k histKey, v float64, ex exemplar, now time.
 	s.updated = now
 }
 
-// expire forgets the series and models idle for idle_expiry.
+// expire forgets the series idle for idle_expiry.
 func (h *histograms) expire(now time.Time) {
 	for i := range h.series {
 		for k, s := range h.series[i] {
 			if now.Sub(s.updated) > h.idleExpiry {
 				delete(h.series[i], k)
 			}
-		}
-	}
-	for host, ms := range h.models {
-		for m, t := range ms {
-			if now.Sub(t) > h.idleExpiry {
-				delete(ms, m)
-			}
-		}
-		if len(ms) == 0 {
-			delete(h.models, host)
 		}
 	}
 }
@@ -201,7 +169,7 @@ func (h *histograms) appendTo(ms pmetric.MetricSlice, host string, start, ts pco
 			dp := hist.DataPoints().AppendEmpty()
 			dp.SetStartTimestamp(start)
 			dp.SetTimestamp(ts)
-			dp.Attributes().PutStr("gen_ai.request.model", k.model)
+			dp.Attributes().PutStr(attrModel, k.model)
 			dp.Attributes().PutStr(attrBottleneck, string(k.label))
 			dp.ExplicitBounds().FromRaw(def.bounds)
 			dp.BucketCounts().FromRaw(s.counts)

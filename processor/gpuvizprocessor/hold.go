@@ -43,6 +43,7 @@ type heldSpan struct {
 	span     ptrace.Span
 	siblings ptrace.SpanSlice // where its phase spans go
 	req      inference.Request
+	tenant   string // metrics.accounting.tenant_attribute's value, "" none
 	// The GPUs it matched, decided once they are known.
 	set    *gpuSet
 	method string

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
@@ -27,6 +28,13 @@ import (
 // release loop never runs by itself.
 func virtualCore(t *testing.T, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
 	t.Helper()
+	return virtualCoreWith(t, processortest.NewNopSettings(metadata.Type), tune)
+}
+
+// virtualCoreWith is virtualCore with the processor's settings (its own
+// telemetry, say).
+func virtualCoreWith(t *testing.T, set processor.Settings, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
+	t.Helper()
 	cfg := createDefaultConfig()
 	if tune != nil {
 		tune(cfg)
@@ -34,7 +42,7 @@ func virtualCore(t *testing.T, tune func(*Config)) (*core, *time.Time, *consumer
 	require.NoError(t, cfg.Validate())
 	fac := &factory{cores: map[*Config]*core{}}
 	sink := new(consumertest.TracesSink)
-	tp, err := fac.createTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
+	tp, err := fac.createTraces(context.Background(), set, cfg, sink)
 	require.NoError(t, err)
 	c := fac.cores[cfg]
 	now := new(time.Time)
@@ -368,16 +376,20 @@ func TestNVLinkCapacityMakesAFraction(t *testing.T) {
 // request for metrics.idle_expiry.
 func TestIdleHistogramsExpire(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	h := newHistograms(2, 10*time.Minute)
-	k := histKey{host: "node-1", model: h.model("node-1", "llama", base), label: bottleneck.MemoryBound}
+	h, models := newHistograms(10*time.Minute), newBoundedValues(2)
+	model, _ := models.fold("node-1", "llama", base)
+	k := histKey{host: "node-1", model: model, label: bottleneck.MemoryBound}
 	h.observe(histEnergy, k, 5, exemplar{}, base)
 	h.expire(base.Add(9 * time.Minute))
+	models.expire(base.Add(9*time.Minute), 10*time.Minute)
 	assert.Equal(t, []string{"node-1"}, h.hosts())
 	h.expire(base.Add(11 * time.Minute))
+	models.expire(base.Add(11*time.Minute), 10*time.Minute)
 	assert.Empty(t, h.hosts())
-	assert.Empty(t, h.models, "the host's models are forgotten too")
+	assert.Empty(t, models.byHost, "the host's models are forgotten too")
 	// With the old ones gone, new models get their own series again.
-	assert.Equal(t, "a", h.model("node-1", "a", base.Add(12*time.Minute)))
-	assert.Equal(t, "b", h.model("node-1", "b", base.Add(12*time.Minute)))
-	assert.Equal(t, otherModel, h.model("node-1", "c", base.Add(12*time.Minute)), "max_models per host")
+	for _, m := range []string{"a", "b", "c"} {
+		got, folded := models.fold("node-1", m, base.Add(12*time.Minute))
+		assert.Equal(t, m != "c", got == m && !folded, "max_models per host: %s → %s", m, got)
+	}
 }

@@ -438,7 +438,7 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"gpuviz.gpu.bottleneck.time", "gpuviz.gpu.bottleneck.state", "gpuviz.gpu.energy", "gpuviz.gpu.energy.correction",
+	for _, name := range []string{"gpuviz.accounting.energy", "gpuviz.accounting.gpu_time", "gpuviz.gpu.bottleneck.time", "gpuviz.gpu.bottleneck.state", "gpuviz.gpu.energy", "gpuviz.gpu.energy.correction",
 		"gpuviz.request.energy", "gpuviz.request.energy_per_output_token", "gpuviz.request.gpu_busy_time", "gpuviz.gpu.anomaly", "gpuviz.gpu.load_pattern"} {
 		assert.True(t, found[name], name)
 	}

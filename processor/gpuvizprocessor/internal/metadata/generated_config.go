@@ -10,6 +10,106 @@ import (
 	"go.opentelemetry.io/collector/filter"
 )
 
+// GpuvizAccountingEnergyMetricAttributeKey specifies the key of an attribute for the gpuviz.accounting.energy metric.
+type GpuvizAccountingEnergyMetricAttributeKey string
+
+const (
+	GpuvizAccountingEnergyMetricAttributeKeyEnergyUse GpuvizAccountingEnergyMetricAttributeKey = "gpuviz.energy.use"
+	GpuvizAccountingEnergyMetricAttributeKeyModel     GpuvizAccountingEnergyMetricAttributeKey = "gen_ai.request.model"
+	GpuvizAccountingEnergyMetricAttributeKeyTenant    GpuvizAccountingEnergyMetricAttributeKey = "gpuviz.tenant"
+)
+
+// GpuvizAccountingEnergyMetricConfig provides config for the gpuviz.accounting.energy metric.
+type GpuvizAccountingEnergyMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuvizAccountingEnergyMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuvizAccountingEnergyMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuvizAccountingEnergyMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuvizAccountingEnergyMetricAttributeKeyEnergyUse, GpuvizAccountingEnergyMetricAttributeKeyModel, GpuvizAccountingEnergyMetricAttributeKeyTenant:
+		default:
+			return fmt.Errorf("metric gpuviz.accounting.energy doesn't have an attribute %v, valid attributes: [gpuviz.energy.use, gen_ai.request.model, gpuviz.tenant]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpuvizAccountingGpuTimeMetricAttributeKey specifies the key of an attribute for the gpuviz.accounting.gpu_time metric.
+type GpuvizAccountingGpuTimeMetricAttributeKey string
+
+const (
+	GpuvizAccountingGpuTimeMetricAttributeKeyEnergyUse GpuvizAccountingGpuTimeMetricAttributeKey = "gpuviz.energy.use"
+	GpuvizAccountingGpuTimeMetricAttributeKeyModel     GpuvizAccountingGpuTimeMetricAttributeKey = "gen_ai.request.model"
+	GpuvizAccountingGpuTimeMetricAttributeKeyTenant    GpuvizAccountingGpuTimeMetricAttributeKey = "gpuviz.tenant"
+)
+
+// GpuvizAccountingGpuTimeMetricConfig provides config for the gpuviz.accounting.gpu_time metric.
+type GpuvizAccountingGpuTimeMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpuvizAccountingGpuTimeMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpuvizAccountingGpuTimeMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpuvizAccountingGpuTimeMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpuvizAccountingGpuTimeMetricAttributeKeyEnergyUse, GpuvizAccountingGpuTimeMetricAttributeKeyModel, GpuvizAccountingGpuTimeMetricAttributeKeyTenant:
+		default:
+			return fmt.Errorf("metric gpuviz.accounting.gpu_time doesn't have an attribute %v, valid attributes: [gpuviz.energy.use, gen_ai.request.model, gpuviz.tenant]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpuvizGpuAnomalyMetricAttributeKey specifies the key of an attribute for the gpuviz.gpu.anomaly metric.
 type GpuvizGpuAnomalyMetricAttributeKey string
 
@@ -292,6 +392,8 @@ func (ms *GpuvizGpuLoadPatternMetricConfig) Validate() error {
 
 // MetricsConfig provides config for gpuviz metrics.
 type MetricsConfig struct {
+	GpuvizAccountingEnergy    GpuvizAccountingEnergyMetricConfig    `mapstructure:"gpuviz.accounting.energy"`
+	GpuvizAccountingGpuTime   GpuvizAccountingGpuTimeMetricConfig   `mapstructure:"gpuviz.accounting.gpu_time"`
 	GpuvizGpuAnomaly          GpuvizGpuAnomalyMetricConfig          `mapstructure:"gpuviz.gpu.anomaly"`
 	GpuvizGpuBottleneckState  GpuvizGpuBottleneckStateMetricConfig  `mapstructure:"gpuviz.gpu.bottleneck.state"`
 	GpuvizGpuBottleneckTime   GpuvizGpuBottleneckTimeMetricConfig   `mapstructure:"gpuviz.gpu.bottleneck.time"`
@@ -302,6 +404,16 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GpuvizAccountingEnergy: GpuvizAccountingEnergyMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpuvizAccountingEnergyMetricAttributeKey{GpuvizAccountingEnergyMetricAttributeKeyEnergyUse, GpuvizAccountingEnergyMetricAttributeKeyModel, GpuvizAccountingEnergyMetricAttributeKeyTenant},
+		},
+		GpuvizAccountingGpuTime: GpuvizAccountingGpuTimeMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpuvizAccountingGpuTimeMetricAttributeKey{GpuvizAccountingGpuTimeMetricAttributeKeyEnergyUse, GpuvizAccountingGpuTimeMetricAttributeKeyModel, GpuvizAccountingGpuTimeMetricAttributeKeyTenant},
+		},
 		GpuvizGpuAnomaly: GpuvizGpuAnomalyMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,

@@ -26,6 +26,16 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpuvizAccountingEnergy: GpuvizAccountingEnergyMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpuvizAccountingEnergyMetricAttributeKey{GpuvizAccountingEnergyMetricAttributeKeyEnergyUse, GpuvizAccountingEnergyMetricAttributeKeyModel, GpuvizAccountingEnergyMetricAttributeKeyTenant},
+					},
+					GpuvizAccountingGpuTime: GpuvizAccountingGpuTimeMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpuvizAccountingGpuTimeMetricAttributeKey{GpuvizAccountingGpuTimeMetricAttributeKeyEnergyUse, GpuvizAccountingGpuTimeMetricAttributeKeyModel, GpuvizAccountingGpuTimeMetricAttributeKeyTenant},
+					},
 					GpuvizGpuAnomaly: GpuvizGpuAnomalyMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -65,6 +75,16 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpuvizAccountingEnergy: GpuvizAccountingEnergyMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpuvizAccountingEnergyMetricAttributeKey{GpuvizAccountingEnergyMetricAttributeKeyEnergyUse, GpuvizAccountingEnergyMetricAttributeKeyModel, GpuvizAccountingEnergyMetricAttributeKeyTenant},
+					},
+					GpuvizAccountingGpuTime: GpuvizAccountingGpuTimeMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpuvizAccountingGpuTimeMetricAttributeKey{GpuvizAccountingGpuTimeMetricAttributeKeyEnergyUse, GpuvizAccountingGpuTimeMetricAttributeKeyModel, GpuvizAccountingGpuTimeMetricAttributeKeyTenant},
+					},
 					GpuvizGpuAnomaly: GpuvizGpuAnomalyMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -104,11 +124,35 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuvizGpuAnomalyMetricConfig{}, GpuvizGpuBottleneckStateMetricConfig{}, GpuvizGpuBottleneckTimeMetricConfig{}, GpuvizGpuEnergyMetricConfig{}, GpuvizGpuEnergyCorrectionMetricConfig{}, GpuvizGpuLoadPatternMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpuvizAccountingEnergyMetricConfig{}, GpuvizAccountingGpuTimeMetricConfig{}, GpuvizGpuAnomalyMetricConfig{}, GpuvizGpuBottleneckStateMetricConfig{}, GpuvizGpuBottleneckTimeMetricConfig{}, GpuvizGpuEnergyMetricConfig{}, GpuvizGpuEnergyCorrectionMetricConfig{}, GpuvizGpuLoadPatternMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
 }
+func TestGpuvizAccountingEnergyMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuvizAccountingEnergy
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuvizAccountingEnergyMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpuviz.accounting.energy doesn't have an attribute invalid, valid attributes: [gpuviz.energy.use, gen_ai.request.model, gpuviz.tenant]")
+
+	cfg = DefaultMetricsConfig().GpuvizAccountingEnergy
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpuvizAccountingGpuTimeMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpuvizAccountingGpuTime
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpuvizAccountingGpuTimeMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpuviz.accounting.gpu_time doesn't have an attribute invalid, valid attributes: [gpuviz.energy.use, gen_ai.request.model, gpuviz.tenant]")
+
+	cfg = DefaultMetricsConfig().GpuvizAccountingGpuTime
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpuvizGpuAnomalyMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpuvizGpuAnomaly
 	require.NoError(t, cfg.Validate())

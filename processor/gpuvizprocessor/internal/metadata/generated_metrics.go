@@ -171,6 +171,14 @@ var MapAttributeSignal = map[string]AttributeSignal{
 }
 
 var MetricsInfo = metricsInfo{
+	GpuvizAccountingEnergy: metricInfo{
+		Name:       "gpuviz.accounting.energy",
+		Attributes: []string{"energy_use", "model", "tenant"},
+	},
+	GpuvizAccountingGpuTime: metricInfo{
+		Name:       "gpuviz.accounting.gpu_time",
+		Attributes: []string{"energy_use", "model", "tenant"},
+	},
 	GpuvizGpuAnomaly: metricInfo{
 		Name:       "gpuviz.gpu.anomaly",
 		Attributes: []string{"hw.id", "signal"},
@@ -198,6 +206,8 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GpuvizAccountingEnergy    metricInfo
+	GpuvizAccountingGpuTime   metricInfo
 	GpuvizGpuAnomaly          metricInfo
 	GpuvizGpuBottleneckState  metricInfo
 	GpuvizGpuBottleneckTime   metricInfo
@@ -209,6 +219,200 @@ type metricsInfo struct {
 type metricInfo struct {
 	Name       string
 	Attributes []string
+}
+
+type metricGpuvizAccountingEnergy struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        GpuvizAccountingEnergyMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []float64                          // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpuviz.accounting.energy metric with initial data.
+func (m *metricGpuvizAccountingEnergy) init() {
+	m.data.SetName("gpuviz.accounting.energy")
+	m.data.SetDescription("GPU energy by who used it, for charge-back. `requests` series are the energy attributed to each model's and tenant's requests as they are released (the split of gpuviz.gpu.energy); `idle` and `unsampled` the host's GPUs' idle and unsampled energy over final bins. On a host the requests' sum equals gpuviz.gpu.energy{requests} summed over its GPUs once their bins are final (it runs ahead by up to attribution.finalize_after), idle and unsampled equal theirs.")
+	m.data.SetUnit("J")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuvizAccountingEnergy) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, energyUseAttributeValue string, modelAttributeValue string, tenantAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuvizAccountingEnergyMetricAttributeKeyEnergyUse) {
+		dp.Attributes().PutStr("gpuviz.energy.use", energyUseAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuvizAccountingEnergyMetricAttributeKeyModel) {
+		dp.Attributes().PutStr("gen_ai.request.model", modelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuvizAccountingEnergyMetricAttributeKeyTenant) {
+		dp.Attributes().PutStr("gpuviz.tenant", tenantAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuvizAccountingEnergy) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuvizAccountingEnergy) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuvizAccountingEnergy(cfg GpuvizAccountingEnergyMetricConfig) metricGpuvizAccountingEnergy {
+	m := metricGpuvizAccountingEnergy{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpuvizAccountingGpuTime struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpuvizAccountingGpuTimeMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []float64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpuviz.accounting.gpu_time metric with initial data.
+func (m *metricGpuvizAccountingGpuTime) init() {
+	m.data.SetName("gpuviz.accounting.gpu_time")
+	m.data.SetDescription("GPU time by who used it, for charge-back (GPU-seconds, summed over a request's GPUs). Each bin's time is split between the requests running in it in the same proportions as its energy, so on a GPU the requests' GPU-seconds add up to its busy time and a batch is not charged twice; `idle` and `unsampled` as for gpuviz.accounting.energy. Over final bins all series with the seconds' correction add up to gpuviz.gpu.bottleneck.time.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpuvizAccountingGpuTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, energyUseAttributeValue string, modelAttributeValue string, tenantAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpuvizAccountingGpuTimeMetricAttributeKeyEnergyUse) {
+		dp.Attributes().PutStr("gpuviz.energy.use", energyUseAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuvizAccountingGpuTimeMetricAttributeKeyModel) {
+		dp.Attributes().PutStr("gen_ai.request.model", modelAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpuvizAccountingGpuTimeMetricAttributeKeyTenant) {
+		dp.Attributes().PutStr("gpuviz.tenant", tenantAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpuvizAccountingGpuTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpuvizAccountingGpuTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpuvizAccountingGpuTime(cfg GpuvizAccountingGpuTimeMetricConfig) metricGpuvizAccountingGpuTime {
+	m := metricGpuvizAccountingGpuTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricGpuvizGpuAnomaly struct {
@@ -739,6 +943,8 @@ type MetricsBuilder struct {
 	buildInfo                       component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter  map[string]filter.Filter
 	resourceAttributeExcludeFilter  map[string]filter.Filter
+	metricGpuvizAccountingEnergy    metricGpuvizAccountingEnergy
+	metricGpuvizAccountingGpuTime   metricGpuvizAccountingGpuTime
 	metricGpuvizGpuAnomaly          metricGpuvizGpuAnomaly
 	metricGpuvizGpuBottleneckState  metricGpuvizGpuBottleneckState
 	metricGpuvizGpuBottleneckTime   metricGpuvizGpuBottleneckTime
@@ -827,6 +1033,8 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGpuvizAccountingEnergy.emit(ils.Metrics())
+	mb.metricGpuvizAccountingGpuTime.emit(ils.Metrics())
 	mb.metricGpuvizGpuAnomaly.emit(ils.Metrics())
 	mb.metricGpuvizGpuBottleneckState.emit(ils.Metrics())
 	mb.metricGpuvizGpuBottleneckTime.emit(ils.Metrics())
@@ -862,6 +1070,16 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	metrics := mb.metricsBuffer
 	mb.metricsBuffer = pmetric.NewMetrics()
 	return metrics
+}
+
+// RecordGpuvizAccountingEnergyDataPoint adds a data point to gpuviz.accounting.energy metric.
+func (mb *MetricsBuilder) RecordGpuvizAccountingEnergyDataPoint(ts pcommon.Timestamp, val float64, energyUseAttributeValue AttributeEnergyUse, modelAttributeValue string, tenantAttributeValue string) {
+	mb.metricGpuvizAccountingEnergy.recordDataPoint(mb.startTime, ts, val, energyUseAttributeValue.String(), modelAttributeValue, tenantAttributeValue)
+}
+
+// RecordGpuvizAccountingGpuTimeDataPoint adds a data point to gpuviz.accounting.gpu_time metric.
+func (mb *MetricsBuilder) RecordGpuvizAccountingGpuTimeDataPoint(ts pcommon.Timestamp, val float64, energyUseAttributeValue AttributeEnergyUse, modelAttributeValue string, tenantAttributeValue string) {
+	mb.metricGpuvizAccountingGpuTime.recordDataPoint(mb.startTime, ts, val, energyUseAttributeValue.String(), modelAttributeValue, tenantAttributeValue)
 }
 
 // RecordGpuvizGpuAnomalyDataPoint adds a data point to gpuviz.gpu.anomaly metric.

@@ -65,6 +65,8 @@ func TestMetricsBuilder(t *testing.T) {
 			settings.Logger = zap.New(observedZapCore)
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
+			aggMap["gpuviz.accounting.energy"] = mb.metricGpuvizAccountingEnergy.config.AggregationStrategy
+			aggMap["gpuviz.accounting.gpu_time"] = mb.metricGpuvizAccountingGpuTime.config.AggregationStrategy
 			aggMap["gpuviz.gpu.anomaly"] = mb.metricGpuvizGpuAnomaly.config.AggregationStrategy
 			aggMap["gpuviz.gpu.bottleneck.state"] = mb.metricGpuvizGpuBottleneckState.config.AggregationStrategy
 			aggMap["gpuviz.gpu.bottleneck.time"] = mb.metricGpuvizGpuBottleneckTime.config.AggregationStrategy
@@ -78,6 +80,18 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount := 0
 			allMetricsCount := 0
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuvizAccountingEnergyDataPoint(ts, 1, AttributeEnergyUseRequests, "model-val", "tenant-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuvizAccountingEnergyDataPoint(ts, 3, AttributeEnergyUseIdle, "model-val-2", "tenant-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpuvizAccountingGpuTimeDataPoint(ts, 1, AttributeEnergyUseRequests, "model-val", "tenant-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpuvizAccountingGpuTimeDataPoint(ts, 3, AttributeEnergyUseIdle, "model-val-2", "tenant-val-2")
+			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpuvizGpuAnomalyDataPoint(ts, 1, "hw.id-val", AttributeSignalUtilization)
@@ -118,6 +132,8 @@ func TestMetricsBuilder(t *testing.T) {
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
+				assert.Empty(t, mb.metricGpuvizAccountingEnergy.aggDataPoints)
+				assert.Empty(t, mb.metricGpuvizAccountingGpuTime.aggDataPoints)
 				assert.Empty(t, mb.metricGpuvizGpuAnomaly.aggDataPoints)
 				assert.Empty(t, mb.metricGpuvizGpuBottleneckState.aggDataPoints)
 				assert.Empty(t, mb.metricGpuvizGpuBottleneckTime.aggDataPoints)
@@ -150,6 +166,114 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "gpuviz.accounting.energy":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpuviz.accounting.energy"], "Found a duplicate in the metrics slice: gpuviz.accounting.energy")
+						validatedMetrics["gpuviz.accounting.energy"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "GPU energy by who used it, for charge-back. `requests` series are the energy attributed to each model's and tenant's requests as they are released (the split of gpuviz.gpu.energy); `idle` and `unsampled` the host's GPUs' idle and unsampled energy over final bins. On a host the requests' sum equals gpuviz.gpu.energy{requests} summed over its GPUs once their bins are final (it runs ahead by up to attribution.finalize_after), idle and unsampled equal theirs.", mi.Description())
+						assert.Equal(t, "J", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						energyUseAttrVal, ok := dp.Attributes().Get("gpuviz.energy.use")
+						assert.True(t, ok)
+						assert.Equal(t, "requests", energyUseAttrVal.Str())
+						modelAttrVal, ok := dp.Attributes().Get("gen_ai.request.model")
+						assert.True(t, ok)
+						assert.Equal(t, "model-val", modelAttrVal.Str())
+						tenantAttrVal, ok := dp.Attributes().Get("gpuviz.tenant")
+						assert.True(t, ok)
+						assert.Equal(t, "tenant-val", tenantAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpuviz.accounting.energy"], "Found a duplicate in the metrics slice: gpuviz.accounting.energy")
+						validatedMetrics["gpuviz.accounting.energy"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "GPU energy by who used it, for charge-back. `requests` series are the energy attributed to each model's and tenant's requests as they are released (the split of gpuviz.gpu.energy); `idle` and `unsampled` the host's GPUs' idle and unsampled energy over final bins. On a host the requests' sum equals gpuviz.gpu.energy{requests} summed over its GPUs once their bins are final (it runs ahead by up to attribution.finalize_after), idle and unsampled equal theirs.", mi.Description())
+						assert.Equal(t, "J", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpuviz.accounting.energy"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpuviz.energy.use")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gen_ai.request.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpuviz.tenant")
+						assert.False(t, ok)
+					}
+				case "gpuviz.accounting.gpu_time":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpuviz.accounting.gpu_time"], "Found a duplicate in the metrics slice: gpuviz.accounting.gpu_time")
+						validatedMetrics["gpuviz.accounting.gpu_time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "GPU time by who used it, for charge-back (GPU-seconds, summed over a request's GPUs). Each bin's time is split between the requests running in it in the same proportions as its energy, so on a GPU the requests' GPU-seconds add up to its busy time and a batch is not charged twice; `idle` and `unsampled` as for gpuviz.accounting.energy. Over final bins all series with the seconds' correction add up to gpuviz.gpu.bottleneck.time.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						energyUseAttrVal, ok := dp.Attributes().Get("gpuviz.energy.use")
+						assert.True(t, ok)
+						assert.Equal(t, "requests", energyUseAttrVal.Str())
+						modelAttrVal, ok := dp.Attributes().Get("gen_ai.request.model")
+						assert.True(t, ok)
+						assert.Equal(t, "model-val", modelAttrVal.Str())
+						tenantAttrVal, ok := dp.Attributes().Get("gpuviz.tenant")
+						assert.True(t, ok)
+						assert.Equal(t, "tenant-val", tenantAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpuviz.accounting.gpu_time"], "Found a duplicate in the metrics slice: gpuviz.accounting.gpu_time")
+						validatedMetrics["gpuviz.accounting.gpu_time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "GPU time by who used it, for charge-back (GPU-seconds, summed over a request's GPUs). Each bin's time is split between the requests running in it in the same proportions as its energy, so on a GPU the requests' GPU-seconds add up to its busy time and a batch is not charged twice; `idle` and `unsampled` as for gpuviz.accounting.energy. Over final bins all series with the seconds' correction add up to gpuviz.gpu.bottleneck.time.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpuviz.accounting.gpu_time"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpuviz.energy.use")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gen_ai.request.model")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpuviz.tenant")
+						assert.False(t, ok)
+					}
 				case "gpuviz.gpu.anomaly":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpuviz.gpu.anomaly"], "Found a duplicate in the metrics slice: gpuviz.gpu.anomaly")

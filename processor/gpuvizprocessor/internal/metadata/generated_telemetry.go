@@ -34,6 +34,7 @@ type TelemetryBuilder struct {
 	ProcessorGpuvizGpus              metric.Int64ObservableGauge
 	ProcessorGpuvizPendingSpans      metric.Int64ObservableGauge
 	ProcessorGpuvizPhaseSpansAdded   metric.Int64Counter
+	ProcessorGpuvizRequestsFolded    metric.Int64Counter
 	ProcessorGpuvizSpansEnriched     metric.Int64Counter
 	ProcessorGpuvizSpansRefused      metric.Int64Counter
 	ProcessorGpuvizSpansUnenriched   metric.Int64Counter
@@ -142,6 +143,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_gpuviz_phase_spans_added",
 		metric.WithDescription("Child spans (gpu.prefill, gpu.decode, ...) added under inference spans. [Development]"),
 		metric.WithUnit("{span}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGpuvizRequestsFolded, err = builder.meter.Int64Counter(
+		"otelcol_processor_gpuviz_requests_folded",
+		metric.WithDescription("Requests counted under `other` in the per-request and accounting metrics (attribute `dimension`, model or tenant) because their host already had metrics.max_models models or metrics.accounting.max_tenants tenants; counted at the next metrics flush. [Development]"),
+		metric.WithUnit("{request}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizSpansEnriched, err = builder.meter.Int64Counter(

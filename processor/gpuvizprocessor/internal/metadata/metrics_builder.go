@@ -21,6 +21,8 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings processor.Settings, op
 		buildInfo:                       settings.BuildInfo,
 		resourceAttributeIncludeFilter:  make(map[string]filter.Filter),
 		resourceAttributeExcludeFilter:  make(map[string]filter.Filter),
+		metricGpuvizAccountingEnergy:    newMetricGpuvizAccountingEnergy(mbc.Metrics.GpuvizAccountingEnergy),
+		metricGpuvizAccountingGpuTime:   newMetricGpuvizAccountingGpuTime(mbc.Metrics.GpuvizAccountingGpuTime),
 		metricGpuvizGpuAnomaly:          newMetricGpuvizGpuAnomaly(mbc.Metrics.GpuvizGpuAnomaly),
 		metricGpuvizGpuBottleneckState:  newMetricGpuvizGpuBottleneckState(mbc.Metrics.GpuvizGpuBottleneckState),
 		metricGpuvizGpuBottleneckTime:   newMetricGpuvizGpuBottleneckTime(mbc.Metrics.GpuvizGpuBottleneckTime),

@@ -113,6 +113,22 @@ func AssertEqualProcessorGpuvizPhaseSpansAdded(t *testing.T, tt *componenttest.T
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorGpuvizRequestsFolded(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_gpuviz_requests_folded",
+		Description: "Requests counted under `other` in the per-request and accounting metrics (attribute `dimension`, model or tenant) because their host already had metrics.max_models models or metrics.accounting.max_tenants tenants; counted at the next metrics flush. [Development]",
+		Unit:        "{request}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_gpuviz_requests_folded")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorGpuvizSpansEnriched(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_spans_enriched",

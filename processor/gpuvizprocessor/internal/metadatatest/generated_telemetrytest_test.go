@@ -32,6 +32,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGpuvizGpuPoints.Add(context.Background(), 1)
 	tb.ProcessorGpuvizGpuPointsRefused.Add(context.Background(), 1)
 	tb.ProcessorGpuvizPhaseSpansAdded.Add(context.Background(), 1)
+	tb.ProcessorGpuvizRequestsFolded.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansEnriched.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansRefused.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansUnenriched.Add(context.Background(), 1)
@@ -51,6 +52,9 @@ func TestSetupTelemetry(t *testing.T) {
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizPhaseSpansAdded(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorGpuvizRequestsFolded(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizSpansEnriched(t, testTel,
