@@ -2,6 +2,7 @@ package inference // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -88,6 +89,10 @@ const (
 // is read once; keys are screened by length before being compared.
 func (r *Recognizer) hints(req *Request, span, resource pcommon.Map) {
 	for k, v := range span.All() {
+		if k == SlurmJobIDAttribute {
+			req.SlurmJobID = slurmJobID(v)
+			continue
+		}
 		if kind, ok := r.hintKind(k); ok {
 			addHint(req, v, kind)
 		}
@@ -112,6 +117,11 @@ func (r *Recognizer) hints(req *Request, span, resource pcommon.Map) {
 		case "k8s.namespace.name":
 			req.PodNamespace = str(v)
 			continue
+		case SlurmJobIDAttribute:
+			if req.SlurmJobID == "" { // the span's own wins
+				req.SlurmJobID = slurmJobID(v)
+			}
+			continue
 		}
 		if !fromResource {
 			continue
@@ -120,6 +130,31 @@ func (r *Recognizer) hints(req *Request, span, resource pcommon.Map) {
 			addHint(req, v, kind)
 		}
 	}
+}
+
+// SlurmJobIDAttribute names the Slurm job a span's request ran in, on the
+// span or its resource (OTEL_RESOURCE_ATTRIBUTES=slurm.job.id=$SLURM_JOB_ID
+// in the job script); the gpuviz receiver's series carry the same key.
+const SlurmJobIDAttribute = "slurm.job.id"
+
+// maxSlurmJobID bounds a Slurm job id (Slurm's are 32-bit numbers; the
+// receiver takes ids of up to 64 bytes from job mapping files).
+const maxSlurmJobID = 64
+
+// slurmJobID reads a Slurm job id: a string of 1 to 64 bytes, or a
+// non-negative int; "" otherwise.
+func slurmJobID(v pcommon.Value) string {
+	switch v.Type() {
+	case pcommon.ValueTypeStr:
+		if s := v.Str(); len(s) <= maxSlurmJobID {
+			return s
+		}
+	case pcommon.ValueTypeInt:
+		if v.Int() >= 0 {
+			return strconv.FormatInt(v.Int(), 10)
+		}
+	}
+	return ""
 }
 
 // hintKind says whether key is a configured GPU hint key, and of which kind

@@ -25,7 +25,7 @@ var fuzzKeys = []string{
 	"total_time", "validation_time", "queue_time", "inference_time", "time_per_token",
 	"code.namespace", "service.name", "triton.model_name",
 	"srv.queue_s", "srv.prefill", "srv.decode", "srv.in", "srv.out", "srv.model",
-	"hw.id", "gpu.id", "gpu.index", "CUDA_VISIBLE_DEVICES", "process.pid", "host.name",
+	"hw.id", "gpu.id", "gpu.index", "CUDA_VISIBLE_DEVICES", "process.pid", "host.name", "slurm.job.id",
 	"gen_ai.latency.kv_cache_transfer_time", "gen_ai.request.id", "gen_ai.usage.cached_tokens", "rid", "module",
 }
 
@@ -187,6 +187,9 @@ func checkRequest(t *testing.T, req Request) {
 			t.Fatalf("phases %+v out of order, empty or outside %v .. %v", req.Phases, req.Start, req.End)
 		}
 		prev = p.End
+	}
+	if len(req.SlurmJobID) > maxSlurmJobID {
+		t.Fatalf("slurm job id %q", req.SlurmJobID)
 	}
 	if req.InputTokens < -1 || req.OutputTokens < -1 || req.PID < 0 {
 		t.Fatalf("tokens %d/%d pid %d", req.InputTokens, req.OutputTokens, req.PID)

@@ -75,6 +75,11 @@ type Request struct {
 	// The Kubernetes pod the server runs in, from the resource
 	// (k8sattributes sets them): its PIDs and GPU indexes are its own.
 	PodUID, PodNamespace, PodName string
+	// SlurmJobID is the Slurm job the server runs in (slurm.job.id, on the
+	// span or, where the span does not say, its resource): the job's GPUs
+	// are the request's candidates, and its GPU indexes may be the job's
+	// own (Slurm's device cgroup renumbers them).
+	SlurmJobID string
 	// Aggregate marks a span whose GPU work another recognised span already
 	// accounts for as a request: TGI's batch-level prefill/decode steps and
 	// per-step infer spans, Triton's compute span under its model span. It

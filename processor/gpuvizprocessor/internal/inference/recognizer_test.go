@@ -686,6 +686,31 @@ func TestGPUHints(t *testing.T) {
 		assert.Empty(t, got.Host)
 	})
 
+	t.Run("slurm job", func(t *testing.T) {
+		for _, tc := range []struct {
+			name      string
+			span, res map[string]any
+			want      string
+		}{
+			{"on the resource, as OTEL_RESOURCE_ATTRIBUTES sets it", nil, map[string]any{"slurm.job.id": "4242"}, "4242"},
+			{"on the span", map[string]any{"slurm.job.id": "4242"}, nil, "4242"},
+			{"the span's wins", map[string]any{"slurm.job.id": "4243"}, map[string]any{"slurm.job.id": "4242"}, "4243"},
+			{"an int", nil, map[string]any{"slurm.job.id": int64(4242)}, "4242"},
+			{"not an id", map[string]any{"slurm.job.id": true}, map[string]any{"slurm.job.id": int64(-1)}, ""},
+			{"too long", nil, map[string]any{"slurm.job.id": strings.Repeat("9", 65)}, ""},
+			{"only slurm.job.id", nil, map[string]any{"SLURM_JOB_ID": "4242", "slurm.array.job.id": "4240"}, ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				f := genAIEmbeddings()
+				require.NoError(t, f.span.Attributes().FromRaw(merge(f.span.Attributes().AsRaw(), tc.span)))
+				require.NoError(t, f.res.Attributes().FromRaw(merge(f.res.Attributes().AsRaw(), tc.res)))
+				got, v, reason := r.Recognize(f.span, f.res, now)
+				require.Equal(t, Recognized, v, reason)
+				assert.Equal(t, tc.want, got.SlurmJobID)
+			})
+		}
+	})
+
 	t.Run("configured keys only", func(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.GPUIDAttributes = []string{"my.gpu"}
@@ -799,4 +824,12 @@ func TestReasonsAreSnakeCase(t *testing.T) {
 	rs := Reasons()
 	rs[0] = "changed"
 	assert.NotEqual(t, "changed", Reasons()[0])
+}
+
+// merge returns a with b's entries added.
+func merge(a, b map[string]any) map[string]any {
+	for k, v := range b {
+		a[k] = v
+	}
+	return a
 }

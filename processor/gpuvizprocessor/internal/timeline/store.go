@@ -59,9 +59,10 @@ type proc struct {
 	ts  int64 // newest sighting, Unix ns
 }
 
-// maxPods is how many pods the directory remembers per GPU: time-slicing
-// shares a GPU between a handful of pods, and a GPU's pod changes rarely.
-const maxPods = 64
+// maxHolders is how many holders the directory remembers per GPU:
+// time-slicing or Slurm's shards share a GPU between a handful of pods or
+// jobs, and a GPU's holder changes rarely.
+const maxHolders = 64
 
 // Pod names a Kubernetes pod: by UID, or by namespace and name.
 type Pod struct {
@@ -71,24 +72,41 @@ type Pod struct {
 // IsZero reports whether p names no pod.
 func (p Pod) IsZero() bool { return p.UID == "" && p.Name == "" }
 
-// podSighting is when a pod was seen holding a GPU: the first and the
+// holderKind is what a holder's name names.
+type holderKind uint8
+
+const (
+	podByUID  holderKind = iota // name is the pod's UID
+	podByName                   // scope is the namespace, name the pod's name
+	slurmJob                    // name is the Slurm job id, cluster-wide
+)
+
+// holder is one name of what holds GPUs: a pod by UID or by namespace and
+// name, or a Slurm job. Holders are named cluster-wide, so their GPUs are
+// looked for on every host.
+type holder struct {
+	kind        holderKind
+	scope, name string
+}
+
+// sighting is when a holder was seen holding a GPU: the first and the
 // newest sighting, and the spacing of the last two (the source's interval),
 // all Unix ns.
-type podSighting struct {
-	pod         Pod // by UID alone, or by namespace and name alone
+type sighting struct {
+	holder      holder
 	first, last int64
 	gap         int64
 }
 
-// minPodSlack is the least a pod's sightings are stretched by on either
-// side when matching: the time between two of them is unseen.
-const minPodSlack = int64(2 * time.Second)
+// minHolderSlack is the least a holder's sightings are stretched by on
+// either side when matching: the time between two of them is unseen.
+const minHolderSlack = int64(2 * time.Second)
 
-// covers reports whether the pod held the GPU at some time in [from, to],
-// give or take two of its sighting intervals.
-func (ps *podSighting) covers(from, to int64) bool {
-	slack := max(minPodSlack, 2*ps.gap)
-	return ps.first-slack <= to && ps.last+slack >= from
+// covers reports whether the holder held the GPU at some time in [from,
+// to], give or take two of its sighting intervals.
+func (hs *sighting) covers(from, to int64) bool {
+	slack := max(minHolderSlack, 2*hs.gap)
+	return hs.first-slack <= to && hs.last+slack >= from
 }
 
 // CompareKeys orders keys by host, then GPU id.
@@ -112,7 +130,7 @@ type gpu struct {
 	hasPoints bool
 	index     int // NVML index, -1 when unknown
 	procs     []proc
-	pods      []podSighting
+	holders   []sighting
 	// idleSince is when Expire first saw this GPU without any point (known
 	// only from SetIndex or SetProcess), so such an entry gets Retention to
 	// receive points rather than living forever or dying at once.
@@ -139,8 +157,8 @@ type Store struct {
 	gpus    map[Key]*gpu
 	hosts   map[string][]*gpu // per host, sorted by GPU id
 	byIndex map[hostIndex]*gpu
-	// byPod lists, per pod, the GPUs it was seen on.
-	byPod map[Pod][]*gpu
+	// byHolder lists, per holder, the GPUs it was seen on.
+	byHolder map[holder][]*gpu
 	// last is the GPU the previous write went to: metrics batches carry runs
 	// of points of one GPU, and comparing a key is cheaper than hashing it.
 	last *gpu
@@ -160,7 +178,7 @@ func New(cfg Config) *Store {
 		gpus:      make(map[Key]*gpu),
 		hosts:     make(map[string][]*gpu),
 		byIndex:   make(map[hostIndex]*gpu),
-		byPod:     make(map[Pod][]*gpu),
+		byHolder:  make(map[holder][]*gpu),
 	}
 }
 
@@ -273,8 +291,8 @@ func (s *Store) forget(g *gpu) {
 	if s.last == g {
 		s.last = nil
 	}
-	for _, ps := range g.pods {
-		s.unindexPod(ps.pod, g)
+	for _, hs := range g.holders {
+		s.unindex(hs.holder, g)
 	}
 }
 
@@ -525,11 +543,29 @@ func (s *Store) ProcessGPUs(host string, pid int64) []Key {
 
 // SetPod records that pod held GPU k at ts: by UID and by namespace and
 // name, whichever the pod names. The GPU is created if new (within
-// MaxGPUs); at most 64 pods are remembered per GPU, the one seen longest ago
-// making room. An unrepresentable ts is ignored.
+// MaxGPUs); at most 64 holders (pods by UID, pods by name, Slurm jobs) are
+// remembered per GPU, the one seen longest ago making room. An
+// unrepresentable ts is ignored.
 func (s *Store) SetPod(k Key, pod Pod, ts time.Time) {
+	if pod.IsZero() {
+		return
+	}
+	s.setHolders(k, ts, holder{kind: podByUID, name: pod.UID}, holder{kind: podByName, scope: pod.Namespace, name: pod.Name})
+}
+
+// SetSlurmJob records that Slurm job job held GPU k at ts, as SetPod does
+// pods (and within the same 64 holders per GPU). An empty job is ignored.
+func (s *Store) SetSlurmJob(k Key, job string, ts time.Time) {
+	if job == "" {
+		return
+	}
+	s.setHolders(k, ts, holder{kind: slurmJob, name: job})
+}
+
+// setHolders records the holders with a name as holding GPU k at ts.
+func (s *Store) setHolders(k Key, ts time.Time, hs ...holder) {
 	t, ok := nanos(ts)
-	if !ok || pod.IsZero() {
+	if !ok {
 		return
 	}
 	s.mu.Lock()
@@ -538,63 +574,75 @@ func (s *Store) SetPod(k Key, pod Pod, ts time.Time) {
 	if g == nil {
 		return
 	}
-	if pod.UID != "" {
-		s.sightPod(g, Pod{UID: pod.UID}, t)
-	}
-	if pod.Name != "" {
-		s.sightPod(g, Pod{Namespace: pod.Namespace, Name: pod.Name}, t)
+	for _, h := range hs {
+		if h.name != "" {
+			s.sight(g, h, t)
+		}
 	}
 }
 
-func (s *Store) sightPod(g *gpu, pod Pod, t int64) {
+func (s *Store) sight(g *gpu, h holder, t int64) {
 	oldest := -1
-	for i := range g.pods {
-		ps := &g.pods[i]
-		if ps.pod == pod {
-			if t > ps.last {
-				ps.gap, ps.last = t-ps.last, t
+	for i := range g.holders {
+		hs := &g.holders[i]
+		if hs.holder == h {
+			if t > hs.last {
+				hs.gap, hs.last = t-hs.last, t
 			}
-			ps.first = min(ps.first, t)
+			hs.first = min(hs.first, t)
 			return
 		}
-		if oldest < 0 || ps.last < g.pods[oldest].last {
+		if oldest < 0 || hs.last < g.holders[oldest].last {
 			oldest = i
 		}
 	}
-	if len(g.pods) >= maxPods {
-		s.unindexPod(g.pods[oldest].pod, g)
-		g.pods = slices.Delete(g.pods, oldest, oldest+1)
+	if len(g.holders) >= maxHolders {
+		s.unindex(g.holders[oldest].holder, g)
+		g.holders = slices.Delete(g.holders, oldest, oldest+1)
 	}
-	g.pods = append(g.pods, podSighting{pod: pod, first: t, last: t})
-	s.byPod[pod] = append(s.byPod[pod], g)
+	g.holders = append(g.holders, sighting{holder: h, first: t, last: t})
+	s.byHolder[h] = append(s.byHolder[h], g)
 }
 
-func (s *Store) unindexPod(pod Pod, g *gpu) {
-	list := slices.DeleteFunc(s.byPod[pod], func(x *gpu) bool { return x == g })
+func (s *Store) unindex(h holder, g *gpu) {
+	list := slices.DeleteFunc(s.byHolder[h], func(x *gpu) bool { return x == g })
 	if len(list) == 0 {
-		delete(s.byPod, pod)
+		delete(s.byHolder, h)
 	} else {
-		s.byPod[pod] = list
+		s.byHolder[h] = list
 	}
 }
 
 // PodGPUs returns the GPUs, sorted by host and GPU id, that pod held at some
 // time in [from, to]: by its UID where sightings by UID cover the window,
 // else by its namespace and name (the allocation names pods; only process
-// series carry UIDs, and a process can drop out of them). Pods are named cluster-wide, so every host is
-// searched.
+// series carry UIDs, and a process can drop out of them). Pods are named
+// cluster-wide, so every host is searched.
 func (s *Store) PodGPUs(pod Pod, from, to time.Time) []Key {
+	return s.heldGPUs(from, to, holder{kind: podByUID, name: pod.UID}, holder{kind: podByName, scope: pod.Namespace, name: pod.Name})
+}
+
+// SlurmJobGPUs returns the GPUs, sorted by host and GPU id, that Slurm job
+// job held at some time in [from, to]. Job ids are cluster-wide and a job
+// can span nodes, so every host is searched.
+func (s *Store) SlurmJobGPUs(job string, from, to time.Time) []Key {
+	return s.heldGPUs(from, to, holder{kind: slurmJob, name: job})
+}
+
+// heldGPUs returns the GPUs the first of refs (with a name) that held any
+// GPU in [from, to] held then, sorted by host and GPU id.
+func (s *Store) heldGPUs(from, to time.Time, refs ...holder) []Key {
 	f, t := clampNanos(from), clampNanos(to)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var keys []Key
-	for _, ref := range [2]Pod{{UID: pod.UID}, {Namespace: pod.Namespace, Name: pod.Name}} {
-		if ref.IsZero() {
+	for _, ref := range refs {
+		if ref.name == "" {
 			continue
 		}
-		for _, g := range s.byPod[ref] {
-			for i := range g.pods {
-				if ps := &g.pods[i]; ps.pod == ref && ps.covers(f, t) && ps.last >= g.cutoff(s.retention) {
+		for _, g := range s.byHolder[ref] {
+			for i := range g.holders {
+				if hs := &g.holders[i]; hs.holder == ref && hs.covers(f, t) && hs.last >= g.cutoff(s.retention) {
 					keys = append(keys, g.key)
 					break
 				}

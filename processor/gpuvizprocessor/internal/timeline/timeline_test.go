@@ -883,12 +883,63 @@ func TestPodGPUs(t *testing.T) {
 
 	// At most 64 pods per GPU, the one seen longest ago making room; a
 	// forgotten GPU leaves the index.
-	for i := range maxPods {
+	for i := range maxHolders {
 		s.SetPod(b0, Pod{Namespace: "batch", Name: fmt.Sprint(i)}, at(float64(301+i)))
 	}
-	assert.Len(t, s.gpus[b0].pods, maxPods)
+	assert.Len(t, s.gpus[b0].holders, maxHolders)
 	assert.Empty(t, s.PodGPUs(Pod{UID: "uid-1"}, at(250), at(260)), "seen first, gone first")
 	s.forget(s.gpus[b0])
 	assert.Empty(t, s.PodGPUs(Pod{Namespace: "batch", Name: "5"}, at(300), at(400)))
-	assert.NotContains(t, s.byPod, Pod{Namespace: "batch", Name: "5"})
+	assert.NotContains(t, s.byHolder, holder{kind: podByName, scope: "batch", name: "5"})
+}
+
+func TestSlurmJobGPUs(t *testing.T) {
+	s := newStore(t, func(c *Config) { c.Retention = 10 * time.Minute })
+	a0, a1, a2 := Key{"node-1", "GPU-a0"}, Key{"node-1", "GPU-a1"}, Key{"node-1", "GPU-a2"}
+	b0 := Key{"node-2", "GPU-b0"}
+	for _, k := range []Key{a0, a1, a2, b0} {
+		require.True(t, s.Add(k, Power, at(0), 100))
+		require.True(t, s.Add(k, Power, at(300), 100))
+	}
+	// Job 100 spans both nodes (a0, a1, b0) from 10 s to 100 s; job 101
+	// holds a2 beside it, then a0 after it from 200 s. A pod named like a
+	// job is no job.
+	for sec := 10.0; sec <= 100; sec += 10 {
+		for _, k := range []Key{a0, a1, b0} {
+			s.SetSlurmJob(k, "100", at(sec))
+		}
+		s.SetSlurmJob(a2, "101", at(sec))
+		s.SetPod(a2, Pod{UID: "100", Namespace: "100", Name: "100"}, at(sec))
+	}
+	for sec := 200.0; sec <= 300; sec += 10 {
+		s.SetSlurmJob(a0, "101", at(sec))
+	}
+	s.SetSlurmJob(a1, "", at(50)) // no job: ignored
+	for _, tc := range []struct {
+		job      string
+		from, to float64
+		want     []Key
+	}{
+		{"100", 50, 60, []Key{a0, a1, b0}}, // across hosts, sorted
+		{"100", 115, 118, []Key{a0, a1, b0}},
+		{"100", 150, 160, nil},
+		{"101", 50, 60, []Key{a2}},
+		{"101", 250, 260, []Key{a0}},
+		{"101", 90, 250, []Key{a0, a2}},
+		{"102", 50, 60, nil},
+		{"", 50, 60, nil},
+	} {
+		assert.Equal(t, tc.want, s.SlurmJobGPUs(tc.job, at(tc.from), at(tc.to)), "job %q over [%v, %v]", tc.job, tc.from, tc.to)
+	}
+	assert.Equal(t, []Key{a2}, s.PodGPUs(Pod{Name: "100", Namespace: "100"}, at(50), at(60)), "pods and jobs are apart")
+
+	// Pods and jobs share a GPU's 64 holders, the one seen longest ago
+	// making room; a forgotten GPU leaves the index.
+	for i := range maxHolders {
+		s.SetPod(a2, Pod{Namespace: "batch", Name: fmt.Sprint(i)}, at(float64(301+i)))
+	}
+	assert.Empty(t, s.SlurmJobGPUs("101", at(50), at(60)))
+	assert.Equal(t, []*gpu{s.gpus[a0]}, s.byHolder[holder{kind: slurmJob, name: "101"}], "a2 left the index, a0 still holds 101")
+	s.forget(s.gpus[b0])
+	assert.Equal(t, []Key{a0, a1}, s.SlurmJobGPUs("100", at(50), at(60)))
 }
