@@ -15,6 +15,7 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -824,6 +825,8 @@ func TestCollectorConfigs(t *testing.T) {
 		"kubernetes/daemonset.yaml#2:config.yaml",
 		"kubernetes/gateway.yaml#0:config.yaml",
 		"kubernetes/helm-values.yaml#alternateConfig",
+		"tls/gateway.yaml",
+		"tls/agent.yaml",
 	} {
 		assert.Contains(t, configs, want, "collector config not found")
 	}
@@ -1139,7 +1142,7 @@ func TestDockerCompose(t *testing.T) {
 
 	col := compose.Services["otelcol"]
 	for _, p := range []string{"4317:4317", "4318:4318", "8889:8889"} {
-		assert.True(t, slices.ContainsFunc(col.Ports, func(s string) bool { return strings.HasPrefix(s, p) }), "otelcol publishes %s", p)
+		assert.True(t, slices.ContainsFunc(col.Ports, func(s string) bool { _, ports := composePortHost(s); return strings.HasPrefix(ports, p) }), "otelcol publishes %s", p)
 	}
 	assert.Equal(t, "all", col.Environment["NVIDIA_VISIBLE_DEVICES"])
 	assert.Equal(t, "utility", col.Environment["NVIDIA_DRIVER_CAPABILITIES"])
@@ -1219,4 +1222,295 @@ func TestSigNoz(t *testing.T) {
 	b, err := os.ReadFile("signoz/README.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "gpuviz.bottleneck = 'memory_bound'")
+}
+
+// --- exposure: published ports, Grafana, TLS ------------------------------------
+
+// composeVar is a docker-compose interpolation: ${VAR}, ${VAR:-default},
+// ${VAR-default}, ${VAR:?error}, ${VAR?error}.
+var composeVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(?:(:?[-?])([^}]*))?\}`)
+
+// composeDefault is s as docker compose reads it with no variable set: a
+// default in place of its variable, "" for a plain ${VAR}, and
+// "<required>" for ${VAR:?...}, which compose refuses to run without.
+func composeDefault(s string) string {
+	return composeVar.ReplaceAllStringFunc(s, func(m string) string {
+		sub := composeVar.FindStringSubmatch(m)
+		switch strings.TrimPrefix(sub[2], ":") {
+		case "-":
+			return sub[3]
+		case "?":
+			return "<required>"
+		}
+		return ""
+	})
+}
+
+// composePortHost splits a short-syntax port ("[HOST:]PUBLISHED:TARGET")
+// into the host address, as compose reads it without variables ("" when
+// none: every interface), and the ports.
+func composePortHost(p string) (host, ports string) {
+	p = composeDefault(p)
+	parts := strings.Split(p, ":")
+	if len(parts) < 3 {
+		return "", p
+	}
+	return strings.Trim(strings.Join(parts[:len(parts)-2], ":"), "[]"), strings.Join(parts[len(parts)-2:], ":")
+}
+
+func isLoopback(host string) bool {
+	return host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1"
+}
+
+// composeExposureProblems checks that, unless the user sets a variable, a
+// compose file publishes every port on loopback only (through
+// GPUVIZ_BIND_ADDRESS, so that the user can opt out), and that Grafana is
+// neither an anonymous Editor (or Admin) nor left with a default admin
+// password.
+func composeExposureProblems(services map[string]composeService) []string {
+	var problems []string
+	for _, name := range slices.Sorted(maps.Keys(services)) {
+		s := services[name]
+		for _, p := range s.Ports {
+			if host, _ := composePortHost(p); !isLoopback(host) {
+				problems = append(problems, fmt.Sprintf("service %s publishes %q on %q: bind it to ${GPUVIZ_BIND_ADDRESS:-127.0.0.1}", name, p, host))
+			} else if !strings.HasPrefix(p, "${GPUVIZ_BIND_ADDRESS:-127.0.0.1}:") {
+				problems = append(problems, fmt.Sprintf("service %s publishes %q: use ${GPUVIZ_BIND_ADDRESS:-127.0.0.1} so that users can opt out", name, p))
+			}
+		}
+		if !strings.HasPrefix(s.Image, "grafana/") {
+			continue
+		}
+		env := map[string]string{}
+		for k, v := range s.Environment {
+			env[k] = composeDefault(v)
+		}
+		if strings.EqualFold(env["GF_AUTH_ANONYMOUS_ENABLED"], "true") {
+			role := env["GF_AUTH_ANONYMOUS_ORG_ROLE"]
+			if role == "" {
+				role = "Viewer" // Grafana's default
+			}
+			if role != "Viewer" {
+				problems = append(problems, fmt.Sprintf("service %s: anonymous users are %s by default; Viewer at most", name, role))
+			}
+		}
+		if strings.EqualFold(env["GF_AUTH_ANONYMOUS_ORG_ROLE"], "Editor") || strings.EqualFold(env["GF_AUTH_ANONYMOUS_ORG_ROLE"], "Admin") {
+			problems = append(problems, fmt.Sprintf("service %s: an anonymous %s, even when opted in", name, env["GF_AUTH_ANONYMOUS_ORG_ROLE"]))
+		}
+		if strings.EqualFold(env["GF_AUTH_DISABLE_LOGIN_FORM"], "true") {
+			problems = append(problems, fmt.Sprintf("service %s: the login form is disabled", name))
+		}
+		if pw := env["GF_SECURITY_ADMIN_PASSWORD"]; pw != "<required>" && env["GF_SECURITY_ADMIN_PASSWORD__FILE"] == "" {
+			problems = append(problems, fmt.Sprintf("service %s: the admin password is %q by default: require it with ${GRAFANA_ADMIN_PASSWORD:?...} or read it from a file", name, pw))
+		}
+	}
+	return problems
+}
+
+func TestDockerComposeExposure(t *testing.T) {
+	var compose struct {
+		Services map[string]composeService `yaml:"services"`
+	}
+	readYAML(t, "docker-compose/docker-compose.yaml", &compose)
+	require.NotEmpty(t, compose.Services)
+	assert.Empty(t, composeExposureProblems(compose.Services))
+	b, err := os.ReadFile("docker-compose/README.md")
+	require.NoError(t, err)
+	for _, s := range []string{"GPUVIZ_BIND_ADDRESS=0.0.0.0", "GRAFANA_ADMIN_PASSWORD", "GRAFANA_ANONYMOUS=true"} {
+		assert.Contains(t, string(b), s, "the README says how to opt out")
+	}
+
+	// The negative case: what the compose file used to be, and opt-outs
+	// that are not opt-ins.
+	bad := map[string]composeService{
+		"otelcol": {Image: "gpuviz/otelcol-gpuviz:dev", Ports: []string{"4317:4317", "0.0.0.0:4318:4318", "${GPUVIZ_BIND_ADDRESS:-0.0.0.0}:8889:8889", "127.0.0.1:13133:13133"}},
+		"grafana": {Image: "grafana/grafana:12.1.0", Ports: []string{"${GPUVIZ_BIND_ADDRESS:-127.0.0.1}:3000:3000"}, Environment: map[string]string{
+			"GF_AUTH_ANONYMOUS_ENABLED":  "true",
+			"GF_AUTH_ANONYMOUS_ORG_ROLE": "Editor",
+			"GF_AUTH_DISABLE_LOGIN_FORM": "true",
+		}},
+		"grafana2": {Image: "grafana/grafana:12.1.0", Environment: map[string]string{
+			"GF_AUTH_ANONYMOUS_ENABLED":  "${GRAFANA_ANONYMOUS:-true}",
+			"GF_AUTH_ANONYMOUS_ORG_ROLE": "${GRAFANA_ROLE:-Admin}",
+			"GF_SECURITY_ADMIN_PASSWORD": "${GRAFANA_ADMIN_PASSWORD:-admin}",
+		}},
+	}
+	assert.Equal(t, []string{
+		`service grafana: anonymous users are Editor by default; Viewer at most`,
+		`service grafana: an anonymous Editor, even when opted in`,
+		`service grafana: the login form is disabled`,
+		`service grafana: the admin password is "" by default: require it with ${GRAFANA_ADMIN_PASSWORD:?...} or read it from a file`,
+		`service grafana2: anonymous users are Admin by default; Viewer at most`,
+		`service grafana2: an anonymous Admin, even when opted in`,
+		`service grafana2: the admin password is "admin" by default: require it with ${GRAFANA_ADMIN_PASSWORD:?...} or read it from a file`,
+		`service otelcol publishes "4317:4317" on "": bind it to ${GPUVIZ_BIND_ADDRESS:-127.0.0.1}`,
+		`service otelcol publishes "0.0.0.0:4318:4318" on "0.0.0.0": bind it to ${GPUVIZ_BIND_ADDRESS:-127.0.0.1}`,
+		`service otelcol publishes "${GPUVIZ_BIND_ADDRESS:-0.0.0.0}:8889:8889" on "0.0.0.0": bind it to ${GPUVIZ_BIND_ADDRESS:-127.0.0.1}`,
+		`service otelcol publishes "127.0.0.1:13133:13133": use ${GPUVIZ_BIND_ADDRESS:-127.0.0.1} so that users can opt out`,
+	}, composeExposureProblems(bad))
+}
+
+// collectorEnv is a collector config value as the collector reads it with
+// no environment variable set: ${env:VAR:-default} becomes its default,
+// ${env:VAR} "".
+var collectorEnv = regexp.MustCompile(`\$\{env:([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}`)
+
+func collectorDefault(v any) string {
+	s, _ := v.(string)
+	return collectorEnv.ReplaceAllString(s, "$2")
+}
+
+// endpointHost is the host an endpoint ("host:port", "http://host:port")
+// listens on or connects to, by default.
+func endpointHost(v any) string {
+	s := collectorDefault(v)
+	if _, rest, ok := strings.Cut(s, "://"); ok {
+		s = rest
+	}
+	if h, _, err := net.SplitHostPort(s); err == nil {
+		return h
+	}
+	return s
+}
+
+// tlsExposureProblems checks a collector config meant for a network: every
+// server socket binds to loopback unless it has TLS, and then OTLP
+// receivers also authenticate their clients (client certificates and a
+// token) and a Prometheus exporter wants client certificates; every OTLP
+// exporter verifies its server (no insecure, a CA) and authenticates.
+func tlsExposureProblems(cfg map[string]any) []string {
+	var problems []string
+	add := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	typeOf := func(id string) string { typ, _, _ := strings.Cut(id, "/"); return typ }
+	server := func(where string, c map[string]any, wantAuth bool) {
+		if c == nil {
+			add("%s: no endpoint: set one (the default may not be loopback)", where)
+			return
+		}
+		host := endpointHost(c["endpoint"])
+		if host == "" {
+			add("%s: no endpoint: set one (the default may not be loopback)", where)
+			return
+		}
+		if isLoopback(host) {
+			return
+		}
+		tls := asMap(c["tls"])
+		if tls["cert_file"] == nil || tls["key_file"] == nil {
+			add("%s listens on %s without TLS", where, host)
+			return
+		}
+		if tls["client_ca_file"] == nil {
+			add("%s listens on %s without client certificates", where, host)
+		}
+		if wantAuth && dig(c, "auth", "authenticator") == nil {
+			add("%s listens on %s without an authenticator", where, host)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["receivers"]))) {
+		if typeOf(id) != "otlp" {
+			continue
+		}
+		for _, proto := range []string{"grpc", "http"} {
+			if p, ok := asMap(dig(cfg, "receivers", id, "protocols"))[proto]; ok {
+				server(fmt.Sprintf("receiver %s %s", id, proto), asMap(p), true)
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["exporters"]))) {
+		e := asMap(asMap(cfg["exporters"])[id])
+		switch typeOf(id) {
+		case "prometheus":
+			server("exporter "+id, e, false)
+		case "otlp", "otlp_grpc", "otlphttp", "otlp_http":
+			tls := asMap(e["tls"])
+			if tls["insecure"] == true || tls["insecure_skip_verify"] == true || tls["ca_file"] == nil {
+				add("exporter %s does not verify its server against a CA", id)
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["extensions"]))) {
+		switch typeOf(id) {
+		case "health_check", "pprof", "zpages", "gpuviz_view":
+			server("extension "+id, asMap(asMap(cfg["extensions"])[id]), false)
+		}
+	}
+	readers, _ := dig(cfg, "service", "telemetry", "metrics", "readers").([]any)
+	if len(readers) == 0 {
+		add("service.telemetry.metrics: no readers: the default listens on localhost:8888, say so with host: 127.0.0.1")
+	}
+	for _, r := range readers {
+		if h := collectorDefault(dig(r, "pull", "exporter", "prometheus", "host")); !isLoopback(h) {
+			add("the collector's own metrics listen on %q", h)
+		}
+	}
+	return problems
+}
+
+// TestTLSExamples checks examples/tls: every socket on loopback unless it
+// has TLS and authentication; the agent's exporter to the gateway presents
+// a certificate and a token read from a file, none inline; and the
+// gateway takes the token the agent sends.
+func TestTLSExamples(t *testing.T) {
+	configs := collectorConfigs(t)
+	gw, agent := configs["tls/gateway.yaml"], configs["tls/agent.yaml"]
+	require.NotNil(t, gw)
+	require.NotNil(t, agent)
+	for name, cfg := range map[string]map[string]any{"gateway": gw, "agent": agent} {
+		assert.Empty(t, tlsExposureProblems(cfg), name)
+		for id, ext := range asMap(cfg["extensions"]) {
+			if strings.HasPrefix(id, "bearertokenauth") {
+				assert.NotNil(t, asMap(ext)["filename"], "%s %s: the token from a file", name, id)
+				assert.Nil(t, asMap(ext)["token"], "%s %s: no inline token", name, id)
+				assert.Nil(t, asMap(ext)["tokens"], "%s %s: no inline tokens", name, id)
+			}
+		}
+	}
+	for _, proto := range []string{"grpc", "http"} {
+		assert.Equal(t, "bearertokenauth/server", dig(gw, "receivers", "otlp", "protocols", proto, "auth", "authenticator"))
+		assert.NotEmpty(t, endpointHost(dig(gw, "receivers", "otlp", "protocols", proto, "endpoint")))
+		assert.True(t, isLoopback(endpointHost(dig(agent, "receivers", "otlp", "protocols", proto, "endpoint"))), "the agent's OTLP %s is for servers on its machine", proto)
+	}
+	exp := asMap(dig(agent, "exporters", "otlp/gateway"))
+	require.NotNil(t, exp, "the agent exports to the gateway")
+	assert.Equal(t, "bearertokenauth/client", dig(exp, "auth", "authenticator"))
+	assert.NotNil(t, dig(exp, "tls", "cert_file"), "the agent presents a client certificate")
+	assert.NotNil(t, dig(exp, "tls", "key_file"))
+	assert.Equal(t, "4317", strings.TrimPrefix(collectorDefault(exp["endpoint"]), "gpuviz-gateway.gpuviz.svc.cluster.local:"), "the gateway's OTLP/gRPC port")
+	for _, p := range []string{"metrics", "traces"} {
+		assert.Contains(t, asStrings(dig(agent, "service", "pipelines", p, "exporters")), "otlp/gateway", "the agent's %s go to the gateway", p)
+		assert.Contains(t, asStrings(dig(gw, "service", "pipelines", p, "processors")), "gpuviz", "the gateway joins %s", p)
+	}
+	b, err := os.ReadFile("tls/README.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "openssl", "the README says how to make the certificates")
+
+	// The negative case: the docker-compose collector, made for a
+	// container network, is not fit for one.
+	var compose map[string]any
+	readYAML(t, "docker-compose/collector.yaml", &compose)
+	assert.Equal(t, []string{
+		"receiver otlp grpc listens on 0.0.0.0 without TLS",
+		"receiver otlp http listens on 0.0.0.0 without TLS",
+		"exporter otlp/jaeger does not verify its server against a CA",
+		"exporter prometheus listens on 0.0.0.0 without TLS",
+		"extension health_check listens on 0.0.0.0 without TLS",
+		"service.telemetry.metrics: no readers: the default listens on localhost:8888, say so with host: 127.0.0.1",
+	}, tlsExposureProblems(compose))
+	half := map[string]any{
+		"receivers": map[string]any{"otlp": map[string]any{"protocols": map[string]any{
+			"grpc": map[string]any{"endpoint": "${env:ADDR:-0.0.0.0}:4317", "tls": map[string]any{"cert_file": "c", "key_file": "k"}},
+			"http": map[string]any{"endpoint": "${env:ADDR:-127.0.0.1}:4318"},
+		}}},
+		"exporters":  map[string]any{"otlp": map[string]any{"tls": map[string]any{"ca_file": "ca", "insecure_skip_verify": true}}},
+		"extensions": map[string]any{"pprof": map[string]any{}},
+		"service":    map[string]any{"telemetry": map[string]any{"metrics": map[string]any{"readers": []any{map[string]any{"pull": map[string]any{"exporter": map[string]any{"prometheus": map[string]any{"host": "0.0.0.0"}}}}}}}},
+	}
+	assert.Equal(t, []string{
+		"receiver otlp grpc listens on 0.0.0.0 without client certificates",
+		"receiver otlp grpc listens on 0.0.0.0 without an authenticator",
+		"exporter otlp does not verify its server against a CA",
+		"extension pprof: no endpoint: set one (the default may not be loopback)",
+		`the collector's own metrics listen on "0.0.0.0"`,
+	}, tlsExposureProblems(half))
 }
