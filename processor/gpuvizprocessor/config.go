@@ -102,6 +102,7 @@ type HistoryConfig struct {
 // Matching methods, tried in the configured order.
 const (
 	MatchPod       = "pod"       // the GPUs the kubelet allocated to the span's pod (k8s.pod.uid, or k8s.pod.name + k8s.namespace.name)
+	MatchSlurmJob  = "slurm"     // the GPUs the span's Slurm job (slurm.job.id) held, its own host's first
 	MatchAttribute = "attribute" // a span or resource attribute names the GPUs
 	MatchProcess   = "process"   // resource process.pid seen on GPUs by the receiver
 	MatchHost      = "host"      // every GPU of the span's host.name
@@ -196,7 +197,7 @@ func createDefaultConfig() *Config {
 		// raises max_gpus and, if memory is tight, lowers the points.
 		History: HistoryConfig{MaxGPUs: 1024, MaxPointsPerSignal: 2048, Retention: 10 * time.Minute, MaxSpan: 30 * time.Second},
 		Match: MatchConfig{
-			Order:                    []string{MatchPod, MatchAttribute, MatchProcess, MatchHost},
+			Order:                    []string{MatchPod, MatchSlurmJob, MatchAttribute, MatchProcess, MatchHost},
 			GPUIDAttributes:          m.GPUIDAttributes,
 			GPUIndexAttributes:       m.GPUIndexAttributes,
 			VisibleDevicesAttributes: m.VisibleDevicesAttributes,
@@ -288,14 +289,14 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("history: %w", err))
 	}
 	if len(cfg.Match.Order) == 0 {
-		errs = append(errs, errors.New("match.order: name at least one of pod, attribute, process, host"))
+		errs = append(errs, errors.New("match.order: name at least one of pod, slurm, attribute, process, host"))
 	}
 	seen := map[string]bool{}
 	for i, m := range cfg.Match.Order {
 		switch m {
-		case MatchPod, MatchAttribute, MatchProcess, MatchHost:
+		case MatchPod, MatchSlurmJob, MatchAttribute, MatchProcess, MatchHost:
 		default:
-			errs = append(errs, fmt.Errorf("match.order[%d]: %q is not a matching method: use pod, attribute, process or host", i, m))
+			errs = append(errs, fmt.Errorf("match.order[%d]: %q is not a matching method: use pod, slurm, attribute, process or host", i, m))
 		}
 		if seen[m] {
 			errs = append(errs, fmt.Errorf("match.order[%d]: %q is listed twice", i, m))

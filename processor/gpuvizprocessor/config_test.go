@@ -54,7 +54,7 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_pending":          "max_pending_spans: 0 must be at least 1",
 		"bad_history":          "history: max_gpus",
 		"bad_order":            `match.order[1]: "gpu" is not a matching method`,
-		"empty_order":          "match.order: name at least one of pod, attribute, process, host",
+		"empty_order":          "match.order: name at least one of pod, slurm, attribute, process, host",
 		"bad_threshold":        "bottleneck: memory_dram",
 		"bad_rule":             "name",
 		"bad_interval":         "metrics.interval: -1s must be positive",

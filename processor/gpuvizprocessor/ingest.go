@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpuviz/gpuviz/internal/view"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -108,9 +109,13 @@ var handlers = map[string]handler{
 			in.store.SetProcess(p.key, pid.Int(), p.ts)
 		}
 		in.store.SetPod(p.key, podOf(p.attrs), p.ts)
+		in.store.SetSlurmJob(p.key, stringAttr(p.attrs, inference.SlurmJobIDAttribute), p.ts)
 	},
 	"nvidia.gpu.k8s.allocation": func(in *ingest, b *ingestBatch, p point) {
 		in.store.SetPod(p.key, podOf(p.attrs), p.ts)
+	},
+	"nvidia.gpu.slurm.job": func(in *ingest, b *ingestBatch, p point) {
+		in.store.SetSlurmJob(p.key, stringAttr(p.attrs, inference.SlurmJobIDAttribute), p.ts)
 	},
 }
 
@@ -275,8 +280,9 @@ type ingestBatch struct {
 	// measured throttled shares once the whole batch is read.
 	throttleTimes []throttleTime
 	observed      []analysisPoint
-	// pods are the (GPU, pod, time) sightings of this batch's DCGM points
-	// already recorded: dcgm-exporter repeats them on every series.
+	// pods are the (GPU, pod or Slurm job, time) sightings of this batch's
+	// DCGM points already recorded: dcgm-exporter repeats them on every
+	// series.
 	pods map[podSighting]bool
 	// lastKey and lastState cache the previous point's GPU state: points
 	// come in runs of one GPU.
@@ -287,7 +293,25 @@ type ingestBatch struct {
 type podSighting struct {
 	key timeline.Key
 	pod timeline.Pod
+	job string // dcgm-exporter's hpc_job (--hpc-job-mapping-dir): a Slurm job
 	ts  time.Time
+}
+
+// sightOnce records a DCGM point's pod or job sighting unless the batch
+// already has.
+func (b *ingestBatch) sightOnce(ps podSighting) {
+	if b.pods[ps] {
+		return
+	}
+	if b.pods == nil {
+		b.pods = map[podSighting]bool{}
+	}
+	b.pods[ps] = true
+	if ps.job != "" {
+		b.in.store.SetSlurmJob(ps.key, ps.job, ps.ts)
+	} else {
+		b.in.store.SetPod(ps.key, ps.pod, ps.ts)
+	}
 }
 
 // state is in.state(k) through the batch's one-entry cache; the caller
@@ -486,14 +510,10 @@ func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, ho
 			}
 		}
 		if pod := dcgmPod(p); !pod.IsZero() {
-			ps := podSighting{p.key, pod, p.ts}
-			if !b.pods[ps] {
-				if b.pods == nil {
-					b.pods = map[podSighting]bool{}
-				}
-				b.pods[ps] = true
-				b.in.store.SetPod(p.key, pod, p.ts)
-			}
+			b.sightOnce(podSighting{key: p.key, pod: pod, ts: p.ts})
+		}
+		if job := stringAttr(attrs, "hpc_job"); job != "" {
+			b.sightOnce(podSighting{key: p.key, job: job, ts: p.ts})
 		}
 		if stringAttr(attrs, "GPU_I_ID") != "" {
 			continue // a MIG instance: the timeline is per GPU

@@ -22,6 +22,8 @@ func (m *matcher) match(req inference.Request) ([]timeline.Key, string) {
 		switch method {
 		case MatchPod:
 			keys = m.pod(req)
+		case MatchSlurmJob:
+			keys = m.slurmJob(req)
 		case MatchAttribute:
 			keys = m.attributes(req)
 		case MatchProcess:
@@ -53,9 +55,11 @@ func (m *matcher) attributes(req inference.Request) []timeline.Key {
 			}
 		}
 	}
-	if inPod(req) {
+	if inPod(req) || req.SlurmJobID != "" {
 		// A pod's GPU indexes count its own devices, not the host's; the
-		// pod method resolves them through its allocation.
+		// pod method resolves them through its allocation. A Slurm job's
+		// may count its own (Slurm's device cgroup renumbers them) or the
+		// host's: the slurm method resolves what it can tell apart.
 		return keys
 	}
 	for _, idx := range req.GPUIndexes {
@@ -69,15 +73,83 @@ func (m *matcher) attributes(req inference.Request) []timeline.Key {
 func inPod(req inference.Request) bool { return req.PodUID != "" || req.PodName != "" }
 
 // pod returns the GPUs allocated to the span's pod over the request's
-// window, narrowed by the span's GPU hints: UUIDs as they are, indexes into
-// the pod's own devices (CUDA numbers a container's GPUs from 0 in the
-// order of their host indexes). Hints that do not fit the allocation are
-// ignored: the allocation is what the kubelet says.
+// window, narrowed by the span's GPU hints: indexes into the pod's own
+// devices (CUDA numbers a container's GPUs from 0 in the order of their
+// host indexes).
 func (m *matcher) pod(req inference.Request) []timeline.Key {
 	if !inPod(req) {
 		return nil
 	}
 	all := m.store.PodGPUs(timeline.Pod{UID: req.PodUID, Namespace: req.PodNamespace, Name: req.PodName}, req.Start, req.End)
+	return narrow(all, req, func() func(int) (timeline.Key, bool) {
+		byIndex := m.byIndex(all)
+		if byIndex == nil {
+			return nil
+		}
+		return func(i int) (timeline.Key, bool) {
+			if i < len(byIndex) {
+				return byIndex[i], true
+			}
+			return timeline.Key{}, false
+		}
+	})
+}
+
+// slurmJob returns the GPUs the span's Slurm job held over the request's
+// window. Job ids are cluster-wide and a job can span nodes: when the span
+// says its host and the job held GPUs there, those (a multi-node job's
+// span ran on one node); else every GPU of the job. They are narrowed by
+// the span's GPU hints, on one host only: indexes count the job's own
+// devices with Slurm's device cgroup (ConstrainDevices) and the host's
+// without it, so an index is taken where both readings name the same GPU
+// of the job or only one names one of its GPUs, and ignored where they
+// name different ones.
+func (m *matcher) slurmJob(req inference.Request) []timeline.Key {
+	if req.SlurmJobID == "" {
+		return nil
+	}
+	all := m.store.SlurmJobGPUs(req.SlurmJobID, req.Start, req.End)
+	if req.Host != "" {
+		var own []timeline.Key
+		for _, k := range all {
+			if k.Host == req.Host {
+				own = append(own, k)
+			}
+		}
+		if len(own) > 0 {
+			all = own
+		}
+	}
+	return narrow(all, req, func() func(int) (timeline.Key, bool) {
+		if len(all) == 0 || all[0].Host != all[len(all)-1].Host { // sorted by host
+			return nil
+		}
+		relative := m.byIndex(all)
+		return func(i int) (timeline.Key, bool) {
+			rel, relOK := timeline.Key{}, relative != nil && i < len(relative)
+			if relOK {
+				rel = relative[i]
+			}
+			abs, absOK := m.store.ByIndex(all[0].Host, i)
+			absOK = absOK && slices.Contains(all, abs)
+			switch {
+			case relOK && absOK:
+				return rel, rel == abs
+			case relOK:
+				return rel, true
+			case absOK:
+				return abs, true
+			}
+			return timeline.Key{}, false
+		}
+	})
+}
+
+// narrow keeps the holder's GPUs (all) the span's GPU hints name: UUIDs as
+// they are, indexes as the resolver indexes() returns resolves them (nil:
+// not at all). Hints that fit none of them are ignored: the holder's GPUs
+// are what the cluster says.
+func narrow(all []timeline.Key, req inference.Request, indexes func() func(int) (timeline.Key, bool)) []timeline.Key {
 	if len(all) == 0 || len(req.GPUIDs) == 0 && len(req.GPUIndexes) == 0 {
 		return all
 	}
@@ -87,10 +159,12 @@ func (m *matcher) pod(req inference.Request) []timeline.Key {
 			keys = append(keys, k)
 		}
 	}
-	if byIndex := m.byIndex(all); byIndex != nil {
-		for _, idx := range req.GPUIndexes {
-			if idx < len(byIndex) && !slices.Contains(keys, byIndex[idx]) {
-				keys = append(keys, byIndex[idx])
+	if len(req.GPUIndexes) > 0 {
+		if index := indexes(); index != nil {
+			for _, i := range req.GPUIndexes {
+				if k, ok := index(i); ok && !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
 			}
 		}
 	}

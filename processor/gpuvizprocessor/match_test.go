@@ -11,6 +11,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // podMetrics is what the receiver reports of pods on a node: the kubelet's
@@ -124,4 +127,211 @@ func TestPodSpanIgnoresContainerLocalHints(t *testing.T) {
 	a := spanAttrs(t, p.spans, "llm_request")[0]
 	assert.Equal(t, "host", a["gpuviz.gpu.match"], "neither the PID nor the index is the host's")
 	assert.Equal(t, []any{"GPU-0", "GPU-1"}, a["gpuviz.gpu.ids"])
+}
+
+// slurmMetrics is what the receiver reports of Slurm jobs on a node: the
+// nvidia.gpu.slurm.job series, or (process) only the job on the GPU
+// processes' series, as from their environments.
+func slurmMetrics(host string, at time.Time, gpuJob map[string]string, process bool) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("host.name", host)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	var dps pmetric.NumberDataPointSlice
+	if process {
+		m.SetName("nvidia.gpu.process.memory.usage")
+		dps = m.SetEmptySum().DataPoints()
+	} else {
+		m.SetName("nvidia.gpu.slurm.job")
+		dps = m.SetEmptyGauge().DataPoints()
+	}
+	for id, job := range gpuJob {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(at))
+		dp.SetIntValue(1)
+		dp.Attributes().PutStr("hw.id", id)
+		dp.Attributes().PutStr("slurm.job.id", job)
+		dp.Attributes().PutStr("slurm.step.id", "0")
+		if process {
+			dp.Attributes().PutInt("process.pid", 4000)
+		}
+	}
+	return md
+}
+
+// The matching rules of the slurm method, on a store of two 8-GPU nodes:
+// job 100 holds GPUs 2 and 3 of both, 101 GPUs 0 and 1 of node-1, 102 its
+// GPUs 4 and 5, 104 GPUs 1 and 2 of node-2; pod uid-7 holds node-1's GPU 7.
+func TestSlurmJobMatchRules(t *testing.T) {
+	cfg := createDefaultConfig()
+	store := timeline.New(cfg.timeline())
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	gpu := func(host string, i int) timeline.Key {
+		return timeline.Key{Host: host, GPU: fmt.Sprintf("GPU-%s-%d", host, i)}
+	}
+	for _, host := range []string{"node-1", "node-2"} {
+		for i := range 8 {
+			k := gpu(host, i)
+			require.True(t, store.Add(k, timeline.Power, t0, 100))
+			require.True(t, store.Add(k, timeline.Power, t0.Add(time.Minute), 100))
+			store.SetIndex(k, i)
+		}
+	}
+	jobs := map[string][]timeline.Key{
+		"100": {gpu("node-1", 2), gpu("node-1", 3), gpu("node-2", 2), gpu("node-2", 3)},
+		"101": {gpu("node-1", 0), gpu("node-1", 1)},
+		"102": {gpu("node-1", 4), gpu("node-1", 5)},
+		"104": {gpu("node-2", 1), gpu("node-2", 2)},
+	}
+	for sec := 0; sec <= 60; sec += 10 {
+		at := t0.Add(time.Duration(sec) * time.Second)
+		for job, keys := range jobs {
+			for _, k := range keys {
+				store.SetSlurmJob(k, job, at)
+			}
+		}
+		store.SetPod(gpu("node-1", 7), timeline.Pod{UID: "uid-7"}, at)
+	}
+	m := &matcher{store: store, order: cfg.Match.Order}
+	type hints struct {
+		ids     []string
+		indexes []int
+	}
+	for _, tc := range []struct {
+		name, job, host string
+		hints           hints
+		pod             string
+		at              time.Duration // the request's start after t0, 10 s long
+		want            []timeline.Key
+		method          string
+	}{
+		{name: "the job's GPUs, not its neighbour's on the host", job: "101", host: "node-1",
+			want: jobs["101"], method: MatchSlurmJob},
+		{name: "a multi-node job's span: its own node's", job: "100", host: "node-2",
+			want: []timeline.Key{gpu("node-2", 2), gpu("node-2", 3)}, method: MatchSlurmJob},
+		{name: "no host.name: every node's", job: "100",
+			want: jobs["100"], method: MatchSlurmJob},
+		{name: "a host the job has no GPU on (a login node): every node's", job: "100", host: "login-1",
+			want: jobs["100"], method: MatchSlurmJob},
+		{name: "narrowed by UUID", job: "100", host: "node-1", hints: hints{ids: []string{gpu("node-1", 3).GPU}},
+			want: []timeline.Key{gpu("node-1", 3)}, method: MatchSlurmJob},
+		{name: "a UUID not the job's is ignored", job: "101", host: "node-1", hints: hints{ids: []string{gpu("node-1", 5).GPU}},
+			want: jobs["101"], method: MatchSlurmJob},
+		{name: "an index counting the job's devices (device cgroup)", job: "102", host: "node-1", hints: hints{indexes: []int{1}},
+			want: []timeline.Key{gpu("node-1", 5)}, method: MatchSlurmJob},
+		{name: "an index counting the host's devices", job: "102", host: "node-1", hints: hints{indexes: []int{5}},
+			want: []timeline.Key{gpu("node-1", 5)}, method: MatchSlurmJob},
+		{name: "both readings of an index agree", job: "101", host: "node-1", hints: hints{indexes: []int{1}},
+			want: []timeline.Key{gpu("node-1", 1)}, method: MatchSlurmJob},
+		{name: "readings that name different GPUs of the job: ignored", job: "104", host: "node-2", hints: hints{indexes: []int{1}},
+			want: jobs["104"], method: MatchSlurmJob},
+		{name: "no index narrowing across nodes", job: "100", hints: hints{indexes: []int{0}},
+			want: jobs["100"], method: MatchSlurmJob},
+		{name: "long after the job: the next method", job: "101", host: "node-1", at: 5 * time.Minute,
+			want: store.GPUs("node-1"), method: MatchHost},
+		{name: "an unknown job: the next method", job: "999", host: "node-1",
+			want: store.GPUs("node-1"), method: MatchHost},
+		{name: "an unknown job's indexes are not read as the host's", job: "999", host: "node-1", hints: hints{indexes: []int{3}},
+			want: store.GPUs("node-1"), method: MatchHost},
+		{name: "its UUIDs are", job: "999", host: "node-1", hints: hints{ids: []string{gpu("node-1", 3).GPU}},
+			want: []timeline.Key{gpu("node-1", 3)}, method: MatchAttribute},
+		{name: "the pod method first", job: "101", host: "node-1", pod: "uid-7",
+			want: []timeline.Key{gpu("node-1", 7)}, method: MatchPod},
+		{name: "no job: as before", host: "node-1", hints: hints{indexes: []int{3}},
+			want: []timeline.Key{gpu("node-1", 3)}, method: MatchAttribute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := t0.Add(20*time.Second + tc.at)
+			req := inference.Request{Start: start, End: start.Add(10 * time.Second), Host: tc.host, SlurmJobID: tc.job,
+				PodUID: tc.pod, GPUIDs: tc.hints.ids, GPUIndexes: tc.hints.indexes}
+			keys, method := m.match(req)
+			assert.Equal(t, tc.want, keys)
+			assert.Equal(t, tc.method, method)
+		})
+	}
+}
+
+// Two nodes, 4 GPUs each: job 500 spans both (GPUs 0 and 1 of each, from
+// nvidia.gpu.slurm.job), job 501 holds node-1's GPUs 2 and 3 (from its
+// processes' series). A span carrying slurm.job.id on its resource, as
+// OTEL_RESOURCE_ATTRIBUTES sets it in the job script, gets its job's GPUs
+// on its own node, or every node's without host.name, and only their
+// energy; gpuviz.gpu.match says slurm.
+func TestSlurmJobMatchGivesTheJobsGPUs(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxWait = 500 * time.Millisecond })
+	base := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	power := map[string]float64{}
+	jobGPUs := map[string]map[string]string{"node-1": {}, "node-2": {}}
+	procGPUs := map[string]string{}
+	for h, host := range []string{"node-1", "node-2"} {
+		for i := range 4 {
+			id := fmt.Sprintf("GPU-%d%d", h+1, i)
+			s := busy
+			s.powerW = 300 + 50*float64(4*h+i)
+			power[id] = s.powerW
+			require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics(host, id, int64(i), base, time.Second, repeat(s, 20))))
+			switch {
+			case i < 2:
+				jobGPUs[host][id] = "500"
+			case host == "node-1":
+				procGPUs[id] = "501"
+			}
+		}
+	}
+	for sec := 0; sec < 20; sec += 5 {
+		at := base.Add(time.Duration(sec) * time.Second)
+		for host, gpus := range jobGPUs {
+			require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), slurmMetrics(host, at, gpus, false)))
+		}
+		require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), slurmMetrics("node-1", at, procGPUs, true)))
+	}
+
+	td := ptrace.NewTraces()
+	span := func(trace byte, res map[string]any) {
+		rs := td.ResourceSpans().AppendEmpty()
+		require.NoError(t, rs.Resource().Attributes().FromRaw(res))
+		tmp := ptrace.NewTraces()
+		vllmSpan(tmp, trace, base.Add(5*time.Second), 0, 1, 4, 10).CopyTo(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	}
+	span(1, map[string]any{"slurm.job.id": "500", "host.name": "node-2"})
+	span(2, map[string]any{"slurm.job.id": "501", "host.name": "node-1", "process.pid": 4000})
+	span(3, map[string]any{"slurm.job.id": "500"})
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return len(spanAttrs(t, p.spans, "llm_request")) == 3 }, 5*time.Second, 10*time.Millisecond)
+
+	got := map[string]map[string]any{}
+	for _, a := range spanAttrs(t, p.spans, "llm_request") {
+		got[fmt.Sprint(a["gpuviz.gpu.ids"])] = a
+		assert.Equal(t, MatchSlurmJob, a["gpuviz.gpu.match"], a["gpuviz.gpu.ids"])
+	}
+	require.Contains(t, got, "[GPU-20 GPU-21]", "job 500's span on node-2: %v", got)
+	require.Contains(t, got, "[GPU-10 GPU-11 GPU-20 GPU-21]", "job 500's span without a host: %v", got)
+	job501 := got["[GPU-12 GPU-13]"]
+	require.NotNil(t, job501, "job 501's span: %v", got)
+	// Job 501's request ran 5 s alone on its GPUs: their energy, nobody
+	// else's.
+	assert.InDelta(t, 5*(power["GPU-12"]+power["GPU-13"]), job501["gpuviz.energy"], 1e-6)
+}
+
+// dcgm-exporter run with --hpc-job-mapping-dir labels each GPU's series
+// with its job (hpc_job, one series per job): the processor learns the
+// jobs from them as from the gpuviz receiver's series.
+func TestDCGMHPCJobs(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		in.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*30*time.Second),
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 0, v: 300, labels: map[string]string{"hpc_job": "4242"}},
+			dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", gpu: 0, v: 90, labels: map[string]string{"hpc_job": "4242"}},
+			// A GPU shared by two jobs: its series repeated per job.
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 250, labels: map[string]string{"hpc_job": "4243"}},
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 250, labels: map[string]string{"hpc_job": "4244"}},
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 2, v: 80},
+		))
+	}
+	from, to := t0.Add(10*time.Second), t0.Add(50*time.Second)
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.SlurmJobGPUs("4242", from, to))
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(1)}, in.store.SlurmJobGPUs("4243", from, to))
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(1)}, in.store.SlurmJobGPUs("4244", from, to))
+	assert.Empty(t, in.store.PodGPUs(timeline.Pod{Name: "4242"}, from, to), "a job is no pod")
 }
