@@ -387,6 +387,8 @@ func TestTLS(t *testing.T) {
 	gw := map[string]int{"grpc": ports[0], "http": ports[1], "prometheus": ports[2], "health": ports[3], "pprof": ports[4], "zpages": ports[5], "telemetry": ports[6]}
 	ag := map[string]int{"grpc": ports[7], "http": ports[8], "health": ports[9], "telemetry": ports[10]}
 
+	// GPUVIZ_TLS_WORK keeps the collectors' logs after the test, to read
+	// what a refused client leaves there.
 	group, err := procs.NewGroup(filepath.Join(env("GPUVIZ_TLS_WORK", work), "logs"))
 	require.NoError(t, err)
 	t.Cleanup(func() {
