@@ -882,9 +882,9 @@ func TestCollectorConfigsValidate(t *testing.T) {
 			require.NoError(t, os.WriteFile(p, b, 0o644))
 			cmd := exec.Command(bin, "validate", "--config", p)
 			cmd.Env = append(os.Environ(), "NODE_IP=127.0.0.1", "POD_IP=127.0.0.1", "MY_POD_IP=127.0.0.1", "NODE_NAME=gpu-node-1",
-				// examples/fleet
+				// examples/fleet and examples/kafka
 				"GPUVIZ_HOST_NAME=gpu-node-1", "GPUVIZ_GATEWAYS=[127.0.0.1:4317]", "GPUVIZ_LISTEN=127.0.0.1:4317",
-				"GPUVIZ_TRACES_ENDPOINT=127.0.0.1:4317", "GPUVIZ_METRICS_ENDPOINT=127.0.0.1:4317")
+				"GPUVIZ_TRACES_ENDPOINT=127.0.0.1:4317", "GPUVIZ_METRICS_ENDPOINT=127.0.0.1:4317", "GPUVIZ_KAFKA=[127.0.0.1:9092]")
 			out, err := cmd.CombinedOutput()
 			assert.NoError(t, err, "otelcol-gpuviz validate %s:\n%s", name, out)
 		})
