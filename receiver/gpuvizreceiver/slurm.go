@@ -177,8 +177,11 @@ func (s *gpuScraper) readEnvironJob(dir string) slurmJob {
 // slurmCgroupPattern matches the job and step in a Slurm cgroup path:
 // cgroup v1 /slurm/uid_1000/job_4242/step_0/task_0, cgroup v2
 // /system.slice/slurmstepd.scope/job_4242/step_0/user/task_0 (step_batch,
-// step_extern, step_interactive for the special steps).
-var slurmCgroupPattern = regexp.MustCompile(`/job_([0-9]{1,20})/step_([0-9a-z]{1,20})(?:/|$)`)
+// step_extern, step_interactive for the special steps, step_0+1 for a
+// heterogeneous step's component). Slurm 26.05's cgroup/v2 names the job's
+// directory by its SLUID instead, unless cgroup.conf sets
+// CgroupJobIdPaths=yes: then this finds nothing, rather than a wrong job.
+var slurmCgroupPattern = regexp.MustCompile(`/job_([0-9]{1,20})/step_([0-9A-Za-z+]{1,24})(?:/|$)`)
 
 // cgroupJob returns the Slurm job and step a /proc/<pid>/cgroup file names.
 func cgroupJob(cgroup []byte) slurmJob {

@@ -100,6 +100,8 @@ func TestCgroupJob(t *testing.T) {
 		"0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n":                   {id: "4242", step: "0"},
 		"4:memory:/slurm/uid_1000/job_77/step_batch/task_0\n3:cpu:/slurm/uid_1000/job_77\n": {id: "77", step: "batch"},
 		"0::/system.slice/node1_slurmstepd.scope/job_5/step_extern\n":                       {id: "5", step: "extern"},
+		"0::/system.slice/slurmstepd.scope/job_6/step_0+1/user/task_0\n":                    {id: "6", step: "0+1"},
+		"0::/system.slice/slurmstepd.scope/sEKNKTV3WPV500/step_0/user/task_0\n":             {}, // Slurm 26.05's SLUID: no job id
 		"0::/kubepods.slice/kubepods-burstable.slice/cri-containerd-3f4e.scope\n":           {},
 		"0::/user.slice/job_42/stepping\n":                                                  {},
 		"":                                                                                  {},
