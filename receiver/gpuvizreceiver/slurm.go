@@ -151,7 +151,24 @@ func (j *slurmJob) set(entry []byte) {
 	}
 	if *field == "" {
 		*field = string(value)
+		if field == &j.step {
+			j.step = stepName(j.step)
+		}
 	}
+}
+
+// stepName names Slurm's special steps as its cgroups and sacct do: their
+// SLURM_STEP_ID is a reserved 32-bit value, printed signed.
+func stepName(step string) string {
+	switch step {
+	case "-5", "4294967291": // SLURM_BATCH_SCRIPT
+		return "batch"
+	case "-4", "4294967292": // SLURM_EXTERN_CONT
+		return "extern"
+	case "-6", "4294967290": // SLURM_INTERACTIVE_STEP
+		return "interactive"
+	}
+	return step
 }
 
 // readEnvironJob reads the Slurm job of the process whose /proc directory is
