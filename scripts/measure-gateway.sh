@@ -9,13 +9,14 @@
 #   B  examples/bench/gateway.yaml: OTLP/gRPC -> gpuviz -> debug, with
 #      history.max_points_per_signal = POINTS and max_gpus = HOSTS x 8
 #
-# alternating A, B for PAIRS rounds per (hosts, points). Each run lasts
+# with SPANS vLLM spans per second per host (matched to all of the host's
+# GPUs), alternating A, B for PAIRS rounds per (hosts, points). Each run lasts
 # SECONDS, long enough for every series to reach POINTS points (the
 # receiver's driver samples come 6 a second: POINTS / 6 s), then reads the
 # collector's heap (otelcol_process_runtime_heap_alloc_bytes), RSS, peak
 # RSS (VmHWM), CPU and the points its receiver accepted.
 #
-# Environment (defaults): HOSTS ("64 128"), POINTS ("512"), PAIRS (2),
+# Environment (defaults): HOSTS ("64 128"), POINTS ("512"), SPANS (5), PAIRS (2),
 # SECONDS (120), INTERVAL (10s, the agents' collection_interval), BIN
 # (_build/otelcol-gpuviz), BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888).
 #
@@ -30,6 +31,7 @@ cd "$(dirname "$0")/.."
 hosts_list=${HOSTS:-64 128}
 points_list=${POINTS:-512}
 pairs=${PAIRS:-2}
+spans=${SPANS:-5}
 interval=${INTERVAL:-10s}
 bin=${BIN:-_build/otelcol-gpuviz}
 export BENCH_OTLP_PORT=${BENCH_OTLP_PORT:-4317}
@@ -49,7 +51,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "# scripts/measure-gateway.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "command: HOSTS=\"$hosts_list\" POINTS=\"$points_list\" PAIRS=$pairs SECONDS=$run_s INTERVAL=$interval scripts/measure-gateway.sh"
+echo "command: HOSTS=\"$hosts_list\" POINTS=\"$points_list\" SPANS=$spans PAIRS=$pairs SECONDS=$run_s INTERVAL=$interval scripts/measure-gateway.sh"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty tree)');" \
   "$(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
 go build -o "$work/fleetload" ./cmd/gpuviz-fleetload || die "go build ./cmd/gpuviz-fleetload"
@@ -75,7 +77,7 @@ run_one() { # variant hosts points round
   scrape || die "$variant: no telemetry on :$BENCH_TELEMETRY_PORT"
   local c0 t0
   c0=$(ticks "$cpid") t0=$(date +%s.%N)
-  "$work/fleetload" --hosts "$hosts" --interval "$interval" --duration "${run_s}s" \
+  "$work/fleetload" --hosts "$hosts" --interval "$interval" --duration "${run_s}s" --spans-per-host "$spans" \
     --endpoint "127.0.0.1:$BENCH_OTLP_PORT" > "$work/load.out" 2>&1 &
   lpid=$!
   local rc=0

@@ -2,8 +2,9 @@
 // runs the gpuviz receiver in-process on one simulated server and sends
 // every batch it emits once per simulated host, with that host's name, over
 // OTLP/gRPC — what N node agents routing to one gateway replica send it —
-// so that a gateway's memory and CPU per host can be measured without N
-// processes (scripts/measure-gateway.sh).
+// and, with --spans-per-host, each host's vLLM llm_request spans
+// (internal/otlpsend) — so that a gateway's memory and CPU per host can be
+// measured without N processes (scripts/measure-gateway.sh).
 //
 //	gpuviz-fleetload --hosts 128 --endpoint 127.0.0.1:4317 --duration 2m
 package main
@@ -29,6 +30,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpuviz/gpuviz/internal/otlpsend"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
 
@@ -39,6 +41,7 @@ type options struct {
 	interval time.Duration
 	duration time.Duration
 	prefix   string
+	spans    float64 // per host per second
 }
 
 func parse(args []string, stderr io.Writer) (options, error) {
@@ -51,11 +54,12 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.interval, "interval", 10*time.Second, "the receiver's collection_interval (the agents')")
 	fs.DurationVar(&o.duration, "duration", time.Minute, "how long to send")
 	fs.StringVar(&o.prefix, "prefix", "gpu-node-", "host names are the prefix and a number")
+	fs.Float64Var(&o.spans, "spans-per-host", 0, "vLLM spans per second per host, with no GPU hint (matched to all of the host's GPUs)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.hosts < 1 || o.gpus < 1 || o.interval <= 0 || o.duration <= 0 {
-		return o, errors.New("--hosts, --gpus, --interval and --duration must be positive")
+	if o.hosts < 1 || o.gpus < 1 || o.interval <= 0 || o.duration <= 0 || o.spans < 0 {
+		return o, errors.New("--hosts, --gpus, --interval and --duration must be positive, --spans-per-host not negative")
 	}
 	return o, nil
 }
@@ -119,6 +123,12 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		return err
 	}
 	start := time.Now()
+	spans := make(chan spanResult, 1)
+	if o.spans > 0 {
+		go func() { spans <- sendSpans(ctx, o, f.hosts) }()
+	} else {
+		spans <- spanResult{}
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(o.duration):
@@ -126,13 +136,41 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err := rcv.Shutdown(context.Background()); err != nil {
 		return err
 	}
+	sr := <-spans
 	el := time.Since(start).Seconds()
-	fmt.Fprintf(stdout, "%d hosts x %d GPUs for %.0f s: %d points sent (%.0f/s), %d exports failed\n",
-		o.hosts, o.gpus, el, f.points.Load(), float64(f.points.Load())/el, f.failures.Load())
-	if f.failures.Load() > 0 {
+	fmt.Fprintf(stdout, "%d hosts x %d GPUs for %.0f s: %d points sent (%.0f/s), %d exports failed; %d spans accepted of %d offered\n",
+		o.hosts, o.gpus, el, f.points.Load(), float64(f.points.Load())/el, f.failures.Load(), sr.res.Accepted, sr.res.Offered)
+	switch {
+	case sr.err != nil:
+		return sr.err
+	case f.failures.Load() > 0:
 		return fmt.Errorf("%d exports failed", f.failures.Load())
+	case sr.res.Accepted < sr.res.Offered:
+		return fmt.Errorf("%d spans not accepted", sr.res.Offered-sr.res.Accepted)
 	}
 	return nil
+}
+
+type spanResult struct {
+	res otlpsend.Result
+	err error
+}
+
+// sendSpans offers every host's spans, 10 to a request, round robin.
+func sendSpans(ctx context.Context, o options, hosts []string) spanResult {
+	var payloads []*otlpsend.Payload
+	for i, h := range hosts {
+		p, err := otlpsend.VLLM(h, 1, 10, o.spans, uint64(i))
+		if err != nil {
+			return spanResult{err: err}
+		}
+		payloads = append(payloads, p...)
+	}
+	res, err := otlpsend.Run(ctx, otlpsend.Config{
+		Endpoint: o.endpoint, Rate: o.spans * float64(len(hosts)), Duration: o.duration,
+		MaxInFlight: 64, Timeout: 10 * time.Second,
+	}, payloads)
+	return spanResult{res, err}
 }
 
 type componentHost struct{}
