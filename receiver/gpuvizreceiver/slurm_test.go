@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -437,4 +438,54 @@ func TestEnvironDeniedLoggedOnce(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, logs.FilterMessageSnippet("cannot read GPU processes' environments").Len())
+}
+
+// examples/slurm's Prolog and Epilog keep a directory this receiver reads
+// as they meant: two jobs, one sharing a GPU with the other; each ends.
+func TestExamplePrologEpilog(t *testing.T) {
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Skip("no sh")
+	}
+	dir := filepath.Join(t.TempDir(), "slurm-jobs")
+	run := func(script, job, gpus string) {
+		t.Helper()
+		cmd := exec.Command(sh, filepath.Join("..", "..", "examples", "slurm", script))
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GPUVIZ_SLURM_JOB_DIR=" + dir, "SLURM_JOB_ID=" + job, "SLURM_JOB_GPUS=" + gpus}
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s %s: %s", script, job, out)
+		assert.Empty(t, string(out), script)
+	}
+	gpus := map[int]bool{0: true, 1: true, 2: true, 3: true}
+	read := func() jobMapping {
+		t.Helper()
+		m, err := readMappingDir(dir, gpus)
+		require.NoError(t, err)
+		return m
+	}
+	run("prolog.sh", "4242", "0,2")
+	run("prolog.sh", "4243", "2")
+	run("prolog.sh", "4243", "2") // a Prolog run twice adds nothing
+	assert.Equal(t, jobMapping{0: {gpu: []string{"4242"}}, 2: {gpu: []string{"4242", "4243"}}}, read())
+	run("epilog.sh", "4242", "0,2")
+	assert.Equal(t, jobMapping{2: {gpu: []string{"4243"}}}, read())
+	run("epilog.sh", "4243", "")
+	assert.Equal(t, jobMapping{}, read())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		assert.Equal(t, ".lock", e.Name(), "files of ended jobs are removed")
+	}
+
+	// Whatever goes wrong, they exit 0 (a failing Prolog drains the node).
+	run("prolog.sh", "", "0")
+	run("prolog.sh", "4244", "")
+	run("prolog.sh", "x; reboot", "0")
+	run("prolog.sh", "4244", "0,../../etc,1")
+	assert.Equal(t, jobMapping{0: {gpu: []string{"4244"}}, 1: {gpu: []string{"4244"}}}, read())
+	file := filepath.Join(t.TempDir(), "file")
+	writeFile(t, file, "")
+	dir = filepath.Join(file, "jobs") // cannot be made
+	run("prolog.sh", "4245", "0")
+	run("epilog.sh", "4245", "0")
 }
