@@ -281,6 +281,58 @@ func (f *fleetSender) snapshot() map[pcommon.SpanID]sentSpan {
 	return out
 }
 
+// waitForHosts waits until every host's GPU metrics have reached a
+// replica's destination, and two more samples (each GPU's spacing) after.
+func (s *fleetSink) waitForHosts(t *testing.T, within time.Duration) {
+	t.Helper()
+	began := time.Now()
+	require.Eventually(t, func() bool {
+		for _, h := range fleetHosts {
+			if len(s.metricsReplicas(h.name, began)) == 0 {
+				return false
+			}
+		}
+		return true
+	}, within, 100*time.Millisecond, "every host's GPU metrics reach a gateway")
+	time.Sleep(2 * time.Second)
+}
+
+// checkJoin checks the sent spans include picks: each arrived exactly
+// once, named its host, and was joined at its host's one replica from its
+// host's GPUs only. It returns each host's replica, and how many spans
+// were checked and enriched.
+func checkJoin(t *testing.T, sent map[pcommon.SpanID]sentSpan, got map[pcommon.SpanID][]fleetSpan, include func(sentSpan) bool) (owner map[string]int, total, enriched int) {
+	t.Helper()
+	owner = map[string]int{}
+	for id, s := range sent {
+		if !include(s) {
+			continue
+		}
+		rs := got[id]
+		if !assert.Len(t, rs, 1, "span %s arrives exactly once", id) {
+			continue
+		}
+		r := rs[0]
+		host := fleetHosts[s.host].name
+		assert.Equal(t, host, r.host, "the agent stamped its host.name on the span")
+		if o, ok := owner[host]; ok {
+			assert.Equal(t, o, r.replica, "all of %s's spans are joined at one replica", host)
+		}
+		owner[host] = r.replica
+		total++
+		if len(r.gpus) == 0 {
+			continue
+		}
+		enriched++
+		assert.Equal(t, "host", r.match)
+		for _, g := range r.gpus {
+			assert.True(t, strings.HasPrefix(g, fmt.Sprintf("GPU-simulated-h200-%d-", fleetHosts[s.host].seed)),
+				"%s's span enriched from %s, a GPU of another host", host, g)
+		}
+	}
+	return owner, total, enriched
+}
+
 // fleetGateway is one gateway replica process and how to reach it.
 type fleetGateway struct {
 	proc             *procs.Proc
@@ -302,27 +354,11 @@ type fleetGateway struct {
 //
 //	go test -tags e2e -count=1 -run TestFleet -v ./e2e/
 func TestFleet(t *testing.T) {
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	bin := env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz"))
-	_, err = os.Stat(bin)
-	require.NoError(t, err, "build the collector first: make build")
-	work := t.TempDir()
-	group, err := procs.NewGroup(work)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		group.Stop()
-		if t.Failed() {
-			for _, p := range group.Procs() {
-				if b, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("%s log:\n%s", p.Name, tail(b, 4000))
-				}
-			}
-		}
-	})
+	root, bin := builtCollector(t)
+	group, work := collectorGroup(t)
 
 	sink, dests := serveFleetSink(t, 2)
-	ports, err := procs.FreePorts(12)
+	ports, err := procs.FreePorts(6)
 	require.NoError(t, err)
 	gateways := make([]*fleetGateway, 2)
 	var endpoints []string
@@ -347,29 +383,14 @@ func TestFleet(t *testing.T) {
 	start(0, "gateway-0")
 	start(1, "gateway-1")
 
-	var agentOTLP []string
-	for i, h := range fleetHosts {
-		grpcPort, httpPort, health := ports[6+3*i], ports[7+3*i], ports[8+3*i]
-		override := filepath.Join(work, fmt.Sprintf("agent-%d.yaml", i))
-		require.NoError(t, os.WriteFile(override, fmt.Appendf(nil, fleetAgentOverride, h.seed, grpcPort, httpPort, fleetDownFor, health), 0o644))
-		p, err := group.SpawnEnv("agent-"+h.name, []string{
-			"GPUVIZ_HOST_NAME=" + h.name, "GPUVIZ_GATEWAYS=[" + strings.Join(endpoints, ", ") + "]",
-		}, bin, "--config", filepath.Join(root, "examples/fleet/agent.yaml"), "--config", override)
-		require.NoError(t, err)
-		addr := fmt.Sprintf("127.0.0.1:%d", grpcPort)
-		require.NoError(t, procs.WaitReady(context.Background(), p, procs.TCPReady(addr)))
-		agentOTLP = append(agentOTLP, addr)
-	}
-	began := time.Now()
-	require.Eventually(t, func() bool {
-		for _, h := range fleetHosts {
-			if len(sink.metricsReplicas(h.name, began)) == 0 {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 100*time.Millisecond, "both hosts' GPU metrics reach a gateway")
-	time.Sleep(2 * time.Second) // two samples, so each GPU's spacing is known
+	agentOTLP := spawnAgents(t, group, root, bin, "examples/fleet/agent.yaml",
+		func(i, grpc, http, health int) string {
+			return fmt.Sprintf(fleetAgentOverride, fleetHosts[i].seed, grpc, http, fleetDownFor, health)
+		},
+		func(host string) []string {
+			return []string{"GPUVIZ_HOST_NAME=" + host, "GPUVIZ_GATEWAYS=[" + strings.Join(endpoints, ", ") + "]"}
+		})
+	sink.waitForHosts(t, 30*time.Second)
 
 	sender := &fleetSender{sent: map[pcommon.SpanID]sentSpan{}}
 	ctx, stopSending := context.WithCancel(context.Background())
@@ -382,32 +403,8 @@ func TestFleet(t *testing.T) {
 	time.Sleep(15 * time.Second)
 	steadyEnd := time.Now()
 	time.Sleep(fleetMaxHold)
-	owner := map[string]int{}
 	got := sink.snapshot()
-	enriched, total := 0, 0
-	for id, s := range sender.snapshot() {
-		if !s.at.Before(steadyEnd) {
-			continue
-		}
-		rs := got[id]
-		require.Len(t, rs, 1, "span %s arrives exactly once", id)
-		r := rs[0]
-		host := fleetHosts[s.host].name
-		assert.Equal(t, host, r.host, "the agent stamped its host.name on the span")
-		if o, ok := owner[host]; ok {
-			assert.Equal(t, o, r.replica, "all of %s's spans go to one replica", host)
-		}
-		owner[host] = r.replica
-		total++
-		if len(r.gpus) > 0 {
-			enriched++
-			assert.Equal(t, "host", r.match)
-			for _, id := range r.gpus {
-				assert.True(t, strings.HasPrefix(id, fmt.Sprintf("GPU-simulated-h200-%d-", fleetHosts[s.host].seed)),
-					"%s's span enriched from %s, a GPU of another host", host, id)
-			}
-		}
-	}
+	owner, total, enriched := checkJoin(t, sender.snapshot(), got, func(s sentSpan) bool { return s.at.Before(steadyEnd) })
 	require.Positive(t, total)
 	t.Logf("steady: %d spans, %d enriched; owners %v", total, enriched, owner)
 	assert.GreaterOrEqual(t, float64(enriched), 0.95*float64(total), "spans enriched from their host's GPUs")

@@ -48,34 +48,15 @@ service:
 //
 //	go test -tags e2e -count=1 -run TestKafka -v ./e2e/
 func TestKafka(t *testing.T) {
-	root, err := filepath.Abs("..")
+	root, bin := builtCollector(t)
+	group, work := collectorGroup(t)
+	ports, err := procs.FreePorts(7)
 	require.NoError(t, err)
-	bin := env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz"))
-	_, err = os.Stat(bin)
-	require.NoError(t, err, "build the collector first: make build")
-	work := t.TempDir()
-
-	ports, err := procs.FreePorts(13)
-	require.NoError(t, err)
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(ports[12]),
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(ports[6]),
 		kfake.SeedTopics(4, "otlp_spans", "otlp_metrics"))
 	require.NoError(t, err)
 	defer cluster.Close()
 	brokers := "[" + strings.Join(cluster.ListenAddrs(), ", ") + "]"
-
-	group, err := procs.NewGroup(work)
-	require.NoError(t, err)
-	t.Cleanup(func() {
-		group.Stop()
-		if t.Failed() {
-			for _, p := range group.Procs() {
-				if b, err := os.ReadFile(p.Log); err == nil {
-					t.Logf("%s log:\n%s", p.Name, tail(b, 4000))
-					t.Logf("%s warnings:\n%s", p.Name, warnings(b))
-				}
-			}
-		}
-	})
 
 	sink, dests := serveFleetSink(t, 2)
 	var listen []string
@@ -96,28 +77,12 @@ func TestKafka(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, procs.WaitReady(context.Background(), p, procs.TCPReady(listen[i])))
 	}
-	var agentOTLP []string
-	for i, h := range fleetHosts {
-		grpcPort, httpPort, health := ports[6+3*i], ports[7+3*i], ports[8+3*i]
-		override := filepath.Join(work, fmt.Sprintf("agent-%d.yaml", i))
-		require.NoError(t, os.WriteFile(override, fmt.Appendf(nil, kafkaAgentOverride, h.seed, grpcPort, httpPort, health), 0o644))
-		p, err := group.SpawnEnv("agent-"+h.name, []string{"GPUVIZ_HOST_NAME=" + h.name, "GPUVIZ_KAFKA=" + brokers},
-			bin, "--config", filepath.Join(root, "examples/kafka/agent.yaml"), "--config", override)
-		require.NoError(t, err)
-		addr := fmt.Sprintf("127.0.0.1:%d", grpcPort)
-		require.NoError(t, procs.WaitReady(context.Background(), p, procs.TCPReady(addr)))
-		agentOTLP = append(agentOTLP, addr)
-	}
-	began := time.Now()
-	require.Eventually(t, func() bool {
-		for _, h := range fleetHosts {
-			if len(sink.metricsReplicas(h.name, began)) == 0 {
-				return false
-			}
-		}
-		return true
-	}, 60*time.Second, 100*time.Millisecond, "both hosts' GPU metrics come through Kafka to a gateway")
-	time.Sleep(2 * time.Second)
+	agentOTLP := spawnAgents(t, group, root, bin, "examples/kafka/agent.yaml",
+		func(i, grpc, http, health int) string {
+			return fmt.Sprintf(kafkaAgentOverride, fleetHosts[i].seed, grpc, http, health)
+		},
+		func(host string) []string { return []string{"GPUVIZ_HOST_NAME=" + host, "GPUVIZ_KAFKA=" + brokers} })
+	sink.waitForHosts(t, 60*time.Second)
 
 	sender := &fleetSender{sent: map[pcommon.SpanID]sentSpan{}}
 	ctx, stopSending := context.WithCancel(context.Background())
@@ -138,30 +103,7 @@ func TestKafka(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 100*time.Millisecond, "every span comes through Kafka")
-	got := sink.snapshot()
-	owner := map[string]int{}
-	enriched, duplicates := 0, 0
-	for id, s := range sent {
-		rs := got[id]
-		if len(rs) > 1 {
-			duplicates++
-		}
-		r := rs[0]
-		host := fleetHosts[s.host].name
-		assert.Equal(t, host, r.host)
-		if o, ok := owner[host]; ok {
-			assert.Equal(t, o, r.replica, "all of %s's spans are joined at one replica", host)
-		}
-		owner[host] = r.replica
-		if len(r.gpus) > 0 {
-			enriched++
-			for _, g := range r.gpus {
-				assert.True(t, strings.HasPrefix(g, fmt.Sprintf("GPU-simulated-h200-%d-", fleetHosts[s.host].seed)),
-					"%s's span enriched from %s, a GPU of another host", host, g)
-			}
-		}
-	}
-	assert.Zero(t, duplicates, "no span arrives twice")
+	owner, _, enriched := checkJoin(t, sent, sink.snapshot(), func(sentSpan) bool { return true })
 	assert.GreaterOrEqual(t, float64(enriched), 0.95*float64(len(sent)), "spans enriched through Kafka")
 	for host, r := range owner {
 		assert.Equal(t, []int{r}, sink.metricsReplicas(host, sentUntil.Add(-3*time.Second)),
@@ -175,18 +117,4 @@ func TestKafka(t *testing.T) {
 	}
 	t.Logf("kafka: %d spans, %d enriched, owners %v; %.0f resources forwarded between replicas", len(sent), enriched, owner, forwarded)
 	assert.Positive(t, forwarded, "the replicas route what they consume to the host's owner")
-}
-
-// warnings returns a log's first warnings and errors.
-func warnings(log []byte) string {
-	var out []string
-	for _, line := range strings.Split(string(log), "\n") {
-		if (strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t")) && !strings.Contains(line, "kubelet.sock") {
-			out = append(out, line[:min(len(line), 600)])
-		}
-		if len(out) == 10 {
-			break
-		}
-	}
-	return strings.Join(out, "\n")
 }

@@ -18,7 +18,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -324,17 +323,14 @@ func tlsSecretVolume(t *testing.T, dir, file, content string) {
 }
 
 // tlsSpawn starts the collector with config and the environment env (on
-// top of the test's), through env(1) so that each collector has its own.
+// top of the test's).
 func tlsSpawn(t *testing.T, g *procs.Group, name, bin, config string, env map[string]string, args ...string) *procs.Proc {
 	t.Helper()
-	envBin, err := exec.LookPath("env")
-	require.NoError(t, err)
-	var argv []string
+	var environ []string
 	for k, v := range env {
-		argv = append(argv, k+"="+v)
+		environ = append(environ, k+"="+v)
 	}
-	argv = append(argv, bin, "--config", config)
-	p, err := g.Spawn(name, envBin, append(argv, args...)...)
+	p, err := g.SpawnEnv(name, environ, bin, append([]string{"--config", config}, args...)...)
 	require.NoError(t, err)
 	return p
 }
@@ -354,12 +350,7 @@ func tlsSpawn(t *testing.T, g *procs.Group, name, bin, config string, env map[st
 //
 //	go test -tags e2e -count=1 -run TestTLS -v ./e2e/
 func TestTLS(t *testing.T) {
-	root, err := filepath.Abs("..")
-	require.NoError(t, err)
-	bin := env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz"))
-	_, err = os.Stat(bin)
-	require.NoError(t, err, "build the collector first: make build")
-
+	root, bin := builtCollector(t)
 	work := t.TempDir()
 	pki := tlsMakePKI(t, work)
 	const agentToken, agentHost = "agent-token-3f9c2a", "gpuviz-tls-agent"
