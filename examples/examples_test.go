@@ -827,6 +827,13 @@ func TestCollectorConfigs(t *testing.T) {
 		"kubernetes/helm-values.yaml#alternateConfig",
 		"tls/gateway.yaml",
 		"tls/agent.yaml",
+		"fleet/agent.yaml",
+		"fleet/gateway.yaml",
+		"kafka/agent.yaml",
+		"kafka/gateway.yaml",
+		"kubernetes/gateway-join/agent-config.yaml#0:config.yaml",
+		"kubernetes/gateway-join/gateway-config.yaml#0:config.yaml",
+		"slurm/config.yaml",
 	} {
 		assert.Contains(t, configs, want, "collector config not found")
 	}
@@ -898,6 +905,30 @@ func dig(v any, keys ...string) any {
 		v = asMap(v)[k]
 	}
 	return v
+}
+
+// TestKustomizeOverlay checks examples/kubernetes/gateway-join: every file
+// it names exists, and each patch names an object of its bases.
+func TestKustomizeOverlay(t *testing.T) {
+	const dir = "kubernetes/gateway-join"
+	k := readYAMLDocs(t, filepath.Join(dir, "kustomization.yaml"))
+	require.Len(t, k, 1)
+	objects := map[string]bool{}
+	for _, r := range asStrings(k[0]["resources"]) {
+		for _, d := range readYAMLDocs(t, filepath.Join(dir, r)) {
+			objects[fmt.Sprint(d["kind"], "/", dig(d, "metadata", "name"))] = true
+		}
+	}
+	patches, _ := k[0]["patches"].([]any)
+	require.NotEmpty(t, patches)
+	for _, p := range patches {
+		path, _ := asMap(p)["path"].(string)
+		for _, d := range readYAMLDocs(t, filepath.Join(dir, path)) {
+			key := fmt.Sprint(d["kind"], "/", dig(d, "metadata", "name"))
+			assert.True(t, objects[key], "%s patches %s, which no resource of the overlay defines", path, key)
+		}
+	}
+	assert.True(t, objects["Service/gpuviz-gateway-headless"], "the agents' DNS resolver needs the headless Service")
 }
 
 func TestKubernetesManifests(t *testing.T) {
