@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
+	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -232,6 +233,33 @@ func TestAFailedReplicasHostsMoveToTheOthersAndReturn(t *testing.T) {
 		assert.Equal(t, 1, mp1[h], "%s: metrics at replica 1 while replica 0 is down", h)
 	}
 	assert.Positive(t, counted(t, e.tel, "otelcol_exporter_hostrouting_failovers"))
+}
+
+func TestTheRouterIsSharedByTheSignalsAndForgottenAfterThem(t *testing.T) {
+	cfg := testConfig(newSinks(t, 1))
+	routers.Lock()
+	before := len(routers.m)
+	routers.Unlock()
+	f := NewFactory()
+	set := exportertest.NewNopSettings(f.Type())
+	te, err := f.CreateTraces(context.Background(), set, cfg)
+	require.NoError(t, err)
+	me, err := f.CreateMetrics(context.Background(), set, cfg)
+	require.NoError(t, err)
+	routers.Lock()
+	require.Len(t, routers.m, before+1, "one router for the configuration")
+	routers.Unlock()
+	host := componenttest.NewNopHost()
+	require.NoError(t, te.Start(context.Background(), host))
+	require.NoError(t, me.Start(context.Background(), host))
+	require.NoError(t, te.Shutdown(context.Background()))
+	routers.Lock()
+	assert.Len(t, routers.m, before+1, "kept while the metrics exporter runs")
+	routers.Unlock()
+	require.NoError(t, me.Shutdown(context.Background()))
+	routers.Lock()
+	assert.Len(t, routers.m, before, "forgotten with its last user")
+	routers.Unlock()
 }
 
 func TestEveryReplicaDownReturnsWhatFailedForRetry(t *testing.T) {

@@ -61,6 +61,11 @@ func routerFor(cfg *Config, set exporter.Settings) (*router, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt.forget = func() {
+		routers.Lock()
+		defer routers.Unlock()
+		delete(routers.m, cfg)
+	}
 	routers.m[cfg] = rt
 	return rt, nil
 }

@@ -48,6 +48,8 @@ type router struct {
 
 	mu    sync.Mutex // guards users and resolver start/stop
 	users int
+	// forget drops the router from the factory's map with its last user.
+	forget func()
 }
 
 func newRouter(cfg *Config, set component.TelemetrySettings) (*router, error) {
@@ -91,6 +93,9 @@ func (rt *router) shutdown() {
 	if rt.users == 0 {
 		rt.resolver.shutdown()
 		rt.tel.Shutdown()
+		if rt.forget != nil {
+			rt.forget()
+		}
 	}
 }
 
