@@ -18,7 +18,9 @@
 #
 # Environment (defaults): HOSTS ("64 128"), POINTS ("512"), SPANS (5), PAIRS (2),
 # SECONDS (120), INTERVAL (10s, the agents' collection_interval), BIN
-# (_build/otelcol-gpuviz), BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888).
+# (_build/otelcol-gpuviz), BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888);
+# GOMEMLIMIT, when set, applies to both. Extra arguments go to B's runs, e.g.
+# --set=processors::gpuviz::attribution::horizon=2m.
 #
 #   make build && scripts/measure-gateway.sh
 set -euo pipefail
@@ -27,6 +29,7 @@ run_s=${MEASURE_SECONDS:-${run_s:-120}}
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
+extra=("$@")
 
 hosts_list=${HOSTS:-64 128}
 points_list=${POINTS:-512}
@@ -51,7 +54,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "# scripts/measure-gateway.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "command: HOSTS=\"$hosts_list\" POINTS=\"$points_list\" SPANS=$spans PAIRS=$pairs SECONDS=$run_s INTERVAL=$interval scripts/measure-gateway.sh"
+echo "command: ${GOMEMLIMIT:+GOMEMLIMIT=$GOMEMLIMIT }HOSTS=\"$hosts_list\" POINTS=\"$points_list\" SPANS=$spans PAIRS=$pairs SECONDS=$run_s INTERVAL=$interval scripts/measure-gateway.sh${*:+ $*}"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty tree)');" \
   "$(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
 go build -o "$work/fleetload" ./cmd/gpuviz-fleetload || die "go build ./cmd/gpuviz-fleetload"
@@ -67,7 +70,7 @@ run_one() { # variant hosts points round
   case $variant in
     A) cfg=examples/bench/gateway-baseline.yaml ;;
     B) cfg=examples/bench/gateway.yaml args=(--set=processors::gpuviz::history::max_points_per_signal="$points"
-      --set=processors::gpuviz::history::max_gpus="$((hosts * 8))") ;;
+      --set=processors::gpuviz::history::max_gpus="$((hosts * 8))" "${extra[@]}") ;;
   esac
   clog=$work/collector-$variant-$hosts-$points-$round.log
   "$bin" --config "$cfg" "${args[@]}" > "$clog" 2>&1 &
