@@ -157,18 +157,21 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 		keys[i], pending[i] = k, i
 	}
 	var lost []int
-	var errs []error
+	var refused, failed []error // permanent; retryable, for lost
 	for len(pending) > 0 {
 		now := e.router.now().UnixNano()
+		if len(*e.router.replicas.Load()) == 0 {
+			// DNS has not listed any yet (a list, once there, never
+			// empties): retried, not lost.
+			failed = append(failed, errors.New("no gateway replica is listed"))
+			lost = append(lost, pending...)
+			break
+		}
 		groups := map[*replica][]int{}
 		var order []*replica
 		wasUp := map[*replica]bool{}
 		for _, i := range pending {
 			r, up := e.router.pick(keys[i], now)
-			if r == nil {
-				// DNS has not listed any yet: retried, not lost.
-				return e.sig.failed(errors.New("no gateway replica is listed"), data)
-			}
 			if _, ok := groups[r]; !ok {
 				order = append(order, r)
 				wasUp[r] = up
@@ -187,24 +190,29 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 			switch {
 			case err == nil:
 			case consumererror.IsPermanent(err):
-				errs = append(errs, fmt.Errorf("%s: %w", r.endpoint, err))
+				refused = append(refused, fmt.Errorf("%s: %w", r.endpoint, err))
 			case wasUp[r]:
 				e.router.markDown(ctx, r, now, err)
 				pending = append(pending, idx...)
-			default: // every replica is down: retried later, as a whole
-				errs = append(errs, fmt.Errorf("%s: %w", r.endpoint, err))
+			default: // every replica is down: retried later
+				failed = append(failed, fmt.Errorf("%s: %w", r.endpoint, err))
 				lost = append(lost, idx...)
 			}
 		}
 	}
-	if len(errs) == 0 {
-		return nil
+	switch {
+	case len(lost) > 0:
+		// What a replica refused for good is not retried with the rest: a
+		// permanent error in the chain would make exporterhelper drop all.
+		if len(refused) > 0 {
+			e.settings.Logger.Warn("a gateway replica refused data for good; it is dropped, the rest retried",
+				zap.Error(errors.Join(refused...)))
+		}
+		return e.sig.failed(errors.Join(failed...), e.sig.subset(data, lost))
+	case len(refused) > 0:
+		return consumererror.NewPermanent(errors.Join(refused...))
 	}
-	err := errors.Join(errs...)
-	if len(lost) == 0 {
-		return consumererror.NewPermanent(err)
-	}
-	return e.sig.failed(err, e.sig.subset(data, lost))
+	return nil
 }
 
 // send exports part to replica r through its OTLP exporter, creating it on

@@ -1,0 +1,101 @@
+package hostroutingexporter
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+)
+
+// scriptedReplica answers its n-th export (from 0) with answer(n).
+type scriptedReplica struct {
+	component.StartFunc
+	component.ShutdownFunc
+	mu     sync.Mutex
+	calls  int
+	answer func(n int) error
+}
+
+func (s *scriptedReplica) consume(context.Context, ptrace.Traces) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	return s.answer(s.calls - 1)
+}
+
+// scriptedExporter routes traces to replicas answering as scripted, by
+// endpoint, without a network.
+func scriptedExporter(t *testing.T, answers map[string]func(int) error) *routingExporter[ptrace.Traces] {
+	t.Helper()
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	var endpoints []string
+	for e := range answers {
+		endpoints = append(endpoints, e)
+	}
+	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: endpoints})
+	rt, err := newRouter(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	sig := traces
+	sig.create = func(_ context.Context, _ exporter.Settings, c *otlpexporter.Config) (consumerComponent[ptrace.Traces], error) {
+		return &scriptedReplica{answer: answers[c.ClientConfig.Endpoint]}, nil
+	}
+	e := newRoutingExporter(sig, rt, exportertest.NewNopSettings(NewFactory().Type()), cfg)
+	require.NoError(t, e.start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { assert.NoError(t, e.shutdown(context.Background())) })
+	return e
+}
+
+func TestARefusalForGoodIsNotRetriedWithWhatFailedOver(t *testing.T) {
+	permanent := consumererror.NewPermanent(errors.New("malformed"))
+	transient := errors.New("unavailable")
+	e := scriptedExporter(t, map[string]func(int) error{
+		// a refuses its first export for good, then is unavailable; b is
+		// unavailable throughout.
+		"gw-a:4317": func(n int) error {
+			if n == 0 {
+				return permanent
+			}
+			return transient
+		},
+		"gw-b:4317": func(int) error { return transient },
+	})
+	hosts := hostNames(32)
+	onB := 0
+	for _, h := range hosts {
+		if r, _ := e.router.pick(keyOf(e.router, h), 0); r.endpoint == "gw-b:4317" {
+			onB++
+		}
+	}
+	require.Positive(t, onB)
+	require.Less(t, onB, len(hosts))
+
+	err := e.push(context.Background(), hostTraces(hosts, 1))
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err), "what failed over and then failed is retried")
+	var failed consumererror.Traces
+	require.True(t, errors.As(err, &failed))
+	assert.Equal(t, onB, failed.Data().ResourceSpans().Len(),
+		"only b's hosts are handed back: a's first export was refused for good and is not retried")
+}
+
+func TestNoReplicaListedYetIsRetried(t *testing.T) {
+	e := scriptedExporter(t, map[string]func(int) error{"gw-a:4317": func(int) error { return nil }})
+	e.router.replicas.Store(&[]*replica{}) // as DNS before its first answer
+	err := e.push(context.Background(), hostTraces(hostNames(3), 1))
+	require.Error(t, err)
+	assert.False(t, consumererror.IsPermanent(err))
+	var failed consumererror.Traces
+	require.True(t, errors.As(err, &failed))
+	assert.Equal(t, 3, failed.Data().ResourceSpans().Len())
+}
