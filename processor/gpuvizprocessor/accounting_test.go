@@ -544,3 +544,23 @@ func TestAccountingSeriesBytes(t *testing.T) {
 	assert.Greater(t, perSeries, float64(acctSeriesBytes)/3, "update acctSeriesBytes and docs/attribution.md")
 	runtime.KeepAlive(a)
 }
+
+// A host's request series stay marked with its GPUs' backend in a flush
+// in which its GPUs have no books (they come and go independently).
+func TestRequestSeriesOfAHostWithoutBooksStayMarked(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	e := newEmitter(processortest.NewNopSettings(metadata.Type), cfg, nil, newGPUAnalysis(false, cfg.analysis()), base)
+	e.record(requestRecord{keys: []timeline.Key{{Host: "node-1", GPU: "GPU-a"}}, model: "m", energy: 5, energyKnown: true,
+		gpuSeconds: 0.05, end: base, backend: "simulated"})
+	md := pmetric.NewMetrics()
+	e.emit(md, base.Add(10*time.Second), nil)
+	require.Equal(t, 1, md.ResourceMetrics().Len())
+	res := md.ResourceMetrics().At(0).Resource().Attributes()
+	assert.Equal(t, "node-1", stringAttr(res, "host.name"))
+	assert.Equal(t, "simulated", stringAttr(res, "gpuviz.backend"), "simulated data stays marked")
+
+	// Once the host's series expire, so does what the emitter knew of it.
+	e.emit(pmetric.NewMetrics(), base.Add(cfg.Metrics.IdleExpiry+time.Minute), nil)
+	assert.Empty(t, e.backends)
+}

@@ -137,7 +137,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 	return requestRecord{
 		keys: keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
 		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
-		end: req.End, seconds: r.labels.Of(label), tenant: hs.tenant, gpuSeconds: r.gpuSeconds,
+		end: req.End, seconds: r.labels.Of(label), tenant: hs.tenant, gpuSeconds: r.gpuSeconds, backend: backend,
 		family: req.Family, start: req.Start, inputTokens: req.InputTokens, outputTokens: req.OutputTokens,
 		phases: phases, numPhases: len(req.Phases),
 	}, true

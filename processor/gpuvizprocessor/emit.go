@@ -47,6 +47,7 @@ type requestRecord struct {
 	// its share of its GPUs' time (its energy is above).
 	tenant     string
 	gpuSeconds float64
+	backend    string // its GPUs' (gpuviz.backend), for series of a host without books this flush
 	// What the live view shows besides (view.go).
 	family                    string
 	start                     time.Time
@@ -83,6 +84,9 @@ type emitter struct {
 	idleExpiry      time.Duration
 	// Requests counted under "other" since the last flush, by dimension.
 	foldedModels, foldedTenants int64
+	// backends is each host's GPUs' backend as its latest request saw it:
+	// a host's request series outlive its GPUs' books, and stay marked.
+	backends map[string]string
 }
 
 func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *gpuAnalysis, now time.Time) *emitter {
@@ -97,6 +101,7 @@ func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *
 		exemplars: map[timeline.Key]map[bottleneck.Label][]exemplar{},
 		models:    newBoundedValues(cfg.Metrics.MaxModels), tenants: newBoundedValues(cfg.Metrics.Accounting.MaxTenants),
 		idleExpiry: cfg.Metrics.IdleExpiry,
+		backends:   map[string]string{},
 	}
 }
 
@@ -107,6 +112,9 @@ func (e *emitter) record(r requestRecord) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	host := r.keys[0].Host
+	if r.backend != "" {
+		e.backends[host] = r.backend
+	}
 	model, folded := e.models.fold(host, r.model, r.end)
 	if folded {
 		e.foldedModels++
@@ -155,6 +163,12 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 	e.tenants.expire(now, e.idleExpiry)
 	e.acct.book(gpus, now, e.lastTS)
 	e.acct.expire(now)
+	histHosts := e.hists.hosts()
+	for host := range e.backends {
+		if _, ok := e.acct.hosts[host]; !ok && !slices.Contains(histHosts, host) {
+			delete(e.backends, host)
+		}
+	}
 	if len(gpus) == 0 && len(e.hists.hosts()) == 0 && len(e.acct.hosts) == 0 {
 		return 0 // nothing known yet: the next batch tries again
 	}
@@ -200,6 +214,9 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 			rm := rms.AppendEmpty()
 			if host != "" {
 				rm.Resource().Attributes().PutStr("host.name", host)
+			}
+			if b := e.backends[host]; b != "" {
+				rm.Resource().Attributes().PutStr(attrBackend, b)
 			}
 			sm := rm.ScopeMetrics().AppendEmpty()
 			sm.Scope().SetName(metadata.ScopeName)
