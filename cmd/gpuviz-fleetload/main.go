@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -119,7 +119,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if err := rcv.Start(ctx, componentHost{}); err != nil {
+	if err := rcv.Start(ctx, componenttest.NewNopHost()); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -172,10 +172,6 @@ func sendSpans(ctx context.Context, o options, hosts []string) spanResult {
 	}, payloads)
 	return spanResult{res, err}
 }
-
-type componentHost struct{}
-
-func (componentHost) GetExtensions() map[component.ID]component.Component { return nil }
 
 func main() {
 	o, err := parse(os.Args[1:], os.Stderr)
