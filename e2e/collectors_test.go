@@ -29,7 +29,8 @@ func builtCollector(t *testing.T) (root, bin string) {
 
 // collectorGroup returns a process group in a new directory; at the end
 // of the test it stops them and, if the test failed, logs each one's first
-// warnings and last lines.
+// warnings and last lines, briefly, so that the failure above them stays
+// within a CI log's tail; the whole logs go to $GPUVIZ_E2E_OUT/<test>/.
 func collectorGroup(t *testing.T) (*procs.Group, string) {
 	t.Helper()
 	work := t.TempDir()
@@ -40,11 +41,22 @@ func collectorGroup(t *testing.T) (*procs.Group, string) {
 		if !t.Failed() {
 			return
 		}
-		for _, p := range group.Procs() {
-			if b, err := os.ReadFile(p.Log); err == nil {
-				t.Logf("%s: first warnings:\n%s\n%s: last lines:\n%s", p.Name, warnings(b), p.Name, tail(b, 4000))
-			}
+		keep := ""
+		if out := os.Getenv("GPUVIZ_E2E_OUT"); out != "" {
+			keep = filepath.Join(out, t.Name())
+			_ = os.MkdirAll(keep, 0o755)
 		}
+		for _, p := range group.Procs() {
+			b, err := os.ReadFile(p.Log)
+			if err != nil {
+				continue
+			}
+			if keep != "" {
+				_ = os.WriteFile(filepath.Join(keep, p.Name+".log"), b, 0o644)
+			}
+			t.Logf("%s: first warnings:\n%s\n%s: last lines:\n%s", p.Name, warnings(b), p.Name, tail(b, 800))
+		}
+		t.Logf("the failures are above these logs; whole logs in %q", keep)
 	})
 	return group, work
 }
@@ -76,9 +88,9 @@ func warnings(log []byte) string {
 	var out []string
 	for _, line := range strings.Split(string(log), "\n") {
 		if (strings.Contains(line, "\twarn\t") || strings.Contains(line, "\terror\t")) && !strings.Contains(line, "kubelet.sock") {
-			out = append(out, line[:min(len(line), 600)])
+			out = append(out, line[:min(len(line), 300)])
 		}
-		if len(out) == 10 {
+		if len(out) == 5 {
 			break
 		}
 	}

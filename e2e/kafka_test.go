@@ -68,7 +68,7 @@ func TestKafka(t *testing.T) {
 		health := ports[3*i+1]
 		telemetry[i] = ports[3*i+2]
 		override := filepath.Join(work, fmt.Sprintf("gateway-%d.yaml", i))
-		require.NoError(t, os.WriteFile(override, fmt.Appendf(nil, fleetGatewayOverride, health, telemetry[i]), 0o644))
+		require.NoError(t, os.WriteFile(override, fmt.Appendf(nil, fleetGatewayOverride, fleetSettle, health, telemetry[i]), 0o644))
 		p, err := group.SpawnEnv(fmt.Sprintf("gateway-%d", i), []string{
 			"GPUVIZ_KAFKA=" + brokers, "GPUVIZ_LISTEN=" + listen[i],
 			"GPUVIZ_GATEWAYS=[" + strings.Join(listen, ", ") + "]",
