@@ -55,6 +55,10 @@ type core struct {
 	// and a pipeline's Shutdown must not return (its next consumer then
 	// shuts down) while the loop still has some of that pipeline's to hand.
 	releasing sync.Mutex
+	// results holds a release's span results until its batches leave
+	// (guarded by releasing); reused, as at 20,000 spans/s a release's
+	// results are megabytes. It keeps no pdata.
+	results []spanResult
 	// mu guards the held spans, the matcher's use and the pipeline's books.
 	mu         sync.Mutex
 	hold       hold
@@ -435,21 +439,15 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	}
 }
 
-// spanOutcome is a released span's result, kept from its settle group's
-// round until its batch leaves.
-type spanOutcome struct {
-	r       spanResult
-	backend string
-}
-
 // enrich runs the pipeline over the spans of the batches released at now
-// (those not enriched before) and keeps each span's result on it (heldSpan.outcome) for annotateBatch; the caller holds
+// (those not enriched before) and keeps each span's result on it
+// (heldSpan.result, in c.results) for annotateBatch; the caller holds
 // c.mu. The results are computed together, as the settle group's
 // fairness needs, but written batch by batch just before each leaves, so
 // that one batch's phase spans and attributes exist at a time rather than
 // a whole release's: at 20,000 vLLM spans/s a release is tens of
 // thousands of spans, and what annotate adds to each (three phase spans,
-// some 30 attributes) is about 3 KB against a spanOutcome's 1 KB.
+// some 30 attributes) is about 3 KB against a spanResult's 1 KB.
 func (c *core) enrich(batches []*heldBatch, now time.Time) {
 	var spans []*heldSpan
 	for _, b := range batches {
@@ -464,31 +462,36 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 	if len(spans) == 0 {
 		return
 	}
+	// Sized to the release, reused; a much larger one left by a burst is
+	// let go.
+	if cap(c.results) < len(spans) || cap(c.results) > 2*len(spans)+1024 {
+		c.results = make([]spanResult, len(spans))
+	}
+	results := c.results[:len(spans)]
+	c.pipeline.round(spans, now, results)
 	ctx := context.Background()
 	backends := map[*gpuSet]string{}
-	outcomes := make([]spanOutcome, 0, len(spans)) // never grows: the pointers into it stay valid
 	enriched, phases := 0, 0
-	c.pipeline.round(spans, now, func(hs *heldSpan, r *spanResult) {
+	for i, hs := range spans {
 		switch {
 		case hs.set == nil:
 			c.countUnenriched(ctx, "no_gpu", 1)
-			return
-		case !r.ok:
+			continue
+		case !results[i].ok:
 			c.countUnenriched(ctx, "no_samples", 1)
-			return
+			continue
 		}
 		backend, ok := backends[hs.set]
 		if !ok {
 			backend = c.backendOf(hs.set.keys)
 			backends[hs.set] = backend
 		}
-		outcomes = append(outcomes, spanOutcome{r: *r, backend: backend})
-		hs.outcome = &outcomes[len(outcomes)-1]
+		hs.result, hs.backend = &results[i], backend
 		enriched++
 		if c.cfg.PhaseSpans {
 			phases += len(hs.req.Phases)
 		}
-	})
+	}
 	c.countEnriched(ctx, enriched, phases)
 }
 
@@ -498,12 +501,12 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 func (c *core) annotateBatch(b *heldBatch, v *viewSink) {
 	for i := range b.spans {
 		hs := &b.spans[i]
-		o := hs.outcome
-		if o == nil {
+		r := hs.result
+		if r == nil {
 			continue
 		}
-		hs.outcome = nil
-		rec, ok := annotate(hs, &o.r, o.backend, c.cfg.PhaseSpans)
+		hs.result = nil
+		rec, ok := annotate(hs, r, hs.backend, c.cfg.PhaseSpans)
 		if !ok {
 			continue
 		}

@@ -51,9 +51,10 @@ type heldSpan struct {
 	// matched; nil for a span that takes no share. They live in pieceBuf.
 	pieces   []attribution.Piece
 	pieceBuf [inference.MaxPhases]attribution.Piece
-	// outcome is its result from the release's round, until annotateBatch
-	// writes it; nil for a span left un-enriched.
-	outcome *spanOutcome
+	// result is its result from the release's round (in core.results),
+	// until annotateBatch writes it; nil for a span left un-enriched.
+	result  *spanResult
+	backend string // its GPUs' backend, with result
 }
 
 // keys returns the span's GPUs; none while it has not matched.

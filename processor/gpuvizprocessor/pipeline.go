@@ -174,9 +174,9 @@ type gpuStats struct {
 	energySource string
 }
 
-// round computes the results of the spans released together at now and
-// hands each to use (the result is reused: use must not keep it).
-func (p *pipeline) round(spans []*heldSpan, now time.Time, use func(*heldSpan, *spanResult)) {
+// round computes the results of the spans released together at now into
+// results, one per span (len(spans) of them; they are overwritten).
+func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult) {
 	clear(p.gpus)
 	clear(p.groups)
 	width := int64(p.bookCfg.Resolution)
@@ -214,13 +214,11 @@ func (p *pipeline) round(spans []*heldSpan, now time.Time, use func(*heldSpan, *
 	for _, gr := range p.groups {
 		p.sum(gr)
 	}
-	var r spanResult
-	for _, hs := range spans {
-		r = spanResult{}
+	for i, hs := range spans {
+		results[i] = spanResult{}
 		if hs.set != nil {
-			p.result(hs, p.groups[hs.set], now.UnixNano(), &r)
+			p.result(hs, p.groups[hs.set], now.UnixNano(), &results[i])
 		}
-		use(hs, &r)
 	}
 }
 

@@ -36,7 +36,7 @@ func (c Config) Validate() error {
 }
 
 // BinBytes is the memory one bin takes (unsafe.Sizeof, tested).
-const BinBytes = 120
+const BinBytes = 56
 
 // ageBounds are the upper bounds, in seconds, of the age classes of the
 // arrival curve (the age of a bin is how long after its end a request in
@@ -78,10 +78,9 @@ type Totals struct {
 }
 
 type bin struct {
-	weight float64          // Σ rate × overlap (s) of admitted requests
-	byAge  [numAges]float32 // weight by age class at admission
-	share  float64          // share of the bin given to released requests: × energy J, × width s
-	energy float64          // J, once frozen
+	weight float64 // Σ rate × overlap (s) of admitted requests
+	share  float64 // share of the bin given to released requests: × energy J, × width s
+	energy float64 // J, once frozen
 	// Admitted requests overlapping the bin, and those of them not yet
 	// released, as differences from the bin before (summed as finalisation
 	// walks forward): admitting and releasing cost O(1), not O(bins).
@@ -108,7 +107,8 @@ type Book struct {
 	// weight that arrives by a given age.
 	arrived    [numAges]float64
 	arrivedAll float64
-	curve      [numAges]float64 // cumulative share of arrived by class
+	curve      [numAges]float64 // cumulative share of arrived by class, unless stale
+	stale      bool             // arrived changed since curve was computed
 	learned    float64          // requests admitted, decayed
 	learnedAt  int64            // when arrived was last decayed, Unix ns
 }
@@ -253,7 +253,7 @@ func (b *Book) Admit(r *Request) {
 		b.at(pb.i).weight += pb.weight
 	}
 	b.learned++
-	b.learnCurve()
+	b.stale = true // recomputed when next read: admits far outnumber reads of it
 }
 
 // age decays the arrival curve's weights to now.
@@ -275,6 +275,9 @@ func (b *Book) age(now int64) {
 func (b *Book) known(pb *pieceBin) float64 {
 	if b.learned < minLearned || b.arrivedAll <= 0 {
 		return 1
+	}
+	if b.stale {
+		b.learnCurve()
 	}
 	prev := 0.0
 	if pb.class > 0 {
@@ -458,6 +461,7 @@ func (b *Book) finalize(to int64, force bool) {
 
 // learnCurve recomputes the cumulative arrival curve.
 func (b *Book) learnCurve() {
+	b.stale = false
 	if b.arrivedAll <= 0 {
 		return
 	}
