@@ -168,6 +168,10 @@ type Request struct {
 	lo, hi int64 // bins its whole window overlaps
 	now    int64 // when it was computed
 	bins   []pieceBin
+	// byClass is its weight per age class, all its weight: what every
+	// book's arrival curve learns from it, summed once.
+	byClass [numAges]float64
+	all     float64
 }
 
 // pieceBin is a piece's weight in one bin.
@@ -184,6 +188,7 @@ type pieceBin struct {
 func (r *Request) Cost(pieces []Piece, width, now int64) {
 	r.bins = r.bins[:0]
 	r.lo, r.hi, r.now = 0, 0, now
+	r.byClass, r.all = [numAges]float64{}, 0
 	if len(pieces) == 0 {
 		return
 	}
@@ -205,7 +210,10 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 				continue
 			}
 			class, frac := ageOf(max(0, float64(now-(i+1)*width)/1e9))
-			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: p.Rate * float64(hi-lo) / 1e9, frac: frac})
+			w := p.Rate * float64(hi-lo) / 1e9
+			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, frac: frac})
+			r.byClass[class] += w
+			r.all += w
 		}
 	}
 }
@@ -244,9 +252,11 @@ func (b *Book) Admit(r *Request) {
 		b.count(lo, min(hi, r.hi), 1, 1)
 	}
 	b.age(r.now)
+	for k, w := range r.byClass {
+		b.arrived[k] += w
+	}
+	b.arrivedAll += r.all
 	for _, pb := range r.bins {
-		b.arrived[pb.class] += pb.weight
-		b.arrivedAll += pb.weight
 		if pb.i < b.lo || pb.i >= b.hi {
 			continue
 		}
