@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,77 +16,19 @@ import (
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	"go.opentelemetry.io/collector/pdata/ptrace"
-	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"google.golang.org/grpc"
 
 	"github.com/gpuviz/gpuviz/exporter/hostroutingexporter/internal/metadatatest"
+	"github.com/gpuviz/gpuviz/internal/hostsink"
 )
 
-// replicaSink is a gateway replica: an OTLP/gRPC server that counts the
-// spans and data points it receives per host.name.
-type replicaSink struct {
-	addr string
-	srv  *grpc.Server
-
-	mu      sync.Mutex
-	spans   map[string]int // host → spans
-	metrics map[string]int // host → data points
-}
-
-type traceService struct {
-	ptraceotlp.UnimplementedGRPCServer
-	*replicaSink
-}
-
-type metricService struct {
-	pmetricotlp.UnimplementedGRPCServer
-	*replicaSink
-}
-
-func newSinks(t *testing.T, n int) []*replicaSink {
-	sinks := make([]*replicaSink, n)
+func newSinks(t *testing.T, n int) []*hostsink.Sink {
+	sinks := make([]*hostsink.Sink, n)
 	for i := range sinks {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		s := &replicaSink{addr: ln.Addr().String(), srv: grpc.NewServer(), spans: map[string]int{}, metrics: map[string]int{}}
-		ptraceotlp.RegisterGRPCServer(s.srv, &traceService{replicaSink: s})
-		pmetricotlp.RegisterGRPCServer(s.srv, &metricService{replicaSink: s})
-		go func() { _ = s.srv.Serve(ln) }()
-		t.Cleanup(s.srv.Stop)
-		sinks[i] = s
+		sinks[i] = hostsink.Start(t)
 	}
 	return sinks
-}
-
-func (s *traceService) Export(_ context.Context, req ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rss := req.Traces().ResourceSpans()
-	for i := range rss.Len() {
-		host, _ := rss.At(i).Resource().Attributes().Get("host.name")
-		s.spans[host.AsString()] += rss.At(i).ScopeSpans().At(0).Spans().Len()
-	}
-	return ptraceotlp.NewExportResponse(), nil
-}
-
-func (s *metricService) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	rms := req.Metrics().ResourceMetrics()
-	for i := range rms.Len() {
-		host, _ := rms.At(i).Resource().Attributes().Get("host.name")
-		s.metrics[host.AsString()] += rms.At(i).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().Len()
-	}
-	return pmetricotlp.NewExportResponse(), nil
-}
-
-func (s *replicaSink) hosts() (spans, metrics map[string]int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return maps.Clone(s.spans), maps.Clone(s.metrics)
 }
 
 func hostTraces(hosts []string, spansEach int) ptrace.Traces {
@@ -128,11 +67,11 @@ func hostNames(n int) []string {
 
 // testConfig routes to sinks statically, with one attempt and no queue so
 // that ConsumeTraces returns what happened.
-func testConfig(sinks []*replicaSink) *Config {
+func testConfig(sinks []*hostsink.Sink) *Config {
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	var endpoints []string
 	for _, s := range sinks {
-		endpoints = append(endpoints, s.addr)
+		endpoints = append(endpoints, s.Addr)
 	}
 	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: endpoints})
 	cfg.Protocol.OTLP.ClientConfig.TLS.Insecure = true
@@ -169,10 +108,10 @@ func startBoth(t *testing.T, cfg *Config) started {
 
 // owners returns, per host, the sinks that received its spans and its
 // metrics.
-func owners(sinks []*replicaSink) (spans, metrics map[string][]int) {
+func owners(sinks []*hostsink.Sink) (spans, metrics map[string][]int) {
 	spans, metrics = map[string][]int{}, map[string][]int{}
 	for i, s := range sinks {
-		sp, mp := s.hosts()
+		sp, mp := s.Counts()
 		for h := range sp {
 			spans[h] = append(spans[h], i)
 		}
@@ -203,7 +142,7 @@ func TestAHostsSpansAndMetricsMeetOnOneReplica(t *testing.T) {
 	}
 	total := 0
 	for _, s := range sinks {
-		sp, _ := s.hosts()
+		sp, _ := s.Counts()
 		for _, n := range sp {
 			total += n
 		}
@@ -220,10 +159,10 @@ func TestAFailedReplicasHostsMoveToTheOthersAndReturn(t *testing.T) {
 	require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hosts, 1)))
 	before, _ := owners(sinks)
 
-	sinks[0].srv.Stop() // a crash: its hosts must go to replica 1, nothing lost
+	sinks[0].Stop() // a crash: its hosts must go to replica 1, nothing lost
 	require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hosts, 1)))
 	require.NoError(t, e.metrics.ConsumeMetrics(context.Background(), hostMetrics(hosts, 1)))
-	sp1, mp1 := sinks[1].hosts()
+	sp1, mp1 := sinks[1].Counts()
 	for _, h := range hosts {
 		want := 1
 		if before[h][0] == 1 {
@@ -266,7 +205,7 @@ func TestEveryReplicaDownReturnsWhatFailedForRetry(t *testing.T) {
 	sinks := newSinks(t, 2)
 	e := startBoth(t, testConfig(sinks))
 	for _, s := range sinks {
-		s.srv.Stop()
+		s.Stop()
 	}
 	err := e.traces.ConsumeTraces(context.Background(), hostTraces(hostNames(6), 1))
 	require.Error(t, err)
