@@ -28,8 +28,9 @@ type Config struct {
 	// settle window and the second or two their energy takes to arrive,
 	// with room. A held vLLM span is about 2 KB of heap while it waits
 	// (its decoded pdata, and 440 B of the processor's state) and 3.5 KB
-	// while its settle group is released (its 1,032 B result until its
-	// batch leaves, and the phase spans and attributes written on it), so
+	// while its settle group is released (its 1,032 B result, in a buffer
+	// reused until the hold is empty, and the phase spans and attributes
+	// written on it), so
 	// the bound is about max_pending_spans × 3.5 KB of heap: 700 MB at
 	// the default. Under a memory_limiter, size it to the limit
 	// (examples/quickstart/config.yaml).

@@ -56,8 +56,8 @@ type core struct {
 	// shuts down) while the loop still has some of that pipeline's to hand.
 	releasing sync.Mutex
 	// results holds a release's span results until its batches leave
-	// (guarded by releasing); reused, as at 20,000 spans/s a release's
-	// results are megabytes. It keeps no pdata.
+	// (guarded by releasing); reused while spans are held, as at 20,000
+	// spans/s a release's results are megabytes. It keeps no pdata.
 	results []spanResult
 	// mu guards the held spans, the matcher's use and the pipeline's books.
 	mu         sync.Mutex
@@ -424,6 +424,11 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	}
 	ready := c.hold.take(func(b *heldBatch) bool { return b.enriched || force(b) || !waiting[b.group] })
 	c.enrich(ready, now)
+	if c.hold.n == 0 {
+		// Nothing left to release: let the results buffer go once these
+		// batches leave, so that an idle collector returns it.
+		c.results = nil
+	}
 	v := c.view
 	c.mu.Unlock()
 	for i, b := range ready {

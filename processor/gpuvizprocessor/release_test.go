@@ -169,3 +169,31 @@ func TestShutdownWaitsForTheLoopsRelease(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, []string{"handed on", "shut down"}, order)
 }
+
+// The results buffer is reused from release to release while spans are
+// held, and let go once a release leaves nothing held, so that an idle
+// collector does not keep a burst's results.
+func TestTheResultsBufferIsLetGoWhenNothingIsHeld(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCore(t, nil)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 40)))
+	*now = base.Add(21 * time.Second)
+	next := &spanCounter{}
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
+	require.NoError(t, c.consumeTraces(context.Background(), td, next))
+	// A second batch arrives after the first's settle window: it is
+	// still held when the first is released.
+	*now = base.Add(21*time.Second + c.cfg.Attribution.SettleWindow + time.Second)
+	later := ptrace.NewTraces()
+	vllmSpan(later, 2, base.Add(3*time.Second), 0.2, 0.5, 4, 100)
+	require.NoError(t, c.consumeTraces(context.Background(), later, next))
+
+	c.release(*now, func(*heldBatch) bool { return false })
+	require.Len(t, next.seen, 1, "the first batch left")
+	assert.NotZero(t, cap(c.results), "kept while a span is held")
+	*now = now.Add(c.cfg.Attribution.SettleWindow + time.Second)
+	c.release(*now, func(*heldBatch) bool { return false })
+	require.Len(t, next.seen, 2, "the second batch left")
+	assert.Zero(t, cap(c.results), "let go: nothing is held")
+}
