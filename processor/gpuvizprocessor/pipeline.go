@@ -21,7 +21,8 @@ type pipeline struct {
 	bookCfg       attribution.Config
 	finalizeAfter time.Duration
 	phaseSpans    bool // phase spans carry their own statistics
-	books         map[timeline.Key]*attribution.Book
+	ledger        *attribution.Ledger
+	books         map[timeline.Key]*attribution.GPU
 	sets          map[string]*gpuSet
 
 	// onFreeze is the live view's: told each bin's label as it freezes.
@@ -37,8 +38,11 @@ type pipeline struct {
 // gpuSet is a set of GPUs that spans matched, interned: the spans of one
 // set share what is computed for it, found by pointer, and its books.
 type gpuSet struct {
-	keys  []timeline.Key
-	books []*attribution.Book // nil until the pipeline needs them
+	keys []timeline.Key
+	gpus []*attribution.GPU // nil until the pipeline needs them
+	// groups are the ledger's groups that make up gpus, as of version.
+	groups  []*attribution.Group
+	version uint64
 }
 
 // set returns the interned set of keys.
@@ -55,30 +59,37 @@ func (p *pipeline) set(keys []timeline.Key) *gpuSet {
 	return s
 }
 
-// booksOf returns the books of a set's GPUs.
-func (p *pipeline) booksOf(s *gpuSet) []*attribution.Book {
-	if s.books == nil {
-		s.books = make([]*attribution.Book, len(s.keys))
+// groupsOf returns the groups of books that make up a set's GPUs: the
+// requests of one set are admitted and released once per group, not once
+// per GPU.
+func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
+	if s.gpus == nil {
+		s.gpus = make([]*attribution.GPU, len(s.keys))
 		for i, k := range s.keys {
-			s.books[i] = p.book(k)
+			s.gpus[i] = p.book(k)
 		}
+		s.groups = nil
 	}
-	return s.books
+	if s.groups == nil || s.version != p.ledger.Version() {
+		s.groups = p.ledger.Groups(s.gpus, s.groups)
+		s.version = p.ledger.Version()
+	}
+	return s.groups
 }
 
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(),
 		finalizeAfter: cfg.Attribution.FinalizeAfter, phaseSpans: cfg.PhaseSpans,
-		books: map[timeline.Key]*attribution.Book{}, sets: map[string]*gpuSet{},
+		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
 
-func (p *pipeline) book(k timeline.Key) *attribution.Book {
+func (p *pipeline) book(k timeline.Key) *attribution.GPU {
 	b := p.books[k]
 	if b == nil {
-		b = attribution.NewBook(p.bookCfg)
+		b = p.ledger.Add()
 		p.books[k] = b
 	}
 	return b
@@ -91,8 +102,8 @@ func (p *pipeline) admit(hs *heldSpan, now time.Time) {
 	}
 	hs.pieces = costPieces(hs.req, hs.pieceBuf[:0])
 	p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now.UnixNano())
-	for _, b := range p.booksOf(hs.set) {
-		b.Admit(&p.cost)
+	for _, g := range p.groupsOf(hs.set) {
+		g.Admit(&p.cost)
 	}
 }
 
@@ -257,21 +268,21 @@ func (p *pipeline) readGPU(k timeline.Key, g *gpuRound) {
 
 // freeze fixes, in k's book, the energy and label of the bins of [lo,
 // lo+len(bins)) whose energy has arrived (they end by settled).
-func (p *pipeline) freeze(k timeline.Key, book *attribution.Book, lo int64, bins []timeline.Bin, settled time.Time) {
+func (p *pipeline) freeze(k timeline.Key, book *attribution.GPU, lo int64, bins []timeline.Bin, settled time.Time) {
 	a, z, ok := book.Unfrozen(lo, lo+int64(len(bins)))
 	if !ok {
 		return
 	}
 	s := settled.UnixNano()
 	for i := a; i < z; i++ {
-		if book.Start(i+1) > s {
+		if p.ledger.Start(i+1) > s {
 			break
 		}
 		b := &bins[i-lo]
 		l := p.classify(b, false)
 		book.Freeze(i, b.EnergyJ, b.EnergyKnown, l)
 		if p.onFreeze != nil {
-			p.onFreeze(k, book.Start(i), l)
+			p.onFreeze(k, p.ledger.Start(i), l)
 		}
 	}
 }
@@ -522,8 +533,8 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 	default:
 		var shares [inference.MaxPhases]float64
 		p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now)
-		for _, b := range p.booksOf(hs.set) {
-			known, secs := b.Release(&p.cost, shares[:])
+		for _, g := range p.groupsOf(hs.set) {
+			known, secs := g.Release(&p.cost, shares[:])
 			r.energyKnown = r.energyKnown || known
 			r.gpuSeconds += secs
 		}
@@ -550,13 +561,13 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 			continue
 		}
 		book := p.book(k)
-		to := book.Index(settled.Add(-p.finalizeAfter).UnixNano())
+		to := p.ledger.Index(settled.Add(-p.finalizeAfter).UnixNano())
 		from := book.FinalTo()
 		if from == 0 {
 			from = to - int64(p.finalizeAfter/width) // a new book starts where finality does
 		}
 		if a, z, ok := book.Unfrozen(from, to); ok {
-			bins = p.store.Bins(k, time.Unix(0, book.Start(a)), width, int(z-a), bins[:0])
+			bins = p.store.Bins(k, time.Unix(0, p.ledger.Start(a)), width, int(z-a), bins[:0])
 			p.freeze(k, book, a, bins, settled)
 		}
 		book.Finalize(to)
@@ -566,13 +577,14 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 // forget drops the books of GPUs the timeline forgot, and the sets (spans
 // still held keep theirs, whose books are found again when needed).
 func (p *pipeline) forget() {
-	for k := range p.books {
+	for k, b := range p.books {
 		if _, ok := p.store.Newest(k); !ok {
+			p.ledger.Remove(b)
 			delete(p.books, k)
 		}
 	}
 	for name, s := range p.sets {
-		s.books = nil
+		s.gpus, s.groups = nil, nil
 		delete(p.sets, name)
 	}
 }

@@ -4,12 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 )
 
-// Config sets a book's resolution, memory and sampling ratio.
+// Config sets the books' resolution, memory and sampling ratio.
 type Config struct {
 	// Resolution is the width of a bin.
 	Resolution time.Duration
@@ -35,8 +36,13 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// BinBytes is the memory one bin takes (unsafe.Sizeof, tested).
-const BinBytes = 56
+// GroupBinBytes is the memory a group's shared part of one bin takes and
+// GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
+// n GPUs takes GroupBinBytes + n × GPUBinBytes.
+const (
+	GroupBinBytes = 40
+	GPUBinBytes   = 24
+)
 
 // ageBounds are the upper bounds, in seconds, of the age classes of the
 // arrival curve (the age of a bin is how long after its end a request in
@@ -77,34 +83,91 @@ type Totals struct {
 	AttributedSeconds, IdleSeconds, UnsampledSeconds, CorrectionSeconds float64
 }
 
-type bin struct {
+// groupBin is the part of a bin its group's GPUs share.
+type groupBin struct {
 	weight float64 // Σ rate × overlap (s) of admitted requests
-	share  float64 // share of the bin given to released requests: × energy J, × width s
-	energy float64 // J, once frozen
+	// shareAll is the share given to requests released while every GPU of
+	// the group had the bin frozen and none final: theirs alike.
+	shareAll float64
+	energy   float64 // J: Σ over the GPUs that froze the bin with energy measured
 	// Admitted requests overlapping the bin, and those of them not yet
-	// released, as differences from the bin before (summed as finalisation
-	// walks forward): admitting and releasing cost O(1), not O(bins).
+	// released, as differences from the bin before (summed as each GPU's
+	// finalisation walks forward): admitting and releasing cost O(1), not
+	// O(bins).
 	dPresent, dPending int32
-	label              bottleneck.Label
-	frozen             bool
-	known              bool // energy measured
-	final              bool
+	// How many of the group's GPUs froze the bin, with energy measured,
+	// with a label, and booked it final.
+	frozen, known, labelled, final uint16
 }
 
-// Book is one GPU's books. It is not safe for concurrent use.
-type Book struct {
+// gpuBin is one GPU's own part of a bin.
+type gpuBin struct {
+	// share is given to requests released while the group's GPUs differed
+	// on the bin (some not frozen yet, or final); the GPU's whole share is
+	// this plus the group's shareAll.
+	share  float64
+	energy float64 // J, once frozen
+	label  uint8   // 1 + the label's index in bottleneck.Labels; 0 none
+	frozen bool
+	known  bool // energy measured
+	final  bool
+}
+
+// labelIndex is l as a gpuBin keeps it; a label not in bottleneck.Labels
+// is kept as unknown.
+func labelIndex(l bottleneck.Label) uint8 {
+	if l == "" {
+		return 0
+	}
+	if i := bottleneck.Index(l); i >= 0 {
+		return uint8(i + 1)
+	}
+	return uint8(bottleneck.Index(bottleneck.Unknown) + 1)
+}
+
+func labelOf(i uint8) bottleneck.Label {
+	if i == 0 {
+		return ""
+	}
+	return bottleneck.Labels[i-1]
+}
+
+var idleLabel, hostBoundLabel = labelIndex(bottleneck.Idle), labelIndex(bottleneck.HostBound)
+
+// Ledger is the books of every GPU: one window of bins over time, and the
+// GPUs in groups that serve the same requests. A group's GPUs share each
+// bin's weight and request counts, so admitting and releasing a request on
+// 8 GPUs of one group costs about what it costs on one; each GPU keeps its
+// own energy, label and totals. A request's GPUs are always whole groups
+// (Groups splits a group a request's GPUs cut across). Not safe for
+// concurrent use.
+type Ledger struct {
 	width   int64
 	ratio   float64
-	bins    []bin // circular over absolute bin indexes [lo, hi)
-	lo, hi  int64
-	finalTo int64 // bins below are final
-	// runPresent and runPending are the counts in effect at finalTo.
-	runPresent, runPending int32
-	started                bool
-	totals                 Totals
-	// arrived is, per age class, the weight admitted at that age of its
-	// bins, decayed; arrivedAll all of it. Together: the share of a bin's
-	// weight that arrives by a given age.
+	n       int64
+	lo, hi  int64 // bins [lo, hi) are addressable, circular over absolute indexes
+	started bool
+	groups  []*Group
+	gpus    []*GPU
+	mark    uint64 // stamps what Groups has seen in one call
+	version uint64 // changes whenever a GPU changes group
+}
+
+// Group is GPUs whose bins share their weight: every request admitted to
+// one of them was admitted to all.
+type Group struct {
+	l        *Ledger
+	bins     []groupBin
+	members  []*GPU
+	admitted bool // a request was ever admitted: never merged again
+	arrival  arrival
+	mark     uint64
+}
+
+// arrival is a group's learned arrival curve. arrived is, per age class,
+// the weight admitted at that age of its bins, decayed; arrivedAll all of
+// it. Together: the share of a bin's weight that arrives by a given age.
+type arrival struct {
 	arrived    [numAges]float64
 	arrivedAll float64
 	curve      [numAges]float64 // cumulative share of arrived by class, unless stale
@@ -113,52 +176,220 @@ type Book struct {
 	learnedAt  int64            // when arrived was last decayed, Unix ns
 }
 
-// NewBook returns an empty book; cfg must be valid.
-func NewBook(cfg Config) *Book {
-	n := int((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
-	return &Book{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, bins: make([]bin, n)}
+// GPU is one GPU's books.
+type GPU struct {
+	l       *Ledger
+	group   *Group
+	bins    []gpuBin
+	finalTo int64 // bins below are final
+	// runPresent and runPending are the counts in effect at finalTo.
+	runPresent, runPending int32
+	totals                 Totals
+	mark                   uint64
+}
+
+// NewLedger returns empty books; cfg must be valid.
+func NewLedger(cfg Config) *Ledger {
+	n := int64((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
+	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n}
 }
 
 // Index returns the bin holding Unix time t (ns).
-func (b *Book) Index(t int64) int64 { return floorDiv(t, b.width) }
+func (l *Ledger) Index(t int64) int64 { return floorDiv(t, l.width) }
 
 // Start returns where bin i begins, Unix ns.
-func (b *Book) Start(i int64) int64 { return i * b.width }
+func (l *Ledger) Start(i int64) int64 { return i * l.width }
 
-func (b *Book) at(i int64) *bin {
-	return &b.bins[uint64(i)%uint64(len(b.bins))]
+// Version changes whenever a GPU changes group: Groups' answers from before
+// are then stale.
+func (l *Ledger) Version() uint64 { return l.version }
+
+// Add returns a new GPU's books, in a group of its own.
+func (l *Ledger) Add() *GPU {
+	g := &GPU{l: l, bins: make([]gpuBin, l.n), finalTo: l.lo}
+	grp := l.newGroup()
+	grp.members = []*GPU{g}
+	g.group = grp
+	l.gpus = append(l.gpus, g)
+	l.version++
+	return g
 }
 
-// clip returns the bins of [from, to) the book keeps.
-func (b *Book) clip(from, to int64) (int64, int64) {
-	from, to = max(from, b.lo), min(to, b.hi)
+// Remove drops a GPU's books.
+func (l *Ledger) Remove(g *GPU) {
+	l.gpus = deleteOne(l.gpus, g)
+	grp := g.group
+	grp.members = deleteOne(grp.members, g)
+	if len(grp.members) == 0 {
+		l.groups = deleteOne(l.groups, grp)
+	} else {
+		grp.recount()
+	}
+	g.group = nil
+	l.version++
+}
+
+func deleteOne[T comparable](s []T, x T) []T {
+	for i, y := range s {
+		if y == x {
+			return append(s[:i], s[i+1:]...)
+		}
+	}
+	return s
+}
+
+func (l *Ledger) newGroup() *Group {
+	grp := &Group{l: l, bins: make([]groupBin, l.n)}
+	l.groups = append(l.groups, grp)
+	return grp
+}
+
+// Groups returns the groups that together hold exactly gpus, each once,
+// into dst: a group that also holds other GPUs is split first (both halves
+// keep its books so far), and groups no request was ever admitted to are
+// merged into one.
+func (l *Ledger) Groups(gpus []*GPU, dst []*Group) []*Group {
+	l.mark++
+	for _, g := range gpus {
+		g.mark = l.mark
+	}
+	dst = dst[:0]
+	var fresh *Group // the first group never admitted to; the others join it
+	for _, g := range gpus {
+		grp := g.group
+		if grp.mark == l.mark {
+			continue
+		}
+		if !grp.within(l.mark) {
+			grp = l.split(grp)
+		}
+		grp.mark = l.mark
+		if !grp.admitted {
+			if fresh != nil {
+				l.merge(fresh, grp)
+				continue
+			}
+			fresh = grp
+		}
+		dst = append(dst, grp)
+	}
+	return dst
+}
+
+// within reports whether every GPU of the group carries mark.
+func (grp *Group) within(mark uint64) bool {
+	for _, g := range grp.members {
+		if g.mark != mark {
+			return false
+		}
+	}
+	return true
+}
+
+// split moves the group's GPUs that carry the ledger's mark to a new group
+// with a copy of its books, and returns it.
+func (l *Ledger) split(grp *Group) *Group {
+	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival}
+	var keep []*GPU
+	for _, g := range grp.members {
+		if g.mark == l.mark {
+			out.members = append(out.members, g)
+			g.group = out
+		} else {
+			keep = append(keep, g)
+		}
+	}
+	grp.members = keep
+	grp.recount()
+	out.recount()
+	l.groups = append(l.groups, out)
+	l.version++
+	return out
+}
+
+// merge moves from's GPUs into into; neither was ever admitted to, so
+// their shared books hold only the counts recount rebuilds.
+func (l *Ledger) merge(into, from *Group) {
+	for _, g := range from.members {
+		g.group = into
+	}
+	into.members = append(into.members, from.members...)
+	into.recount()
+	l.groups = deleteOne(l.groups, from)
+	l.version++
+}
+
+// recount rebuilds the shared bins' tallies of the GPUs' own from them.
+func (grp *Group) recount() {
+	for i := grp.l.lo; i < grp.l.hi; i++ {
+		sb := grp.at(i)
+		sb.energy, sb.frozen, sb.known, sb.labelled, sb.final = 0, 0, 0, 0, 0
+		for _, g := range grp.members {
+			mb := g.at(i)
+			if mb.frozen {
+				sb.frozen++
+				if mb.known {
+					sb.known++
+					sb.energy += mb.energy
+				}
+				if mb.label != 0 {
+					sb.labelled++
+				}
+			}
+			if mb.final {
+				sb.final++
+			}
+		}
+	}
+}
+
+func (grp *Group) at(i int64) *groupBin {
+	return &grp.bins[uint64(i)%uint64(len(grp.bins))]
+}
+
+func (g *GPU) at(i int64) *gpuBin {
+	return &g.bins[uint64(i)%uint64(len(g.bins))]
+}
+
+// clip returns the bins of [from, to) the ledger keeps.
+func (l *Ledger) clip(from, to int64) (int64, int64) {
+	from, to = max(from, l.lo), min(to, l.hi)
 	return from, max(from, to)
 }
 
 // reach makes bins up to to addressable, dropping the oldest past the
 // horizon (finalised with what they have), and returns [from, to) clipped
-// to what the book keeps. A new book starts half a horizon before from, so
-// requests that began before the first thing it saw still fit.
-func (b *Book) reach(from, to int64) (int64, int64) {
-	n := int64(len(b.bins))
-	if !b.started {
-		b.started = true
-		b.lo = max(min(from, to-n/2), to-n)
-		b.hi, b.finalTo = b.lo, b.lo
-	}
-	if to > b.hi {
-		if to-b.lo > n {
-			newLo := to - n
-			b.finalize(min(newLo, b.hi), true)
-			b.lo = newLo
-			b.finalTo = max(b.finalTo, newLo)
+// to what the ledger keeps. The window starts half a horizon before from,
+// so requests that began before the first thing it saw still fit.
+func (l *Ledger) reach(from, to int64) (int64, int64) {
+	if !l.started {
+		l.started = true
+		l.lo = max(min(from, to-l.n/2), to-l.n)
+		l.hi = l.lo
+		for _, g := range l.gpus {
+			g.finalTo = l.lo
 		}
-		for i := max(b.hi, b.lo); i < to; i++ {
-			*b.at(i) = bin{}
-		}
-		b.hi = to
 	}
-	return b.clip(from, to)
+	if to > l.hi {
+		if to-l.lo > l.n {
+			newLo := to - l.n
+			for _, g := range l.gpus {
+				g.finalize(min(newLo, l.hi), true)
+				g.finalTo = max(g.finalTo, newLo)
+			}
+			l.lo = newLo
+		}
+		for i := max(l.hi, l.lo); i < to; i++ {
+			for _, grp := range l.groups {
+				*grp.at(i) = groupBin{}
+			}
+			for _, g := range l.gpus {
+				*g.at(i) = gpuBin{}
+			}
+		}
+		l.hi = to
+	}
+	return l.clip(from, to)
 }
 
 // Request is one request's cost per bin, computed once for all its GPUs'
@@ -241,160 +472,212 @@ func ageOf(secs float64) (int, float64) {
 	return numAges - 1, 1
 }
 
-// Admit adds a request, computed at the time of admission, to the bins it
-// overlaps: they count it as present and waiting, and its cost as weight.
-func (b *Book) Admit(r *Request) {
+// Admit adds a request, computed at the time of admission, to the group's
+// bins it overlaps: they count it as present and waiting, and its cost as
+// weight.
+func (grp *Group) Admit(r *Request) {
 	if r.hi <= r.lo {
 		return
 	}
-	lo, hi := b.reach(r.lo, r.hi+1)
+	grp.admitted = true
+	lo, hi := grp.l.reach(r.lo, r.hi+1)
 	if hi > lo {
-		b.count(lo, min(hi, r.hi), 1, 1)
+		grp.count(lo, min(hi, r.hi), 1, 1)
 	}
-	b.age(r.now)
+	a := &grp.arrival
+	a.age(r.now)
 	for k, w := range r.byClass {
-		b.arrived[k] += w
+		a.arrived[k] += w
 	}
-	b.arrivedAll += r.all
+	a.arrivedAll += r.all
 	for _, pb := range r.bins {
-		if pb.i < b.lo || pb.i >= b.hi {
+		if pb.i < grp.l.lo || pb.i >= grp.l.hi {
 			continue
 		}
-		b.at(pb.i).weight += pb.weight
+		grp.at(pb.i).weight += pb.weight
 	}
-	b.learned++
-	b.stale = true // recomputed when next read: admits far outnumber reads of it
+	a.learned++
+	a.stale = true // recomputed when next read: admits far outnumber reads of it
 }
 
 // age decays the arrival curve's weights to now.
-func (b *Book) age(now int64) {
-	if b.learnedAt != 0 && now > b.learnedAt {
-		f := math.Exp2(-float64(now-b.learnedAt) / arrivalHalfLife)
-		for k := range b.arrived {
-			b.arrived[k] *= f
+func (a *arrival) age(now int64) {
+	if a.learnedAt != 0 && now > a.learnedAt {
+		f := math.Exp2(-float64(now-a.learnedAt) / arrivalHalfLife)
+		for k := range a.arrived {
+			a.arrived[k] *= f
 		}
-		b.arrivedAll *= f
-		b.learned *= f
+		a.arrivedAll *= f
+		a.learned *= f
 	}
-	b.learnedAt = max(b.learnedAt, now)
+	a.learnedAt = max(a.learnedAt, now)
 }
 
 // known returns the share of a bin's weight that has arrived by the age of
 // pb (its class and the place within it), learned from the ages at which
 // admitted requests' weight arrived; 1 until enough requests have.
-func (b *Book) known(pb *pieceBin) float64 {
-	if b.learned < minLearned || b.arrivedAll <= 0 {
+func (a *arrival) known(pb *pieceBin) float64 {
+	if a.learned < minLearned || a.arrivedAll <= 0 {
 		return 1
 	}
-	if b.stale {
-		b.learnCurve()
+	if a.stale {
+		a.learnCurve()
 	}
 	prev := 0.0
 	if pb.class > 0 {
-		prev = b.curve[pb.class-1]
+		prev = a.curve[pb.class-1]
 	}
-	return max(minKnown, prev+pb.frac*(b.curve[pb.class]-prev))
+	return max(minKnown, prev+pb.frac*(a.curve[pb.class]-prev))
 }
 
 // minKnown caps how far a bin's weight is scaled up.
 const minKnown = 0.05
 
+// learnCurve recomputes the cumulative arrival curve.
+func (a *arrival) learnCurve() {
+	a.stale = false
+	if a.arrivedAll <= 0 {
+		return
+	}
+	cum := 0.0
+	for k, w := range a.arrived {
+		cum += w
+		a.curve[k] = cum / a.arrivedAll
+	}
+	a.curve[numAges-1] = 1
+}
+
 // Release gives an admitted request, computed at the time of release, its
-// share of the frozen bins it ran in: per piece into shares (indexed like
-// the pieces, added to), and the same share of each bin's time, summed, as
-// seconds (GPU-seconds: in bins with a label, whether or not their energy
-// is known); known reports whether any of its bins had measured energy.
-// Bins not frozen give nothing. A bin's weight is what has been admitted,
-// scaled up by the share of a bin's weight known at its age: the requests
-// still running then, whose spans have not arrived, take their part too.
-func (b *Book) Release(r *Request, shares []float64) (known bool, seconds float64) {
-	width := float64(b.width) / 1e9
+// share of the group's frozen bins it ran in: per piece into shares
+// (indexed like the pieces, added to), and the same share of each bin's
+// time, summed over the group's GPUs, as seconds (GPU-seconds: in bins
+// with a label, whether or not their energy is known); known reports
+// whether any of its bins had measured energy. A GPU's bins not frozen
+// give nothing. A bin's weight is what has been admitted, scaled up by the
+// share of a bin's weight known at its age: the requests still running
+// then, whose spans have not arrived, take their part too.
+func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds float64) {
+	l := grp.l
+	width := float64(l.width) / 1e9
+	all := uint16(len(grp.members))
 	for k := range r.bins {
 		pb := &r.bins[k]
-		if pb.i < b.lo || pb.i >= b.hi {
+		if pb.i < l.lo || pb.i >= l.hi {
 			continue
 		}
-		bn := b.at(pb.i)
-		if !bn.frozen {
+		sb := grp.at(pb.i)
+		if sb.frozen == 0 {
 			continue
 		}
-		known = known || bn.known
-		if bn.weight <= 0 || (!bn.known && bn.label == "") {
+		known = known || sb.known > 0
+		if sb.weight <= 0 || (sb.known == 0 && sb.labelled == 0) {
 			continue
 		}
-		f := b.ratio * pb.weight * b.known(pb) / bn.weight
-		bn.share += f
-		if bn.known {
-			part := f * bn.energy
-			shares[pb.piece] += part
-			if bn.final {
-				b.totals.Attributed += part
-				b.totals.Correction -= part
-			}
+		f := l.ratio * pb.weight * grp.arrival.known(pb) / sb.weight
+		if sb.frozen == all && sb.final == 0 {
+			// Every GPU frozen, none final: one share for all.
+			sb.shareAll += f
+			shares[pb.piece] += f * sb.energy
+			seconds += f * width * float64(sb.labelled)
+			continue
 		}
-		if bn.label != "" {
-			seconds += f * width
-			if bn.final {
-				b.totals.AttributedSeconds += f * width
-				b.totals.CorrectionSeconds -= f * width
-			}
+		for _, g := range grp.members {
+			g.take(pb, f, width, shares, &seconds)
 		}
 	}
-	if lo, hi := b.clip(r.lo, r.hi); hi > lo {
-		b.count(lo, hi, 0, -1)
+	if lo, hi := l.clip(r.lo, r.hi); hi > lo {
+		grp.count(lo, hi, 0, -1)
 	}
 	return known, seconds
 }
 
-// count adds present and pending to bins [lo, hi) (hi < the book's end).
-func (b *Book) count(lo, hi int64, present, pending int32) {
-	for _, e := range [2]struct {
-		i    int64
-		sign int32
-	}{{lo, 1}, {hi, -1}} {
-		if e.i < b.finalTo {
-			b.runPresent += e.sign * present
-			b.runPending += e.sign * pending
-			continue
+// take gives a request share f of the GPU's bin pb, where the group's GPUs
+// differ on it; a final bin's books take it too.
+func (g *GPU) take(pb *pieceBin, f, width float64, shares []float64, seconds *float64) {
+	mb := g.at(pb.i)
+	if !mb.frozen || (!mb.known && mb.label == 0) {
+		return
+	}
+	mb.share += f
+	if mb.known {
+		part := f * mb.energy
+		shares[pb.piece] += part
+		if mb.final {
+			g.totals.Attributed += part
+			g.totals.Correction -= part
 		}
-		if e.i < b.hi {
-			bn := b.at(e.i)
-			bn.dPresent += e.sign * present
-			bn.dPending += e.sign * pending
+	}
+	if mb.label != 0 {
+		*seconds += f * width
+		if mb.final {
+			g.totals.AttributedSeconds += f * width
+			g.totals.CorrectionSeconds -= f * width
 		}
 	}
 }
 
-// Unfrozen returns the smallest range holding every bin of [from, to) that
-// is not frozen yet; ok is false when there is none. It makes bins up to to
-// addressable first.
-func (b *Book) Unfrozen(from, to int64) (lo, hi int64, ok bool) {
+// count adds present and pending to bins [lo, hi) (hi < the ledger's end):
+// to the running counts of the GPUs whose finalisation has passed an edge,
+// to the bin's differences for those it has not.
+func (grp *Group) count(lo, hi int64, present, pending int32) {
+	for _, e := range [2]struct {
+		i    int64
+		sign int32
+	}{{lo, 1}, {hi, -1}} {
+		ahead := false
+		for _, g := range grp.members {
+			if e.i < g.finalTo {
+				g.runPresent += e.sign * present
+				g.runPending += e.sign * pending
+			} else {
+				ahead = true
+			}
+		}
+		if ahead && e.i < grp.l.hi {
+			sb := grp.at(e.i)
+			sb.dPresent += e.sign * present
+			sb.dPending += e.sign * pending
+		}
+	}
+}
+
+// Unfrozen returns the smallest range holding every bin of [from, to) the
+// GPU has not frozen yet; ok is false when there is none. It makes bins up
+// to to addressable first.
+func (g *GPU) Unfrozen(from, to int64) (lo, hi int64, ok bool) {
 	if to <= from {
 		return 0, 0, false
 	}
-	from, to = b.reach(from, to)
+	from, to = g.l.reach(from, to)
 	lo, hi = to, from
 	for i := from; i < to; i++ {
-		if !b.at(i).frozen {
+		if !g.at(i).frozen {
 			lo, hi = min(lo, i), i+1
 		}
 	}
 	return lo, hi, hi > lo
 }
 
-// Freeze fixes bin i's measured energy and label (label "" when nothing
-// covered the bin). A frozen bin is never changed again.
-func (b *Book) Freeze(i int64, energyJ float64, known bool, label bottleneck.Label) {
-	if i < b.lo || i >= b.hi {
+// Freeze fixes bin i's measured energy and label on the GPU (label "" when
+// nothing covered the bin). A frozen bin is never changed again.
+func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Label) {
+	if i < g.l.lo || i >= g.l.hi {
 		return
 	}
-	bn := b.at(i)
-	if bn.frozen {
+	mb := g.at(i)
+	if mb.frozen {
 		return
 	}
-	bn.frozen, bn.known, bn.label = true, known, label
+	mb.frozen, mb.known, mb.label = true, known, labelIndex(label)
+	sb := g.group.at(i)
+	sb.frozen++
 	if known {
-		bn.energy = energyJ
+		mb.energy = energyJ
+		sb.known++
+		sb.energy += energyJ
+	}
+	if mb.label != 0 {
+		sb.labelled++
 	}
 }
 
@@ -402,86 +685,74 @@ func (b *Book) Freeze(i int64, energyJ float64, known bool, label bottleneck.Lab
 // that had a request present counted as starved (host_bound); before, as a
 // request in the bin sees it (present, so idle reads host_bound). "" when
 // not frozen or unknown.
-func (b *Book) Label(i int64) bottleneck.Label {
-	if i < b.lo || i >= b.hi {
+func (g *GPU) Label(i int64) bottleneck.Label {
+	if i < g.l.lo || i >= g.l.hi {
 		return ""
 	}
-	bn := b.at(i)
-	if !bn.final && bn.label == bottleneck.Idle {
+	mb := g.at(i)
+	if !mb.final && mb.label == idleLabel {
 		return bottleneck.HostBound
 	}
-	return bn.label
+	return labelOf(mb.label)
 }
 
 // FinalTo returns the first bin that is not final.
-func (b *Book) FinalTo() int64 { return b.finalTo }
+func (g *GPU) FinalTo() int64 { return g.finalTo }
 
 // Finalize books the frozen bins from FinalTo up to to, in order, stopping at
 // the first that is not frozen or has a request waiting for release.
-func (b *Book) Finalize(to int64) {
-	if !b.started {
+func (g *GPU) Finalize(to int64) {
+	if !g.l.started {
 		return
 	}
-	b.reach(b.finalTo, to)
-	b.finalize(to, false)
+	g.l.reach(g.finalTo, to)
+	g.finalize(to, false)
 }
 
 // finalize books bins [finalTo, to); force books them even when a request
 // is waiting or they are not frozen (they are being dropped).
-func (b *Book) finalize(to int64, force bool) {
-	to = min(to, b.hi)
-	for ; b.finalTo < to; b.finalTo++ {
-		bn := b.at(b.finalTo)
-		present, pending := b.runPresent+bn.dPresent, b.runPending+bn.dPending
-		if !force && (!bn.frozen || pending > 0) {
+func (g *GPU) finalize(to int64, force bool) {
+	l := g.l
+	to = min(to, l.hi)
+	w := float64(l.width) / 1e9
+	for ; g.finalTo < to; g.finalTo++ {
+		sb, mb := g.group.at(g.finalTo), g.at(g.finalTo)
+		present, pending := g.runPresent+sb.dPresent, g.runPending+sb.dPending
+		if !force && (!mb.frozen || pending > 0) {
 			return
 		}
-		b.runPresent, b.runPending = present, pending
-		bn.dPresent, bn.dPending = 0, 0
-		bn.final = true
-		if bn.label == bottleneck.Idle && present > 0 {
-			bn.label = bottleneck.HostBound
+		g.runPresent, g.runPending = present, pending
+		mb.final = true
+		sb.final++
+		if mb.label == idleLabel && present > 0 {
+			mb.label = hostBoundLabel
 		}
-		if bn.label != "" {
-			w := float64(b.width) / 1e9
-			b.totals.Seconds.Add(bn.label, w)
-			if bn.weight <= 0 {
-				b.totals.IdleSeconds += w
+		share := sb.shareAll + mb.share
+		if mb.label != 0 {
+			g.totals.Seconds.Add(labelOf(mb.label), w)
+			if sb.weight <= 0 {
+				g.totals.IdleSeconds += w
 			} else {
-				b.totals.UnsampledSeconds += w - b.ratio*w
-				b.totals.AttributedSeconds += bn.share * w
-				b.totals.CorrectionSeconds += b.ratio*w - bn.share*w
+				g.totals.UnsampledSeconds += w - l.ratio*w
+				g.totals.AttributedSeconds += share * w
+				g.totals.CorrectionSeconds += l.ratio*w - share*w
 			}
 		}
-		if !bn.known {
+		if !mb.known {
 			continue
 		}
-		b.totals.Measured += bn.energy
-		if bn.weight <= 0 {
-			b.totals.Idle += bn.energy
+		g.totals.Measured += mb.energy
+		if sb.weight <= 0 {
+			g.totals.Idle += mb.energy
 			continue
 		}
-		taken := b.ratio * bn.energy
-		given := bn.share * bn.energy
-		b.totals.Unsampled += bn.energy - taken
-		b.totals.Attributed += given
-		b.totals.Correction += taken - given
+		taken := l.ratio * mb.energy
+		given := share * mb.energy
+		g.totals.Unsampled += mb.energy - taken
+		g.totals.Attributed += given
+		g.totals.Correction += taken - given
 	}
 }
 
-// learnCurve recomputes the cumulative arrival curve.
-func (b *Book) learnCurve() {
-	b.stale = false
-	if b.arrivedAll <= 0 {
-		return
-	}
-	cum := 0.0
-	for k, a := range b.arrived {
-		cum += a
-		b.curve[k] = cum / b.arrivedAll
-	}
-	b.curve[numAges-1] = 1
-}
-
-// Totals returns the books over final bins.
-func (b *Book) Totals() Totals { return b.totals }
+// Totals returns the GPU's books over its final bins.
+func (g *GPU) Totals() Totals { return g.totals }

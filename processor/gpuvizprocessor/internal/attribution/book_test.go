@@ -17,15 +17,27 @@ var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC).UnixNano()
 
 func at(s float64) int64 { return t0 + int64(s*1e9) }
 
-func admit(b *Book, pieces []Piece, now int64) {
+// book is one GPU's books, alone in its ledger.
+type book struct {
+	*GPU
+}
+
+func (b book) Index(t int64) int64 { return b.l.Index(t) }
+func (b book) Start(i int64) int64 { return b.l.Start(i) }
+func (b book) Admit(r *Request)    { b.group.Admit(r) }
+func (b book) Release(r *Request, shares []float64) (bool, float64) {
+	return b.group.Release(r, shares)
+}
+
+func admit(b book, pieces []Piece, now int64) {
 	var r Request
-	r.Cost(pieces, b.width, now)
+	r.Cost(pieces, b.l.width, now)
 	b.Admit(&r)
 }
 
-func release(b *Book, pieces []Piece, now int64, shares []float64) bool {
+func release(b book, pieces []Piece, now int64, shares []float64) bool {
 	var r Request
-	r.Cost(pieces, b.width, now)
+	r.Cost(pieces, b.l.width, now)
 	known, _ := b.Release(&r, shares)
 	return known
 }
@@ -33,13 +45,17 @@ func release(b *Book, pieces []Piece, now int64, shares []float64) bool {
 // longAfter is a moment long after the bins of the tests: their weight is known.
 var longAfter = at(3600)
 
-func testBook(ratio float64) *Book {
-	return NewBook(Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio})
+func testConfig(ratio float64) Config {
+	return Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio}
+}
+
+func testBook(ratio float64) book {
+	return book{NewLedger(testConfig(ratio)).Add()}
 }
 
 // freeze gives every bin of [from, to) s the same power, and the bins
 // before, back to the first that is not final, none.
-func freeze(b *Book, from, to float64, watts float64) {
+func freeze(b book, from, to float64, watts float64) {
 	lo, hi, ok := b.Unfrozen(min(b.FinalTo(), b.Index(at(from))), b.Index(at(to)))
 	if !ok {
 		return
@@ -172,7 +188,7 @@ func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	b := testBook(1)
 	admit(b, []Piece{{at(0), at(1), 1}}, longAfter)
 	admit(b, []Piece{{at(600), at(601), 1}}, longAfter) // ten minutes later: the first is dropped
-	lo, hi := b.clip(b.Index(at(0)), b.Index(at(601)))
+	lo, hi := b.l.clip(b.Index(at(0)), b.Index(at(601)))
 	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
 	assert.Greater(t, lo, b.Index(at(1)))
 }
@@ -264,9 +280,9 @@ func TestLateRequestsTimeIsCorrected(t *testing.T) {
 	closeTo(t, labelled(tot.Seconds), tot.AttributedSeconds+tot.IdleSeconds+tot.UnsampledSeconds+tot.CorrectionSeconds)
 }
 
-func cost(b *Book, pieces []Piece) *Request {
+func cost(b book, pieces []Piece) *Request {
 	r := new(Request)
-	r.Cost(pieces, b.width, longAfter)
+	r.Cost(pieces, b.l.width, longAfter)
 	return r
 }
 
@@ -281,5 +297,155 @@ func labelled(s bottleneck.Times) float64 {
 
 // The memory bound documented in docs/attribution.md is a bin's real size.
 func TestBinBytes(t *testing.T) {
-	assert.Equal(t, uintptr(BinBytes), unsafe.Sizeof(bin{}))
+	assert.Equal(t, uintptr(GroupBinBytes), unsafe.Sizeof(groupBin{}))
+	assert.Equal(t, uintptr(GPUBinBytes), unsafe.Sizeof(gpuBin{}))
+}
+
+// A group's GPUs book exactly what each would alone: the same requests on
+// the same GPUs, once in one ledger where the GPUs share groups (split as
+// requests with fewer GPUs arrive) and once in one ledger per GPU, give
+// every request the same energy and time and every GPU the same totals,
+// with the GPUs freezing their bins at different moments and some requests
+// released after their bins are final.
+func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
+	const numGPUs = 4
+	cfg := testConfig(0.8)
+	grouped := NewLedger(cfg)
+	var gpus, alone [numGPUs]*GPU
+	for k := range gpus {
+		gpus[k] = grouped.Add()
+		alone[k] = NewLedger(cfg).Add()
+	}
+	type request struct {
+		pieces    []Piece
+		set       []int
+		releaseAt float64
+		released  bool
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	// Until 20 s every request runs on all four GPUs; then some on GPU 1
+	// alone and some on GPUs 2 and 3, which splits the group twice.
+	sets := func(at float64) []int {
+		if at < 20 || rng.IntN(3) == 0 {
+			return []int{0, 1, 2, 3}
+		}
+		if rng.IntN(2) == 0 {
+			return []int{1}
+		}
+		return []int{2, 3}
+	}
+	lag := [numGPUs]float64{1, 1, 1.5, 4} // s behind now each GPU's energy is
+	var reqs []*request
+	var dst []*Group
+	var shares, ref [MaxTestPieces]float64
+	var r Request
+	step := func(now float64) {
+		nowNs := at(now)
+		for k := range gpus {
+			for _, g := range []*GPU{gpus[k], alone[k]} {
+				lo, hi, ok := g.Unfrozen(min(g.FinalTo(), g.l.Index(at(0))), g.l.Index(at(now-lag[k])))
+				for i := lo; ok && i < hi; i++ {
+					g.Freeze(i, 20+float64(k)+float64(i%5), i%11 != 0, bottleneck.Labels[int(i)%len(bottleneck.Labels)])
+				}
+				g.Finalize(g.l.Index(at(now - lag[k] - 1)))
+			}
+		}
+		for range 3 {
+			end := now
+			if rng.IntN(4) == 0 {
+				end -= 3 + 5*rng.Float64() // its span comes after its bins are final
+			}
+			s := end - 0.5 - 3*rng.Float64()
+			q := s + 0.3*rng.Float64()
+			p := q + 0.05 + 0.2*rng.Float64()
+			rq := &request{
+				pieces:    []Piece{{at(s), at(q), 0}, {at(q), at(p), 400 + 400*rng.Float64()}, {at(p), at(end), 30}},
+				set:       sets(now),
+				releaseAt: now + 0.5 + 3*rng.Float64(),
+			}
+			reqs = append(reqs, rq)
+			r.Cost(rq.pieces, int64(cfg.Resolution), nowNs)
+			var set []*GPU
+			for _, k := range rq.set {
+				set = append(set, gpus[k])
+				alone[k].group.Admit(&r)
+			}
+			dst = grouped.Groups(set, dst)
+			for _, grp := range dst {
+				grp.Admit(&r)
+			}
+		}
+		for _, rq := range reqs {
+			if rq.released || rq.releaseAt > now {
+				continue
+			}
+			rq.released = true
+			r.Cost(rq.pieces, int64(cfg.Resolution), nowNs)
+			shares, ref = [MaxTestPieces]float64{}, [MaxTestPieces]float64{}
+			var set []*GPU
+			var secs, refSecs float64
+			var known, refKnown bool
+			for _, k := range rq.set {
+				set = append(set, gpus[k])
+				kn, s := alone[k].group.Release(&r, ref[:])
+				refKnown, refSecs = refKnown || kn, refSecs+s
+			}
+			for _, grp := range grouped.Groups(set, dst) {
+				kn, s := grp.Release(&r, shares[:])
+				known, secs = known || kn, secs+s
+			}
+			assert.Equal(t, refKnown, known)
+			closeTo(t, refSecs, secs)
+			for i := range shares {
+				closeTo(t, ref[i], shares[i])
+			}
+		}
+	}
+	for k := range gpus { // every ledger's window starts alike
+		gpus[k].Unfrozen(grouped.Index(at(0)), grouped.Index(at(4)))
+		alone[k].Unfrozen(grouped.Index(at(0)), grouped.Index(at(4)))
+	}
+	for now := 5.0; now < 60; now += 0.1 {
+		step(now)
+	}
+	assert.Len(t, grouped.groups, 3, "{0}, {1}, {2, 3}")
+	for k := range gpus {
+		want, got := alone[k].Totals(), gpus[k].Totals()
+		require.Greater(t, want.Measured, 0.0)
+		for _, p := range [][2]float64{
+			{want.Measured, got.Measured}, {want.Attributed, got.Attributed}, {want.Idle, got.Idle},
+			{want.Unsampled, got.Unsampled}, {want.Correction, got.Correction},
+			{want.AttributedSeconds, got.AttributedSeconds}, {want.CorrectionSeconds, got.CorrectionSeconds},
+			{want.IdleSeconds, got.IdleSeconds}, {want.UnsampledSeconds, got.UnsampledSeconds},
+		} {
+			closeTo(t, p[0], p[1])
+		}
+		assert.Equal(t, want.Seconds, got.Seconds)
+		closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
+	}
+}
+
+// MaxTestPieces is the pieces of the requests of the tests.
+const MaxTestPieces = 3
+
+// GPUs no request ran on yet join one group; once one has, a GPU that
+// joins a request's set later stays in a group of its own.
+func TestGroupsMergeOnlyWhereNothingWasAdmitted(t *testing.T) {
+	l := NewLedger(testConfig(1))
+	a, b, c := l.Add(), l.Add(), l.Add()
+	groups := l.Groups([]*GPU{a, b}, nil)
+	require.Len(t, groups, 1)
+	assert.Same(t, a.group, b.group)
+	var r Request
+	r.Cost([]Piece{{at(0), at(1), 1}}, l.width, longAfter)
+	groups[0].Admit(&r)
+	v := l.Version()
+	assert.Len(t, l.Groups([]*GPU{a, b}, nil), 1)
+	assert.Equal(t, v, l.Version(), "nothing moved")
+	groups = l.Groups([]*GPU{a, b, c}, nil)
+	assert.Len(t, groups, 2)
+	assert.NotSame(t, a.group, c.group)
+	l.Remove(b)
+	assert.Equal(t, []*GPU{a}, a.group.members)
+	assert.Len(t, l.gpus, 2)
 }

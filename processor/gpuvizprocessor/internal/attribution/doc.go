@@ -1,6 +1,9 @@
 // Package attribution keeps, per GPU, the books of its energy: which
 // requests ran in each stretch of time, what each was given, and what no one
-// could take.
+// could take. GPUs that serve the same requests (every request admitted to
+// one was admitted to all) form a group and share the requests' side of
+// the books, so a request on a host's 8 GPUs is admitted and released once,
+// not 8 times; each GPU keeps its own energy, labels and totals.
 //
 // Time is cut into fixed bins (Config.Resolution). A request is admitted as
 // pieces, each a stretch at a constant cost rate (its queue at rate 0, its
@@ -32,7 +35,8 @@
 // their energy was measured, the time books close the same way against the
 // time the bins' labels count.
 //
-// Memory is bounded: Config.Horizon / Config.Resolution bins of 120 bytes per
-// GPU; older bins are finalised and dropped as time moves on, and requests
-// reaching before the oldest bin get no energy for that part.
+// Memory is bounded: Config.Horizon / Config.Resolution bins, each
+// GroupBinBytes per group and GPUBinBytes per GPU; older bins are finalised
+// and dropped as time moves on, and requests reaching before the oldest bin
+// get no energy for that part.
 package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"

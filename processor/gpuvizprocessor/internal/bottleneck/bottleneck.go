@@ -293,14 +293,14 @@ type Times [len(order)]float64
 // Add adds d seconds to label l; unknown labels and negative or NaN times
 // are ignored.
 func (t *Times) Add(l Label, d float64) {
-	if i := indexOf(l); i >= 0 && d > 0 {
+	if i := Index(l); i >= 0 && d > 0 {
 		t[i] += d
 	}
 }
 
 // Of returns label l's time; 0 for a label not in Labels.
 func (t *Times) Of(l Label) float64 {
-	if i := indexOf(l); i >= 0 {
+	if i := Index(l); i >= 0 {
 		return t[i]
 	}
 	return 0
@@ -317,7 +317,8 @@ func (t *Times) Dominant() Label {
 	return best
 }
 
-func indexOf(l Label) int {
+// Index returns l's place in Labels, -1 for a label not in it.
+func Index(l Label) int {
 	for i, o := range order {
 		if o == l {
 			return i
