@@ -78,7 +78,7 @@ type emitter struct {
 	lastTS    pcommon.Timestamp // the last flush's (start before the first): new series start there
 	hists     *histograms
 	acct      *accounting
-	exemplars map[timeline.Key]map[bottleneck.Label][]exemplar // since the last flush
+	exemplars map[timeline.Key]*labelExemplars // since the last flush
 	// models and tenants bound the per-request series' values per host.
 	models, tenants *boundedValues
 	idleExpiry      time.Duration
@@ -98,7 +98,7 @@ func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *
 		lastTS:    start,
 		hists:     newHistograms(cfg.Metrics.IdleExpiry),
 		acct:      newAccounting(set, cfg.Metrics.IdleExpiry),
-		exemplars: map[timeline.Key]map[bottleneck.Label][]exemplar{},
+		exemplars: map[timeline.Key]*labelExemplars{},
 		models:    newBoundedValues(cfg.Metrics.MaxModels), tenants: newBoundedValues(cfg.Metrics.Accounting.MaxTenants),
 		idleExpiry: cfg.Metrics.IdleExpiry,
 		backends:   map[string]string{},
@@ -137,13 +137,17 @@ func (e *emitter) record(r requestRecord) {
 		}
 	}
 	e.hists.observe(histBusy, hk, r.busy, ex, r.end)
+	l := bottleneck.Index(r.label)
+	if l < 0 {
+		return
+	}
 	for _, k := range r.keys {
 		byLabel := e.exemplars[k]
 		if byLabel == nil {
-			byLabel = map[bottleneck.Label][]exemplar{}
+			byLabel = new(labelExemplars)
 			e.exemplars[k] = byLabel
 		}
-		byLabel[r.label] = pushExemplar(byLabel[r.label], exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end, value: r.seconds})
+		byLabel[l] = pushExemplar(byLabel[l], exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end, value: r.seconds})
 	}
 }
 
@@ -282,7 +286,9 @@ func (e *emitter) attachExemplars(md pmetric.Metrics) int64 {
 					dp := dps.At(d)
 					key := timeline.Key{Host: host, GPU: stringAttr(dp.Attributes(), "hw.id")}
 					label := bottleneck.Label(stringAttr(dp.Attributes(), attrBottleneck))
-					n += putExemplars(dp.Exemplars(), e.exemplars[key][label])
+					if l, byLabel := bottleneck.Index(label), e.exemplars[key]; l >= 0 && byLabel != nil {
+						n += putExemplars(dp.Exemplars(), byLabel[l])
+					}
 				}
 			}
 		}

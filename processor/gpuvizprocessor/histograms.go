@@ -49,6 +49,10 @@ type exemplar struct {
 	value   float64
 }
 
+// labelExemplars are one GPU's exemplars per label, indexed like
+// bottleneck.Labels.
+type labelExemplars [len(bottleneck.Times{})][]exemplar
+
 func pushExemplar(list []exemplar, ex exemplar) []exemplar {
 	if len(list) < exemplarsPerSeries {
 		return append(list, ex)

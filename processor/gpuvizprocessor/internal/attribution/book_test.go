@@ -337,7 +337,7 @@ func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
 	lag := [numGPUs]float64{1, 1, 1.5, 4} // s behind now each GPU's energy is
 	var reqs []*request
 	var dst []*Group
-	var shares, ref [MaxTestPieces]float64
+	var shares, ref [maxTestPieces]float64
 	var r Request
 	step := func(now float64) {
 		nowNs := at(now)
@@ -381,7 +381,7 @@ func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
 			}
 			rq.released = true
 			r.Cost(rq.pieces, int64(cfg.Resolution), nowNs)
-			shares, ref = [MaxTestPieces]float64{}, [MaxTestPieces]float64{}
+			shares, ref = [maxTestPieces]float64{}, [maxTestPieces]float64{}
 			var set []*GPU
 			var secs, refSecs float64
 			var known, refKnown bool
@@ -425,8 +425,8 @@ func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
 	}
 }
 
-// MaxTestPieces is the pieces of the requests of the tests.
-const MaxTestPieces = 3
+// maxTestPieces is how many pieces the tests' requests have.
+const maxTestPieces = 3
 
 // GPUs no request ran on yet join one group; once one has, a GPU that
 // joins a request's set later stays in a group of its own.
