@@ -564,7 +564,9 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 		to := p.ledger.Index(settled.Add(-p.finalizeAfter).UnixNano())
 		from := book.FinalTo()
 		if from == 0 {
-			from = to - int64(p.finalizeAfter/width) // a new book starts where finality does
+			// The ledger's first GPUs start where finality does; a GPU
+			// added later starts at the ledger's window (Ledger.Add).
+			from = to - int64(p.finalizeAfter/width)
 		}
 		if a, z, ok := book.Unfrozen(from, to); ok {
 			bins = p.store.Bins(k, time.Unix(0, p.ledger.Start(a)), width, int(z-a), bins[:0])
