@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/xpdata/pref"
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
 
@@ -293,6 +294,10 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 		c.countUnenriched(ctx, "overflow", len(spans))
 		return next.ConsumeTraces(ctx, td)
 	}
+	// The batch outlives this call: under pdata.useProtoPooling the
+	// service returns its memory to the pool when the call returns unless
+	// it is referenced (as the batch processor does); forward lets go.
+	pref.RefTraces(td)
 	if c.settleOpen.IsZero() || now.Sub(c.settleOpen) >= c.cfg.Attribution.SettleWindow {
 		c.settleOpen = now
 	}
@@ -556,6 +561,7 @@ func (c *core) forward(now time.Time, b *heldBatch, final bool) {
 	ctx := client.NewContext(context.Background(), b.info)
 	err := b.next.ConsumeTraces(ctx, b.td)
 	if err == nil {
+		pref.UnrefTraces(b.td)
 		return
 	}
 	if b.retryUntil.IsZero() {
@@ -572,4 +578,5 @@ func (c *core) forward(now time.Time, b *heldBatch, final bool) {
 	n := b.td.SpanCount()
 	c.logger.Warn("the next consumer refused enriched traces", zap.Error(err), zap.Int("spans", n))
 	c.countRefused(n)
+	pref.UnrefTraces(b.td)
 }
