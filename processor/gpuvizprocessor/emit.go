@@ -73,7 +73,6 @@ type emitter struct {
 
 	mu        sync.Mutex
 	mb        *metadata.MetricsBuilder
-	start     pcommon.Timestamp
 	lastEmit  time.Time
 	lastTS    pcommon.Timestamp // the last flush's (start before the first): new series start there
 	hists     *histograms
@@ -94,7 +93,6 @@ func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *
 	return &emitter{
 		interval: cfg.Metrics.Interval, analysis: an, store: store,
 		mb:        metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), set, metadata.WithStartTime(start)),
-		start:     start,
 		lastTS:    start,
 		hists:     newHistograms(cfg.Metrics.IdleExpiry),
 		acct:      newAccounting(set, cfg.Metrics.IdleExpiry),
@@ -131,12 +129,12 @@ func (e *emitter) record(r requestRecord) {
 	hk := histKey{host: host, model: model, label: r.label}
 	ex := exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end}
 	if r.energyKnown {
-		e.hists.observe(histEnergy, hk, r.energy, ex, r.end)
+		e.hists.observe(histEnergy, hk, r.energy, ex, r.end, e.lastTS)
 		if r.perToken > 0 {
-			e.hists.observe(histPerToken, hk, r.perToken, ex, r.end)
+			e.hists.observe(histPerToken, hk, r.perToken, ex, r.end, e.lastTS)
 		}
 	}
-	e.hists.observe(histBusy, hk, r.busy, ex, r.end)
+	e.hists.observe(histBusy, hk, r.busy, ex, r.end, e.lastTS)
 	l := bottleneck.Index(r.label)
 	if l < 0 {
 		return
@@ -230,7 +228,7 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 		return ms
 	}
 	for _, host := range e.hists.hosts() {
-		n += e.hists.appendTo(hostMetrics(host), host, e.start, ts)
+		n += e.hists.appendTo(hostMetrics(host), host, ts)
 	}
 	for _, host := range e.acct.hostNames() {
 		e.acct.appendTo(hostMetrics(host), host, ts)

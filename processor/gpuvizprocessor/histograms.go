@@ -85,6 +85,9 @@ type histogram struct {
 	sum       float64
 	exemplars []exemplar // since the last flush
 	updated   time.Time
+	// start is the flush before its first value: a series that expired
+	// and came back starts again from 0 with a new start time.
+	start pcommon.Timestamp
 }
 
 // histograms are the per-request histograms, expired when idle; their
@@ -102,11 +105,12 @@ func newHistograms(idleExpiry time.Duration) *histograms {
 	return h
 }
 
-// observe counts value v of histogram i for k.
-func (h *histograms) observe(i int, k histKey, v float64, ex exemplar, now time.Time) {
+// observe counts value v of histogram i for k; since is the last flush's
+// time, a new series' start.
+func (h *histograms) observe(i int, k histKey, v float64, ex exemplar, now time.Time, since pcommon.Timestamp) {
 	s := h.series[i][k]
 	if s == nil {
-		s = &histogram{counts: make([]uint64, len(requestHistograms[i].bounds)+1)}
+		s = &histogram{counts: make([]uint64, len(requestHistograms[i].bounds)+1), start: since}
 		h.series[i][k] = s
 	}
 	b, _ := slices.BinarySearch(requestHistograms[i].bounds, v)
@@ -147,7 +151,7 @@ func (h *histograms) hosts() []string {
 
 // appendTo adds host's histograms to ms and clears their exemplars,
 // returning how many exemplars went out.
-func (h *histograms) appendTo(ms pmetric.MetricSlice, host string, start, ts pcommon.Timestamp) int64 {
+func (h *histograms) appendTo(ms pmetric.MetricSlice, host string, ts pcommon.Timestamp) int64 {
 	var n int64
 	for i, def := range requestHistograms {
 		var keys []histKey
@@ -171,7 +175,7 @@ func (h *histograms) appendTo(ms pmetric.MetricSlice, host string, start, ts pco
 		for _, k := range keys {
 			s := h.series[i][k]
 			dp := hist.DataPoints().AppendEmpty()
-			dp.SetStartTimestamp(start)
+			dp.SetStartTimestamp(s.start)
 			dp.SetTimestamp(ts)
 			dp.Attributes().PutStr(attrModel, k.model)
 			dp.Attributes().PutStr(attrBottleneck, string(k.label))

@@ -373,13 +373,14 @@ func TestNVLinkCapacityMakesAFraction(t *testing.T) {
 }
 
 // A host's and a model's request histograms go once they have seen no
-// request for metrics.idle_expiry.
+// request for metrics.idle_expiry; one that comes back starts again from 0
+// at the flush before its new first value, as a cumulative series must.
 func TestIdleHistogramsExpire(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	h, models := newHistograms(10*time.Minute), newBoundedValues(2)
 	model, _ := models.fold("node-1", "llama", base)
 	k := histKey{host: "node-1", model: model, label: bottleneck.MemoryBound}
-	h.observe(histEnergy, k, 5, exemplar{}, base)
+	h.observe(histEnergy, k, 5, exemplar{}, base, pcommon.NewTimestampFromTime(base.Add(-time.Second)))
 	h.expire(base.Add(9 * time.Minute))
 	models.expire(base.Add(9*time.Minute), 10*time.Minute)
 	assert.Equal(t, []string{"node-1"}, h.hosts())
@@ -387,6 +388,15 @@ func TestIdleHistogramsExpire(t *testing.T) {
 	models.expire(base.Add(11*time.Minute), 10*time.Minute)
 	assert.Empty(t, h.hosts())
 	assert.Empty(t, models.byHost, "the host's models are forgotten too")
+	back := pcommon.NewTimestampFromTime(base.Add(11 * time.Minute))
+	h.observe(histEnergy, k, 7, exemplar{}, base.Add(11*time.Minute+time.Second), back)
+	ms := pmetric.NewMetricSlice()
+	h.appendTo(ms, "node-1", pcommon.NewTimestampFromTime(base.Add(12*time.Minute)))
+	require.Equal(t, 1, ms.Len())
+	dp := ms.At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, back, dp.StartTimestamp(), "a new start time")
+	assert.Equal(t, uint64(1), dp.Count(), "from 0 again")
+	assert.Equal(t, 7.0, dp.Sum())
 	// With the old ones gone, new models get their own series again.
 	for _, m := range []string{"a", "b", "c"} {
 		got, folded := models.fold("node-1", m, base.Add(12*time.Minute))
