@@ -289,6 +289,9 @@ func (cfg *Config) Validate() error {
 	if err := cfg.timeline().Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("history: %w", err))
 	}
+	if cfg.History.MaxGPUs > attribution.MaxGroupGPUs {
+		errs = append(errs, fmt.Errorf("history.max_gpus: %d must be at most %d (the energy books count GPUs in 16 bits)", cfg.History.MaxGPUs, attribution.MaxGroupGPUs))
+	}
 	if len(cfg.Match.Order) == 0 {
 		errs = append(errs, errors.New("match.order: name at least one of pod, slurm, attribute, process, host"))
 	}

@@ -53,6 +53,7 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_wait":             "max_wait: 0s must be positive",
 		"bad_pending":          "max_pending_spans: 0 must be at least 1",
 		"bad_history":          "history: max_gpus",
+		"too_many_gpus":        "history.max_gpus: 65536 must be at most 65535",
 		"bad_order":            `match.order[1]: "gpu" is not a matching method`,
 		"empty_order":          "match.order: name at least one of pod, slurm, attribute, process, host",
 		"bad_threshold":        "bottleneck: memory_dram",

@@ -60,6 +60,11 @@ const arrivalHalfLife = float64(10 * time.Minute)
 // it is used: until then a bin's weight is taken as complete.
 const minLearned = 20
 
+// MaxGroupGPUs is the most GPUs one group may hold: a bin counts its
+// group's GPUs in 16 bits. The processor's config keeps history.max_gpus,
+// and so every group, within it.
+const MaxGroupGPUs = math.MaxUint16
+
 // Piece is a stretch of one request at a constant cost rate.
 type Piece struct {
 	Start, End int64   // Unix ns
