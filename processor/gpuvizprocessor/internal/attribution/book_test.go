@@ -449,3 +449,50 @@ func TestGroupsMergeOnlyWhereNothingWasAdmitted(t *testing.T) {
 	assert.Equal(t, []*GPU{a}, a.group.members)
 	assert.Len(t, l.gpus, 2)
 }
+
+// The ledger keeps one window for all its GPUs. A GPU whose energy stops
+// coming keeps its bins until the others carry the window a horizon past
+// them; then they are booked with what they have, once, and its books
+// still close, a request that was never released included.
+func TestAStalledGPUsBinsAreBookedAtTheHorizon(t *testing.T) {
+	l := NewLedger(testConfig(1))
+	live, stalled := book{l.Add()}, book{l.Add()}
+	released := []Piece{{at(2), at(3), 1}}
+	admit(stalled, released, at(3))
+	admit(stalled, []Piece{{at(8), at(9), 1}}, at(9)) // never released
+	freeze(live, 0, 10, 100)
+	freeze(stalled, 0, 10, 300)
+	shares := make([]float64, 1)
+	require.True(t, release(stalled, released, at(12), shares))
+	closeTo(t, 300, shares[0]) // alone in its bins: 300 W for 1 s
+	stalled.Finalize(stalled.Index(at(10)))
+	held := stalled.FinalTo()
+	assert.Less(t, held, stalled.Index(at(9)), "the unreleased request holds its bins")
+
+	for s := 10.0; s < 65; s += 5 {
+		freeze(live, s, s+5, 100)
+		live.Finalize(live.Index(at(s + 5)))
+	}
+	assert.Equal(t, held, stalled.FinalTo(), "inside the horizon, nothing of the stalled GPU moves")
+
+	for s := 65.0; s < 130; s += 5 {
+		freeze(live, s, s+5, 100)
+		live.Finalize(live.Index(at(s + 5)))
+	}
+	assert.GreaterOrEqual(t, stalled.FinalTo(), stalled.Index(at(130-60)), "dropped past the horizon")
+	got := stalled.Totals()
+	closeTo(t, 300*10, got.Measured)
+	closeTo(t, 300, got.Attributed) // the released request's
+	// The unreleased request's second is booked as taken and given to no
+	// span: the correction says so.
+	closeTo(t, 300, got.Correction)
+	closeTo(t, 300*8, got.Idle)
+	closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
+
+	for s := 130.0; s < 200; s += 5 {
+		freeze(live, s, s+5, 100)
+		live.Finalize(live.Index(at(s + 5)))
+	}
+	assert.Equal(t, got, stalled.Totals(), "booked once")
+	closeTo(t, 100*200, live.Totals().Measured)
+}
