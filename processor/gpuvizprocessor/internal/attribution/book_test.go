@@ -496,3 +496,33 @@ func TestAStalledGPUsBinsAreBookedAtTheHorizon(t *testing.T) {
 	assert.Equal(t, got, stalled.Totals(), "booked once")
 	closeTo(t, 100*200, live.Totals().Measured)
 }
+
+// A request admitted after its first bins were final counts as present
+// from where finalisation stands: the idle bins it spans that are not final
+// yet read host_bound once they are, and the bins after it idle again.
+// The final ones before stay as they were booked.
+func TestALateRequestIsPresentFromWhereFinalisationStands(t *testing.T) {
+	b := testBook(1)
+	idle := func(from, to float64) {
+		lo, hi, ok := b.Unfrozen(min(b.FinalTo(), b.Index(at(from))), b.Index(at(to)))
+		require.True(t, ok)
+		for i := lo; i < hi; i++ {
+			if b.Start(i) < at(from) {
+				b.Freeze(i, 0, false, "") // before anything was seen
+				continue
+			}
+			b.Freeze(i, 5, true, bottleneck.Idle)
+		}
+	}
+	idle(0, 5)
+	b.Finalize(b.Index(at(5)))
+	require.Equal(t, b.Index(at(5)), b.FinalTo())
+	late := []Piece{{at(4), at(8), 1}}
+	admit(b, late, at(9))
+	idle(5, 12)
+	require.True(t, release(b, late, at(12), make([]float64, 1)))
+	b.Finalize(b.Index(at(12)))
+	secs := b.Totals().Seconds
+	assert.InDelta(t, 3, secs.Of(bottleneck.HostBound), 1e-9, "5–8 s: present, the GPU idle")
+	assert.InDelta(t, 5+4, secs.Of(bottleneck.Idle), 1e-9, "0–5 s as booked before it came, 8–12 s after it")
+}
