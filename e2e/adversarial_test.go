@@ -35,6 +35,10 @@ import (
 
 const (
 	adversarialSpans = 1_000_000
+	// pooledSpans go through a collector with pdata.useProtoPooling on,
+	// where the pipeline hands a batch's memory back to a pool as soon as
+	// the processor returns unless it holds a reference.
+	pooledSpans      = 200_000
 	adversarialBatch = 1000
 	// Every adversarialSample-th span is kept as sent and as received, and
 	// compared: prime, so that every case of the table is sampled.
@@ -212,14 +216,27 @@ func scrapePromText(port int) (promText, error) {
 // collector (make build):
 //
 //	go test -tags e2e -count=1 -run TestAdversarial -v ./e2e/
+//
+// The second run does the same with the collector's pdata.useProtoPooling
+// feature gate on, with fewer spans: a held batch whose memory went back to
+// the pool would come out changed, twice, or not at all.
 func TestAdversarial(t *testing.T) {
+	t.Run("default", func(t *testing.T) { runAdversarial(t, adversarialSpans) })
+	t.Run("proto_pooling", func(t *testing.T) {
+		runAdversarial(t, pooledSpans, "--feature-gates=pdata.useProtoPooling")
+	})
+}
+
+// runAdversarial sends spans adversarial spans through the built collector
+// started with args.
+func runAdversarial(t *testing.T, spans int, args ...string) {
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	bin := env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz"))
 	_, err = os.Stat(bin)
 	require.NoError(t, err, "build the collector first: make build")
 
-	sink := &adversarialSink{seen: make([]bool, adversarialSpans), sampled: map[int64]ptrace.Traces{}}
+	sink := &adversarialSink{seen: make([]bool, spans), sampled: map[int64]ptrace.Traces{}}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20))
@@ -236,7 +253,7 @@ func TestAdversarial(t *testing.T) {
 		grpcPort, httpPort, lis.Addr().(*net.TCPAddr).Port, telemetryPort), 0o644))
 	group, err := procs.NewGroup(work)
 	require.NoError(t, err)
-	collector, err := group.Spawn("collector", bin, "--config", conf)
+	collector, err := group.Spawn("collector", bin, append([]string{"--config", conf}, args...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		group.Stop()
@@ -262,10 +279,10 @@ func TestAdversarial(t *testing.T) {
 	client := ptraceotlp.NewGRPCClient(conn)
 
 	start := time.Now()
-	sent, retries := sendAdversarial(ctx, t, client)
+	sent, retries := sendAdversarial(ctx, t, client, spans)
 	sendTime := time.Since(start)
 	t.Logf("sent %d spans in %d batches in %v (%.0f spans/s), %d retries on backpressure",
-		adversarialSpans, adversarialSpans/adversarialBatch, sendTime.Round(time.Millisecond), adversarialSpans/sendTime.Seconds(), retries)
+		spans, spans/adversarialBatch, sendTime.Round(time.Millisecond), float64(spans)/sendTime.Seconds(), retries)
 
 	// Drained: the exporter has sent every accepted span and the phase
 	// spans, and the server has them.
@@ -302,13 +319,13 @@ func TestAdversarial(t *testing.T) {
 
 	accepted := m.sum("otelcol_receiver_accepted_spans", "")
 	phaseSpans := m.sum("otelcol_processor_gpuviz_phase_spans_added", "")
-	assert.EqualValues(t, adversarialSpans, accepted, "the receiver accepted every span, and none of the refused requests")
+	assert.EqualValues(t, spans, accepted, "the receiver accepted every span, and none of the refused requests")
 	assert.Zero(t, m.sum("otelcol_receiver_refused_spans", ""))
 	assert.Zero(t, m.sum("otelcol_exporter_send_failed_spans", ""))
 	assert.Zero(t, m.sum("otelcol_processor_gpuviz_spans_refused", ""))
 	assert.Equal(t, accepted+phaseSpans, m.sum("otelcol_exporter_sent_spans", ""), "the exporter sent the originals and the phase spans")
 	originals, phases := sink.counts()
-	assert.Equal(t, adversarialSpans, originals, "every original span came out")
+	assert.Equal(t, spans, originals, "every original span came out")
 	assert.Zero(t, sink.repeated, "no span came out twice")
 	assert.Zero(t, sink.unknown)
 	assert.EqualValues(t, phaseSpans, phases, "the phase spans the processor reports, apart")
@@ -346,7 +363,7 @@ func TestAdversarial(t *testing.T) {
 	assert.NotContains(t, strings.ToLower(string(logBytes)), "panic", "the collector's log")
 
 	t.Logf("adversarial: %d spans (%d enriched-class, %d malformed, %d not inference), %d cases, send %v, drain %v, total %v",
-		adversarialSpans, sent.byOutcome[adversarial.Enriched], sent.byOutcome[adversarial.Malformed], sent.byOutcome[adversarial.NotInference],
+		spans, sent.byOutcome[adversarial.Enriched], sent.byOutcome[adversarial.Malformed], sent.byOutcome[adversarial.NotInference],
 		len(adversarial.Cases()), sendTime.Round(time.Millisecond), drainTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	t.Logf("adversarial: accepted %.0f, sent by the exporter %.0f (phase spans %.0f), received %d + %d phase; enriched %.0f; retries %d; %d sampled spans compared; VmHWM %d bytes (%.1f MiB)",
 		accepted, m.sum("otelcol_exporter_sent_spans", ""), phaseSpans, originals, phases, enriched, retries, compared, hwm, float64(hwm)/(1<<20))
@@ -356,7 +373,7 @@ func TestAdversarial(t *testing.T) {
 // sendAdversarial sends the spans in batches from one generator, two
 // exports in flight, retrying a batch the collector refuses with
 // backpressure (Unavailable, ResourceExhausted).
-func sendAdversarial(ctx context.Context, t *testing.T, client ptraceotlp.GRPCClient) (sentTally, int) {
+func sendAdversarial(ctx context.Context, t *testing.T, client ptraceotlp.GRPCClient, spans int) (sentTally, int) {
 	tally := sentTally{byOutcome: map[adversarial.Outcome]int{}, malformed: map[string]float64{},
 		sampled: map[int64]ptrace.Traces{}, cases: map[int64]adversarial.Case{}}
 	sendCtx, stop := context.WithCancel(ctx)
@@ -367,7 +384,7 @@ func sendAdversarial(ctx context.Context, t *testing.T, client ptraceotlp.GRPCCl
 		defer close(generated)
 		defer close(batches)
 		g := adversarial.NewGenerator(1)
-		for range adversarialSpans / adversarialBatch {
+		for range spans / adversarialBatch {
 			td := g.Batch(adversarialBatch, time.Now())
 			adversarial.EachSpan(td, func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) {
 				c, seq, _ := adversarial.CaseOf(sp)
