@@ -222,7 +222,7 @@ processors:
 exporters:
   debug:
     verbosity: basic
-  otlphttp:
+  otlp_http:
     endpoint: %[5]s
     compression: none
     retry_on_failure:
@@ -239,7 +239,7 @@ service:
     traces:
       receivers: [otlp]
       processors: [gpuviz]
-      exporters: [otlphttp]
+      exporters: [otlp_http]
 `
 
 // vllmRequest is vLLM's llm_request span of a request from the given pod

@@ -693,6 +693,10 @@ var componentTypes = map[string]string{
 	"memorylimiterprocessor": "memory_limiter",
 	"healthcheckextension":   "health_check",
 	"gpuvizviewextension":    "gpuviz_view",
+	// The OTLP exporters' types; "otlp" and "otlphttp" are deprecated
+	// aliases the collector warns about.
+	"otlpexporter":     "otlp_grpc",
+	"otlphttpexporter": "otlp_http",
 }
 
 func TestBuilderComponents(t *testing.T) {
@@ -700,7 +704,7 @@ func TestBuilderComponents(t *testing.T) {
 	want := map[string]map[string]bool{
 		"receivers":  {"gpuviz": true, "otlp": true, "prometheus": true, "kafka": true},
 		"processors": {"gpuviz": true, "batch": true, "memory_limiter": true, "resource": true},
-		"exporters":  {"debug": true, "otlp": true, "otlphttp": true, "prometheus": true, "kafka": true, "hostrouting": true},
+		"exporters":  {"debug": true, "otlp_grpc": true, "otlp_http": true, "prometheus": true, "kafka": true, "hostrouting": true},
 		"extensions": {"health_check": true, "pprof": true, "zpages": true, "gpuviz_view": true, "bearertokenauth": true},
 	}
 	assert.Equal(t, want, got, "builder-config.yaml changed: update the examples and this table")
@@ -853,7 +857,7 @@ func TestCollectorConfigs(t *testing.T) {
 			"extensions": []any{"health_check"},
 			"pipelines": map[string]any{
 				"metrics": map[string]any{"receivers": []any{"otlp"}, "processors": []any{"resource"}, "exporters": []any{"debug"}},
-				"traces":  map[string]any{"receivers": []any{"otlp"}, "exporters": []any{"otlp/jaeger"}},
+				"traces":  map[string]any{"receivers": []any{"otlp"}, "exporters": []any{"otlp_grpc/jaeger"}},
 			},
 		},
 	}
@@ -862,7 +866,7 @@ func TestCollectorConfigs(t *testing.T) {
 		"exporter prometheus without enable_open_metrics: exemplars need OpenMetrics",
 		`service.extensions names undefined "health_check"`,
 		`pipeline metrics names undefined processor "resource"`,
-		`pipeline traces names undefined exporter "otlp/jaeger"`,
+		`pipeline traces names undefined exporter "otlp_grpc/jaeger"`,
 	}, collectorConfigProblems(bad, builder))
 }
 
@@ -1052,7 +1056,7 @@ func TestKubernetesManifests(t *testing.T) {
 	// The agent exports to the gateway's Service.
 	agentCfg := collectorConfigs(t)["kubernetes/daemonset.yaml#2:config.yaml"]
 	require.NotNil(t, agentCfg)
-	assert.Equal(t, "gpuviz-gateway.gpuviz.svc.cluster.local:4317", dig(agentCfg, "exporters", "otlp", "endpoint"))
+	assert.Equal(t, "gpuviz-gateway.gpuviz.svc.cluster.local:4317", dig(agentCfg, "exporters", "otlp_grpc", "endpoint"))
 	// The gpuviz processor runs in the agent, and not in the gateway.
 	gwCfg := collectorConfigs(t)["kubernetes/gateway.yaml#0:config.yaml"]
 	require.NotNil(t, gwCfg)
@@ -1192,7 +1196,7 @@ func TestDockerCompose(t *testing.T) {
 		assert.Contains(t, lg.Command, fmt.Sprintf("%s=%v", flag, want), "loadgen %s must equal the collector's simulated setting", flag)
 	}
 	assert.Contains(t, lg.Command, "--endpoint=otelcol:4317")
-	assert.Equal(t, "jaeger:4317", dig(cc, "exporters", "otlp/jaeger", "endpoint"))
+	assert.Equal(t, "jaeger:4317", dig(cc, "exporters", "otlp_grpc/jaeger", "endpoint"))
 
 	prom := compose.Services["prometheus"]
 	assert.Contains(t, prom.Command, "--enable-feature=exemplar-storage")
@@ -1244,11 +1248,11 @@ func TestDockerCompose(t *testing.T) {
 func TestSigNoz(t *testing.T) {
 	var cfg map[string]any
 	readYAML(t, "signoz/collector.yaml", &cfg)
-	assert.Equal(t, "signoz-otel-collector:4317", dig(cfg, "exporters", "otlp/signoz", "endpoint"))
+	assert.Equal(t, "signoz-otel-collector:4317", dig(cfg, "exporters", "otlp_grpc/signoz", "endpoint"))
 	for _, p := range []string{"metrics", "traces"} {
 		pm := asMap(dig(cfg, "service", "pipelines", p))
 		assert.Contains(t, asStrings(pm["processors"]), "gpuviz", "pipeline %s runs the gpuviz processor", p)
-		assert.Contains(t, asStrings(pm["exporters"]), "otlp/signoz", "pipeline %s goes to SigNoz", p)
+		assert.Contains(t, asStrings(pm["exporters"]), "otlp_grpc/signoz", "pipeline %s goes to SigNoz", p)
 	}
 	b, err := os.ReadFile("signoz/README.md")
 	require.NoError(t, err)
@@ -1502,14 +1506,14 @@ func TestTLSExamples(t *testing.T) {
 		assert.NotEmpty(t, endpointHost(dig(gw, "receivers", "otlp", "protocols", proto, "endpoint")))
 		assert.True(t, isLoopback(endpointHost(dig(agent, "receivers", "otlp", "protocols", proto, "endpoint"))), "the agent's OTLP %s is for servers on its machine", proto)
 	}
-	exp := asMap(dig(agent, "exporters", "otlp/gateway"))
+	exp := asMap(dig(agent, "exporters", "otlp_grpc/gateway"))
 	require.NotNil(t, exp, "the agent exports to the gateway")
 	assert.Equal(t, "bearertokenauth/client", dig(exp, "auth", "authenticator"))
 	assert.NotNil(t, dig(exp, "tls", "cert_file"), "the agent presents a client certificate")
 	assert.NotNil(t, dig(exp, "tls", "key_file"))
 	assert.Equal(t, "4317", strings.TrimPrefix(collectorDefault(exp["endpoint"]), "gpuviz-gateway.gpuviz.svc.cluster.local:"), "the gateway's OTLP/gRPC port")
 	for _, p := range []string{"metrics", "traces"} {
-		assert.Contains(t, asStrings(dig(agent, "service", "pipelines", p, "exporters")), "otlp/gateway", "the agent's %s go to the gateway", p)
+		assert.Contains(t, asStrings(dig(agent, "service", "pipelines", p, "exporters")), "otlp_grpc/gateway", "the agent's %s go to the gateway", p)
 		assert.Contains(t, asStrings(dig(gw, "service", "pipelines", p, "processors")), "gpuviz", "the gateway joins %s", p)
 	}
 	b, err := os.ReadFile("tls/README.md")
@@ -1523,7 +1527,7 @@ func TestTLSExamples(t *testing.T) {
 	assert.Equal(t, []string{
 		"receiver otlp grpc listens on 0.0.0.0 without TLS",
 		"receiver otlp http listens on 0.0.0.0 without TLS",
-		"exporter otlp/jaeger does not verify its server against a CA",
+		"exporter otlp_grpc/jaeger does not verify its server against a CA",
 		"exporter prometheus listens on 0.0.0.0 without TLS",
 		"extension health_check listens on 0.0.0.0 without TLS",
 		"service.telemetry.metrics: no readers: the default listens on localhost:8888, say so with host: 127.0.0.1",

@@ -504,16 +504,16 @@ func TestCollectorConfig(t *testing.T) {
 		"receivers::gpuviz::samples::interval":       "250ms",
 		"receivers::gpuviz::samples::flush_interval": "1s",
 		"receivers::otlp::protocols::http::endpoint": "127.0.0.1:4319",
-		"exporters::otlphttp::endpoint":              "http://127.0.0.1:4318",
-		"exporters::otlphttp::compression":           "none",
-		"exporters::otlphttp::tls::insecure":         true,
+		"exporters::otlp_http::endpoint":             "http://127.0.0.1:4318",
+		"exporters::otlp_http::compression":          "none",
+		"exporters::otlp_http::tls::insecure":        true,
 		"service::telemetry::metrics::level":         "none",
 		"service::pipelines::metrics::receivers":     []any{"gpuviz"},
 		"service::pipelines::metrics::processors":    []any{"gpuviz"},
-		"service::pipelines::metrics::exporters":     []any{"otlphttp"},
+		"service::pipelines::metrics::exporters":     []any{"otlp_http"},
 		"service::pipelines::traces::receivers":      []any{"otlp"},
 		"service::pipelines::traces::processors":     []any{"gpuviz"},
-		"service::pipelines::traces::exporters":      []any{"otlphttp"},
+		"service::pipelines::traces::exporters":      []any{"otlp_http"},
 	} {
 		assert.Equal(t, want, conf.Get(key), key)
 	}

@@ -147,7 +147,7 @@ receivers:
 processors:
   gpuviz: {}
 exporters:
-  otlphttp:
+  otlp_http:
     endpoint: %q
     compression: none
     tls:
@@ -160,10 +160,10 @@ service:
     metrics:
       receivers: [gpuviz]
       processors: [gpuviz]
-      exporters: [otlphttp]
+      exporters: [otlp_http]
     traces:
       receivers: [otlp]
       processors: [gpuviz]
-      exporters: [otlphttp]
+      exporters: [otlp_http]
 `, o.Interval, o.SampleInterval, o.FlushInterval, o.OTLPAddr, o.Endpoint)
 }
