@@ -2,6 +2,7 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"testing"
@@ -12,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/featuregate"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
@@ -204,37 +205,43 @@ func TestTheResultsBufferIsLetGoWhenNothingIsHeld(t *testing.T) {
 // Under pdata.useProtoPooling the service returns a batch's memory to the
 // pool once the first consumer returns (service/internal/refconsumer),
 // unless a component that keeps the batch references it. A held batch is
-// referenced until it is handed on, then let go: the next consumer sees it
-// whole and enriched, and the pool gets it back after.
+// referenced until it is handed on, or refused for good, then let go: the
+// next consumer sees it whole and enriched, and the pool gets it back after.
 func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 	gate := pref.UseProtoPooling
 	was := gate.IsEnabled()
 	require.NoError(t, featuregate.GlobalRegistry().Set(gate.ID(), true))
 	t.Cleanup(func() { require.NoError(t, featuregate.GlobalRegistry().Set(gate.ID(), was)) })
 
-	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, _ := virtualCore(t, nil)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	*now = base.Add(21 * time.Second)
-	var spans int
-	var energy bool
-	next := consumertest.NewNop()
-	sink, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
-		spans = td.SpanCount()
-		_, energy = td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Get(attrEnergy)
-		return next.ConsumeTraces(context.Background(), td)
-	})
-	require.NoError(t, err)
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
-	// What the service's pipeline does around its first consumer.
-	require.True(t, pref.MarkPipelineOwnedTraces(td))
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
-	pref.UnrefTraces(td)
-	for step := range 8 {
-		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+	for name, answer := range map[string]error{
+		"accepted":         nil,
+		"refused for good": consumererror.NewPermanent(errors.New("no")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+			c, now, _ := virtualCore(t, nil)
+			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+			*now = base.Add(21 * time.Second)
+			var spans int
+			var energy bool
+			next, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
+				spans = td.SpanCount()
+				_, energy = td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0).Attributes().Get(attrEnergy)
+				return answer
+			})
+			require.NoError(t, err)
+			td := ptrace.NewTraces()
+			vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
+			// What the service's pipeline does around its first consumer.
+			require.True(t, pref.MarkPipelineOwnedTraces(td))
+			require.NoError(t, c.consumeTraces(context.Background(), td, next))
+			pref.UnrefTraces(td)
+			for step := range 8 {
+				c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+			}
+			assert.Equal(t, 4, spans, "the request span and its three phase spans")
+			assert.True(t, energy, "the request span enriched")
+			assert.Zero(t, td.SpanCount(), "the last reference let go: the batch went back to the pool")
+		})
 	}
-	assert.Equal(t, 4, spans, "the request span and its three phase spans")
-	assert.True(t, energy, "the request span enriched")
-	assert.Zero(t, td.SpanCount(), "the last reference let go: the batch went back to the pool")
 }
