@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/xpdata"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
@@ -32,8 +33,71 @@ const (
 	attrEnergySource   = "gpuviz.energy.source"
 	attrEnergyPerToken = "gpuviz.energy_per_output_token"
 	attrBottleneck     = "gpuviz.bottleneck"
-	phaseAttrPrefix    = "gpuviz.phase."
+	phaseAttrPrefix    = inference.OwnAttributePrefix + "phase."
 )
+
+// attrWriter adds the processor's attributes to a span's. pcommon.Map's
+// Put methods scan every key already there for a duplicate; the keys
+// written here are distinct (phase names are, the recogniser's invariant),
+// so on a span that carries nothing under gpuviz. yet (every span not
+// enriched upstream: the recogniser looked, inference.Request.Enriched)
+// they are appended through an xpdata.MapBuilder without the scans, which
+// cost about 1 µs a request span (docs/benchmarks.md). An enriched span
+// takes the checked Puts, so its values are replaced, never duplicated.
+type attrWriter struct {
+	m  pcommon.Map
+	mb *xpdata.MapBuilder // nil: through m's Puts
+}
+
+// writeAttrs prepares m for extra more attributes; done finishes.
+func writeAttrs(m pcommon.Map, mb *xpdata.MapBuilder, extra int, enriched bool) attrWriter {
+	if enriched {
+		m.EnsureCapacity(m.Len() + extra)
+		return attrWriter{m: m}
+	}
+	mb.EnsureCapacity(m.Len() + extra)
+	for k, v := range m.All() {
+		v.MoveTo(mb.AppendEmpty(k))
+	}
+	return attrWriter{m: m, mb: mb}
+}
+
+func (w attrWriter) str(k, v string) {
+	if w.mb == nil {
+		w.m.PutStr(k, v)
+		return
+	}
+	w.mb.AppendEmpty(k).SetStr(v)
+}
+
+func (w attrWriter) double(k string, v float64) {
+	if w.mb == nil {
+		w.m.PutDouble(k, v)
+		return
+	}
+	w.mb.AppendEmpty(k).SetDouble(v)
+}
+
+func (w attrWriter) int(k string, v int64) {
+	if w.mb == nil {
+		w.m.PutInt(k, v)
+		return
+	}
+	w.mb.AppendEmpty(k).SetInt(v)
+}
+
+func (w attrWriter) slice(k string) pcommon.Slice {
+	if w.mb == nil {
+		return w.m.PutEmptySlice(k)
+	}
+	return w.mb.AppendEmpty(k).SetEmptySlice()
+}
+
+func (w attrWriter) done() {
+	if w.mb != nil {
+		w.mb.UnsafeIntoMap(w.m)
+	}
+}
 
 // phaseAttrs are the attribute names of one phase.
 type phaseAttrs struct{ bottleneck, energy string }
@@ -56,66 +120,65 @@ func phaseAttrNames(phase string) phaseAttrs {
 
 // put writes the statistics; brief is for phase spans, which carry the
 // essentials (the request span has the rest).
-func (s gpuStats) put(attrs pcommon.Map, brief bool) {
+func (s gpuStats) put(attrs attrWriter, brief bool) {
 	if !brief {
-		attrs.PutDouble(attrCoverage, rounded(s.coverage))
+		attrs.double(attrCoverage, rounded(s.coverage))
 	}
 	if s.hasUtil {
-		attrs.PutDouble(attrUtilMean, rounded(s.utilMean))
+		attrs.double(attrUtilMean, rounded(s.utilMean))
 		if !brief {
-			attrs.PutDouble(attrUtilMax, rounded(s.utilMax))
-			attrs.PutDouble(attrBusyTime, rounded(s.busySeconds))
+			attrs.double(attrUtilMax, rounded(s.utilMax))
+			attrs.double(attrBusyTime, rounded(s.busySeconds))
 		}
 	}
 	if s.hasSM {
-		attrs.PutDouble(attrSMMean, rounded(s.sm))
+		attrs.double(attrSMMean, rounded(s.sm))
 	}
 	if s.hasTensor {
-		attrs.PutDouble(attrTensorMean, rounded(s.tensor))
+		attrs.double(attrTensorMean, rounded(s.tensor))
 	}
 	if s.hasDRAM {
-		attrs.PutDouble(attrDRAMMean, rounded(s.dram))
+		attrs.double(attrDRAMMean, rounded(s.dram))
 	}
 	if s.hasMem {
-		attrs.PutDouble(attrMemCtlMean, rounded(s.memCtl))
+		attrs.double(attrMemCtlMean, rounded(s.memCtl))
 	}
 	if s.memoryPeak > 0 && !brief {
-		attrs.PutInt(attrMemoryPeak, int64(s.memoryPeak))
+		attrs.int(attrMemoryPeak, int64(s.memoryPeak))
 	}
 	if s.hasPower {
-		attrs.PutDouble(attrPowerMean, rounded(s.powerMean))
+		attrs.double(attrPowerMean, rounded(s.powerMean))
 	}
 }
 
 // annotate writes a span's result on it and adds its phase spans; it
 // returns what the emitter records of a request (ok false for spans that
 // are not one).
-func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (requestRecord, bool) {
+func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *xpdata.MapBuilder) (requestRecord, bool) {
 	req := hs.req
 	span := hs.span
-	attrs := span.Attributes()
-	attrs.EnsureCapacity(attrs.Len() + 18 + 2*len(req.Phases))
-	attrs.PutStr(attrFamily, req.Family)
-	ids := attrs.PutEmptySlice(attrGPUIDs)
+	attrs := writeAttrs(span.Attributes(), mb, 18+2*len(req.Phases), req.Enriched)
+	attrs.str(attrFamily, req.Family)
+	ids := attrs.slice(attrGPUIDs)
 	keys := hs.keys()
 	ids.EnsureCapacity(len(keys))
 	for _, k := range keys {
 		ids.AppendEmpty().SetStr(k.GPU)
 	}
-	attrs.PutStr(attrMatch, hs.method)
+	attrs.str(attrMatch, hs.method)
 	if backend != "" {
-		attrs.PutStr(attrBackend, backend)
+		attrs.str(attrBackend, backend)
 	}
 	r.stats.put(attrs, false)
 	label := r.labels.Dominant()
-	attrs.PutStr(attrBottleneck, string(label))
+	attrs.str(attrBottleneck, string(label))
 	var perToken float64
 	if r.energyKnown {
-		attrs.PutDouble(attrEnergy, rounded(r.energy))
-		attrs.PutStr(attrEnergySource, r.stats.energySource)
+		attrs.double(attrEnergy, rounded(r.energy))
+		attrs.str(attrEnergySource, r.stats.energySource)
 		if req.OutputTokens > 0 && !req.Aggregate {
 			perToken = r.energy / float64(req.OutputTokens)
-			attrs.PutDouble(attrEnergyPerToken, rounded(perToken))
+			attrs.double(attrEnergyPerToken, rounded(perToken))
 		}
 	}
 	var phases [inference.MaxPhases]recordPhase
@@ -123,12 +186,15 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 		phLabel := r.phaseLabels[p].Dominant()
 		phases[p] = recordPhase{name: ph.Name, start: ph.Start, end: ph.End, label: phLabel, energy: r.phaseEnergy[p]}
 		names := phaseAttrNames(ph.Name)
-		attrs.PutStr(names.bottleneck, string(phLabel))
+		attrs.str(names.bottleneck, string(phLabel))
 		if r.energyKnown {
-			attrs.PutDouble(names.energy, rounded(r.phaseEnergy[p]))
+			attrs.double(names.energy, rounded(r.phaseEnergy[p]))
 		}
-		if phaseSpans {
-			addPhaseSpan(hs, p, r, phLabel, backend)
+	}
+	attrs.done()
+	if phaseSpans {
+		for p := range req.Phases {
+			addPhaseSpan(hs, p, r, phases[p].label, backend, mb)
 		}
 	}
 	if !hs.takesShare() {
@@ -145,7 +211,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool) (req
 
 // addPhaseSpan adds a child span gpu.<phase> under the request span, on the
 // same trace, carrying the phase's GPU statistics.
-func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, backend string) {
+func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, backend string, mb *xpdata.MapBuilder) {
 	ph := hs.req.Phases[p]
 	parent := hs.span
 	child := hs.siblings.AppendEmpty()
@@ -156,16 +222,16 @@ func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, ba
 	child.SetSpanID(newSpanID())
 	child.SetStartTimestamp(pcommon.NewTimestampFromTime(ph.Start))
 	child.SetEndTimestamp(pcommon.NewTimestampFromTime(ph.End))
-	attrs := child.Attributes()
-	attrs.EnsureCapacity(9)
+	attrs := writeAttrs(child.Attributes(), mb, 9, false)
 	r.phaseStats[p].put(attrs, true)
-	attrs.PutStr(attrBottleneck, string(label))
+	attrs.str(attrBottleneck, string(label))
 	if r.energyKnown {
-		attrs.PutDouble(attrEnergy, rounded(r.phaseEnergy[p]))
+		attrs.double(attrEnergy, rounded(r.phaseEnergy[p]))
 	}
 	if backend != "" {
-		attrs.PutStr(attrBackend, backend)
+		attrs.str(attrBackend, backend)
 	}
+	attrs.done()
 }
 
 // rounded drops what float sums leave past the ninth decimal (0.1 s bins

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/xpdata"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
 	"go.opentelemetry.io/collector/processor"
 	"go.uber.org/zap"
@@ -509,6 +510,7 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 // requests to the emitter and the view (v, nil without one). The batch is
 // out of the hold: only this release touches it, so c.mu is not held.
 func (c *core) annotateBatch(b *heldBatch, v *viewSink) {
+	var mb xpdata.MapBuilder
 	for i := range b.spans {
 		hs := &b.spans[i]
 		r := hs.result
@@ -516,7 +518,7 @@ func (c *core) annotateBatch(b *heldBatch, v *viewSink) {
 			continue
 		}
 		hs.result = nil
-		rec, ok := annotate(hs, r, hs.backend, c.cfg.PhaseSpans)
+		rec, ok := annotate(hs, r, hs.backend, c.cfg.PhaseSpans, &mb)
 		if !ok {
 			continue
 		}

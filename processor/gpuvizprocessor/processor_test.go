@@ -201,6 +201,46 @@ func TestSpansAreEnrichedFromTheGPUTimeline(t *testing.T) {
 	}
 }
 
+// A span that already carries gpuviz. attributes (enriched by a collector
+// upstream) has them replaced, each key once, and ends with the same keys
+// and values as the same span arriving bare; its other attributes stay.
+func TestAnEnrichedSpanIsEnrichedAgainWithoutDuplicates(t *testing.T) {
+	p := newPipelines(t, nil)
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-30 * time.Second)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, repeat(busy, 31))))
+
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, now.Add(-20*time.Second), 1, 1, 8, 200)
+	stale := vllmSpan(td, 2, now.Add(-20*time.Second), 1, 1, 8, 200)
+	stale.Attributes().PutDouble("gpuviz.energy", -1)
+	stale.Attributes().PutStr("gpuviz.bottleneck", "stale")
+	stale.Attributes().PutStr("gpuviz.phase.decode.bottleneck", "stale")
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	spans := p.spans.AllTraces()[0].ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+	byTrace := map[byte]map[string]any{}
+	for i := range spans.Len() {
+		span := spans.At(i)
+		if span.Name() != "llm_request" {
+			continue
+		}
+		seen := map[string]int{}
+		for k := range span.Attributes().All() {
+			seen[k]++
+			assert.Equal(t, 1, seen[k], "key %s twice", k)
+		}
+		byTrace[span.TraceID()[0]] = span.Attributes().AsRaw()
+	}
+	require.Len(t, byTrace, 2)
+	bare, again := byTrace[1], byTrace[2]
+	assert.Greater(t, again["gpuviz.energy"], 0.0)
+	assert.Equal(t, "memory_bound", again["gpuviz.phase.decode.bottleneck"])
+	assert.Equal(t, "meta-llama/Llama-3.1-8B-Instruct", again["gen_ai.request.model"])
+	assert.Equal(t, bare, again, "two identical requests on one GPU, one stale-enriched: the same attributes")
+}
+
 // Requests that share a GPU share its energy: their energies sum to what
 // the counter measured over the time they covered.
 func TestConcurrentRequestsConserveEnergy(t *testing.T) {

@@ -83,12 +83,13 @@ const (
 	maxGPUIndex = 1 << 16
 )
 
-// hints fills the request's GPU hints, PID and host. GPU hints come from the
+// hints fills the request's GPU hints, PID, host and Enriched. GPU hints come from the
 // span's attributes; only when those name no GPU are the resource's used
 // (what a span says is more specific than what its process says). Each map
 // is read once; keys are screened by length before being compared.
 func (r *Recognizer) hints(req *Request, span, resource pcommon.Map) {
 	for k, v := range span.All() {
+		req.Enriched = req.Enriched || strings.HasPrefix(k, OwnAttributePrefix)
 		if k == SlurmJobIDAttribute {
 			req.SlurmJobID = slurmJobID(v)
 			continue

@@ -177,7 +177,12 @@ func checkRequest(t *testing.T, req Request) {
 		t.Fatalf("window %v .. %v", req.Start, req.End)
 	}
 	prev := req.Start
+	named := map[string]bool{}
 	for _, p := range req.Phases {
+		if named[p.Name] {
+			t.Fatalf("phase %q twice in %+v: the processor writes one attribute per phase name", p.Name, req.Phases)
+		}
+		named[p.Name] = true
 		switch p.Name {
 		case PhaseQueue, PhasePrefill, PhaseDecode, PhaseInference:
 		default:

@@ -64,7 +64,7 @@ type Phase struct {
 type Request struct {
 	Family       string    // "vllm", "sglang", "trtllm", "genai", "tgi", "triton", "rule:<rule name>"
 	Start, End   time.Time // the request's window (the span's, unless the family says otherwise)
-	Phases       []Phase   // in time order, non-overlapping, inside [Start, End], none empty; may be empty
+	Phases       []Phase   // in time order, non-overlapping, inside [Start, End], none empty, names distinct; may be empty
 	InputTokens  int64     // -1 unknown
 	OutputTokens int64     // -1 unknown
 	Model        string    // gen_ai.request.model / gen_ai.response.model / triton.model_name; "" unknown
@@ -92,7 +92,15 @@ type Request struct {
 	// GenAI spans of kind CLIENT (the application's call, whose child is the
 	// server's span) are.
 	Client bool
+	// Enriched marks a span that already carries attributes under
+	// OwnAttributePrefix (a gpuviz collector upstream enriched it): the
+	// processor replaces them rather than appending.
+	Enriched bool
 }
+
+// OwnAttributePrefix starts every attribute the gpuviz processor writes on
+// a span.
+const OwnAttributePrefix = "gpuviz."
 
 // Verdict is Recognize's classification of a span.
 type Verdict uint8
