@@ -436,6 +436,9 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 		return
 	}
 	r.lo, r.hi = floorDiv(start, width), floorDiv(end-1, width)+1
+	// Bins come in time order (pieces do), so ages only fall: each class
+	// search starts at the last one found.
+	class := numAges - 1
 	for k, p := range pieces {
 		if p.Rate <= 0 || p.End <= p.Start {
 			continue
@@ -445,7 +448,8 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 			if hi <= lo {
 				continue
 			}
-			class, frac := ageOf(max(0, float64(now-(i+1)*width)/1e9))
+			var frac float64
+			class, frac = ageBelow(max(0, float64(now-(i+1)*width)/1e9), class)
 			w := p.Rate * float64(hi-lo) / 1e9
 			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, frac: frac})
 			r.byClass[class] += w
@@ -462,19 +466,24 @@ func floorDiv(t, w int64) int64 {
 	return i
 }
 
-// ageOf returns the age class of secs and where within it secs lies.
-func ageOf(secs float64) (int, float64) {
-	lo := 0.0
-	for k, bound := range ageBounds {
-		if secs <= bound {
-			if math.IsInf(bound, 1) {
-				return k, 1
-			}
-			return k, (secs - lo) / (bound - lo)
-		}
-		lo = bound
+// ageBelow returns the age class of secs and where within it secs lies,
+// searching down from class top (from the oldest if secs is older).
+func ageBelow(secs float64, top int) (int, float64) {
+	k := top
+	if secs > ageBounds[k] {
+		k = numAges - 1
 	}
-	return numAges - 1, 1
+	for k > 0 && secs <= ageBounds[k-1] {
+		k--
+	}
+	if math.IsInf(ageBounds[k], 1) {
+		return k, 1
+	}
+	lo := 0.0
+	if k > 0 {
+		lo = ageBounds[k-1]
+	}
+	return k, (secs - lo) / (ageBounds[k] - lo)
 }
 
 // Admit adds a request, computed at the time of admission, to the group's

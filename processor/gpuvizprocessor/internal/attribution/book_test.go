@@ -526,3 +526,35 @@ func TestALateRequestIsPresentFromWhereFinalisationStands(t *testing.T) {
 	assert.InDelta(t, 3, secs.Of(bottleneck.HostBound), 1e-9, "5–8 s: present, the GPU idle")
 	assert.InDelta(t, 5+4, secs.Of(bottleneck.Idle), 1e-9, "0–5 s as booked before it came, 8–12 s after it")
 }
+
+// ageBelow finds an age's class from any starting class, as a search from
+// the youngest would: Cost starts each search where the last one ended.
+func TestAgeBelowFindsTheClassFromAnyStart(t *testing.T) {
+	reference := func(secs float64) (int, float64) {
+		lo := 0.0
+		for k, bound := range ageBounds {
+			if secs <= bound {
+				if math.IsInf(bound, 1) {
+					return k, 1
+				}
+				return k, (secs - lo) / (bound - lo)
+			}
+			lo = bound
+		}
+		t.Fatalf("no class for %v", secs)
+		return 0, 0
+	}
+	ages := []float64{0, 0.25, 0.5, 0.75, 1, 2.5, 4, 7, 12, 100, 128, 129, 1e6}
+	for _, bound := range ageBounds[:numAges-1] {
+		ages = append(ages, math.Nextafter(bound, 0), math.Nextafter(bound, math.Inf(1)))
+	}
+	for _, secs := range ages {
+		wantK, wantF := reference(secs)
+		for top := range numAges {
+			k, f := ageBelow(secs, top)
+			if k != wantK || f != wantF {
+				t.Fatalf("ageBelow(%v, %d) = %d, %v; want %d, %v", secs, top, k, f, wantK, wantF)
+			}
+		}
+	}
+}
