@@ -165,11 +165,19 @@ func spanAttrs(t *testing.T, sink *consumertest.TracesSink, name string) []map[s
 	return out
 }
 
-func TestSpansAreEnrichedFromTheGPUTimeline(t *testing.T) {
+// oneBusyGPU is a processor that has seen 30 s of GPU-a on node-1 busy,
+// up to now.
+func oneBusyGPU(t *testing.T) (*pipelines, time.Time) {
+	t.Helper()
 	p := newPipelines(t, nil)
 	now := time.Now().Truncate(time.Second)
 	from := now.Add(-30 * time.Second)
 	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, repeat(busy, 31))))
+	return p, now
+}
+
+func TestSpansAreEnrichedFromTheGPUTimeline(t *testing.T) {
+	p, now := oneBusyGPU(t)
 
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, now.Add(-20*time.Second), 1, 1, 8, 200)
@@ -205,10 +213,7 @@ func TestSpansAreEnrichedFromTheGPUTimeline(t *testing.T) {
 // upstream) has them replaced, each key once, and ends with the same keys
 // and values as the same span arriving bare; its other attributes stay.
 func TestAnEnrichedSpanIsEnrichedAgainWithoutDuplicates(t *testing.T) {
-	p := newPipelines(t, nil)
-	now := time.Now().Truncate(time.Second)
-	from := now.Add(-30 * time.Second)
-	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, repeat(busy, 31))))
+	p, now := oneBusyGPU(t)
 
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, now.Add(-20*time.Second), 1, 1, 8, 200)
