@@ -175,7 +175,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *
 	var perToken float64
 	if r.energyKnown {
 		attrs.double(attrEnergy, rounded(r.energy))
-		attrs.str(attrEnergySource, r.stats.energySource)
+		attrs.str(attrEnergySource, r.stats.energySource.String())
 		if req.OutputTokens > 0 && !req.Aggregate {
 			perToken = r.energy / float64(req.OutputTokens)
 			attrs.double(attrEnergyPerToken, rounded(perToken))
