@@ -152,7 +152,9 @@ type groupRound struct {
 }
 
 // spanResult is what the pipeline found for one span; phases are indexed
-// like the request's.
+// like the request's. It holds no pointer (no string either), so a
+// release's results, one buffer of about 100 MB at 20,000 spans/s, are
+// never scanned by the garbage collector.
 type spanResult struct {
 	ok          bool // the span's GPUs had samples in its window
 	stats       gpuStats
@@ -181,9 +183,7 @@ type gpuStats struct {
 	hasPower          bool
 	busySeconds       float64
 	// energySource is EnergyCounter when every GPU's energy came from its
-	// energy counter, else EnergyPower (integrated power readings). Not a
-	// string: spanResult holds no pointer, so a release's results (about
-	// 100 MB at 20,000 spans/s) are not scanned by the garbage collector.
+	// energy counter, else EnergyPower (integrated power readings).
 	energySource timeline.EnergySource
 }
 
