@@ -151,10 +151,10 @@ func (s gpuStats) put(attrs attrWriter, brief bool) {
 	}
 }
 
-// annotate writes a span's result on it and adds its phase spans; it
-// returns what the emitter records of a request (ok false for spans that
-// are not one).
-func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *xpdata.MapBuilder) (requestRecord, bool) {
+// annotate writes a span's result on it and, given its phases' statistics
+// (ps, nil with phase spans off), adds its phase spans; it returns what the
+// emitter records of a request (ok false for spans that are not one).
+func annotate(hs *heldSpan, r *spanResult, ps *phaseStats, backend string, mb *xpdata.MapBuilder) (requestRecord, bool) {
 	req := hs.req
 	span := hs.span
 	attrs := writeAttrs(span.Attributes(), mb, 18+2*len(req.Phases), req.Enriched)
@@ -170,7 +170,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *
 		attrs.str(attrBackend, backend)
 	}
 	r.stats.put(attrs, false)
-	label := r.labels.Dominant()
+	label := r.label.Label()
 	attrs.str(attrBottleneck, string(label))
 	var perToken float64
 	if r.energyKnown {
@@ -183,7 +183,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *
 	}
 	var phases [inference.MaxPhases]recordPhase
 	for p, ph := range req.Phases {
-		phLabel := r.phaseLabels[p].Dominant()
+		phLabel := r.phaseLabels[p].Label()
 		phases[p] = recordPhase{name: ph.Name, start: ph.Start, end: ph.End, label: phLabel, energy: r.phaseEnergy[p]}
 		names := phaseAttrNames(ph.Name)
 		attrs.str(names.bottleneck, string(phLabel))
@@ -192,9 +192,9 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *
 		}
 	}
 	attrs.done()
-	if phaseSpans {
+	if ps != nil {
 		for p := range req.Phases {
-			addPhaseSpan(hs, p, r, phases[p].label, backend, mb)
+			addPhaseSpan(hs, p, &ps[p], r, phases[p].label, backend, mb)
 		}
 	}
 	if !hs.takesShare() {
@@ -203,7 +203,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *
 	return requestRecord{
 		keys: keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
 		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
-		end: req.End, seconds: r.labels.Of(label), tenant: hs.tenant, gpuSeconds: r.gpuSeconds, backend: backend,
+		end: req.End, seconds: r.labelSeconds, tenant: hs.tenant, gpuSeconds: r.gpuSeconds, backend: backend,
 		family: req.Family, start: req.Start, inputTokens: req.InputTokens, outputTokens: req.OutputTokens,
 		phases: phases, numPhases: len(req.Phases),
 	}, true
@@ -211,7 +211,7 @@ func annotate(hs *heldSpan, r *spanResult, backend string, phaseSpans bool, mb *
 
 // addPhaseSpan adds a child span gpu.<phase> under the request span, on the
 // same trace, carrying the phase's GPU statistics.
-func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, backend string, mb *xpdata.MapBuilder) {
+func addPhaseSpan(hs *heldSpan, p int, stats *gpuStats, r *spanResult, label bottleneck.Label, backend string, mb *xpdata.MapBuilder) {
 	ph := hs.req.Phases[p]
 	parent := hs.span
 	child := hs.siblings.AppendEmpty()
@@ -223,7 +223,7 @@ func addPhaseSpan(hs *heldSpan, p int, r *spanResult, label bottleneck.Label, ba
 	child.SetStartTimestamp(pcommon.NewTimestampFromTime(ph.Start))
 	child.SetEndTimestamp(pcommon.NewTimestampFromTime(ph.End))
 	attrs := writeAttrs(child.Attributes(), mb, 9, false)
-	r.phaseStats[p].put(attrs, true)
+	stats.put(attrs, true)
 	attrs.str(attrBottleneck, string(label))
 	if r.energyKnown {
 		attrs.double(attrEnergy, rounded(r.phaseEnergy[p]))

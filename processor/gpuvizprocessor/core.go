@@ -57,10 +57,12 @@ type core struct {
 	// and a pipeline's Shutdown must not return (its next consumer then
 	// shuts down) while the loop still has some of that pipeline's to hand.
 	releasing sync.Mutex
-	// results holds a release's span results until its batches leave
-	// (guarded by releasing); reused while spans are held, as at 20,000
-	// spans/s a release's results are megabytes. It keeps no pdata.
+	// results holds a release's span results until its batches leave, and
+	// phases their phases' statistics with phase spans on (guarded by
+	// releasing); reused while spans are held, as at 20,000 spans/s a
+	// release's results are megabytes. They keep no pdata.
 	results []spanResult
+	phases  []phaseStats
 	// mu guards the held spans, the matcher's use and the pipeline's books.
 	mu         sync.Mutex
 	hold       hold
@@ -431,9 +433,9 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	ready := c.hold.take(func(b *heldBatch) bool { return b.enriched || force(b) || !waiting[b.group] })
 	c.enrich(ready, now)
 	if c.hold.n == 0 {
-		// Nothing left to release: let the results buffer go once these
-		// batches leave, so that an idle collector returns it.
-		c.results = nil
+		// Nothing left to release: let the results buffers go once these
+		// batches leave, so that an idle collector returns them.
+		c.results, c.phases = nil, nil
 	}
 	v := c.view
 	c.mu.Unlock()
@@ -458,7 +460,8 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 // that one batch's phase spans and attributes exist at a time rather than
 // a whole release's: at 20,000 vLLM spans/s a release is tens of
 // thousands of spans, and what annotate adds to each (three phase spans,
-// some 30 attributes) is about 3 KB against a spanResult's 1 KB.
+// some 30 attributes) is about 3 KB against a spanResult's 152 B (and,
+// with phase spans, 352 B of phaseStats).
 func (c *core) enrich(batches []*heldBatch, now time.Time) {
 	var spans []*heldSpan
 	for _, b := range batches {
@@ -475,11 +478,14 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 	}
 	// Sized to the release, reused; a much larger one left by a burst is
 	// let go.
-	if cap(c.results) < len(spans) || cap(c.results) > 2*len(spans)+1024 {
-		c.results = make([]spanResult, len(spans))
-	}
+	c.results = sized(c.results, len(spans))
 	results := c.results[:len(spans)]
-	c.pipeline.round(spans, now, results)
+	var phaseResults []phaseStats
+	if c.cfg.PhaseSpans {
+		c.phases = sized(c.phases, len(spans))
+		phaseResults = c.phases[:len(spans)]
+	}
+	c.pipeline.round(spans, now, results, phaseResults)
 	ctx := context.Background()
 	backends := map[*gpuSet]string{}
 	enriched, phases := 0, 0
@@ -498,12 +504,24 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 			backends[hs.set] = backend
 		}
 		hs.result, hs.backend = &results[i], backend
+		if phaseResults != nil {
+			hs.phases = &phaseResults[i]
+		}
 		enriched++
 		if c.cfg.PhaseSpans {
 			phases += len(hs.req.Phases)
 		}
 	}
 	c.countEnriched(ctx, enriched, phases)
+}
+
+// sized returns buf if it holds n, else a new one of n: a buffer sized to
+// the release and reused, a much larger one left by a burst let go.
+func sized[T any](buf []T, n int) []T {
+	if cap(buf) < n || cap(buf) > 2*n+1024 {
+		return make([]T, n)
+	}
+	return buf
 }
 
 // annotateBatch writes the results enrich kept on b's spans and hands the
@@ -517,8 +535,9 @@ func (c *core) annotateBatch(b *heldBatch, v *viewSink) {
 		if r == nil {
 			continue
 		}
-		hs.result = nil
-		rec, ok := annotate(hs, r, hs.backend, c.cfg.PhaseSpans, &mb)
+		ps := hs.phases
+		hs.result, hs.phases = nil, nil
+		rec, ok := annotate(hs, r, ps, hs.backend, &mb)
 		if !ok {
 			continue
 		}

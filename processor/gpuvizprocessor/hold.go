@@ -52,8 +52,10 @@ type heldSpan struct {
 	pieces   []attribution.Piece
 	pieceBuf [inference.MaxPhases]attribution.Piece
 	// result is its result from the release's round (in core.results),
-	// until annotateBatch writes it; nil for a span left un-enriched.
+	// and phases its phases' statistics (in core.phases) with phase spans
+	// on, until annotateBatch writes them; nil for a span left un-enriched.
 	result  *spanResult
+	phases  *phaseStats
 	backend string // its GPUs' backend, with result
 }
 

@@ -20,7 +20,6 @@ type pipeline struct {
 	thresholds    bottleneck.Thresholds
 	bookCfg       attribution.Config
 	finalizeAfter time.Duration
-	phaseSpans    bool // phase spans carry their own statistics
 	ledger        *attribution.Ledger
 	books         map[timeline.Key]*attribution.GPU
 	sets          map[string]*gpuSet
@@ -80,8 +79,8 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(),
-		finalizeAfter: cfg.Attribution.FinalizeAfter, phaseSpans: cfg.PhaseSpans,
-		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
+		finalizeAfter: cfg.Attribution.FinalizeAfter,
+		ledger:        attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
@@ -153,43 +152,52 @@ type groupRound struct {
 
 // spanResult is what the pipeline found for one span; phases are indexed
 // like the request's. It holds no pointer (no string either), so a
-// release's results, one buffer of about 100 MB at 20,000 spans/s, are
-// never scanned by the garbage collector.
+// release's results, one buffer of tens of thousands at 20,000 spans/s,
+// are never scanned by the garbage collector; and it keeps only what
+// annotate and the emitter read (a label, not the time of every label),
+// so that buffer is megabytes, not a hundred.
 type spanResult struct {
-	ok          bool // the span's GPUs had samples in its window
 	stats       gpuStats
-	phaseStats  [inference.MaxPhases]gpuStats
-	labels      bottleneck.Times
-	phaseLabels [inference.MaxPhases]bottleneck.Times
 	energy      float64
 	phaseEnergy [inference.MaxPhases]float64
-	energyKnown bool
+	// labelSeconds are the GPU-seconds the request's label held over it.
+	labelSeconds float64
 	// gpuSeconds is the request's share of its GPUs' time, split like the
 	// energy (GPU-seconds, summed over its GPUs; the accounting's).
-	gpuSeconds float64
+	gpuSeconds  float64
+	label       bottleneck.ID
+	phaseLabels [inference.MaxPhases]bottleneck.ID
+	ok          bool // the span's GPUs had samples in its window
+	energyKnown bool
 }
+
+// phaseStats are the statistics of a span's phases, which only phase spans
+// carry: computed, and given a buffer, only with phase spans on.
+type phaseStats [inference.MaxPhases]gpuStats
 
 // gpuStats are a window's statistics over all of a request's GPUs.
 type gpuStats struct {
 	coverage          float64
 	utilMean, utilMax float64
-	hasUtil           bool
 	sm, tensor, dram  float64
 	memCtl            float64
-	hasSM, hasTensor  bool
-	hasDRAM, hasMem   bool
 	memoryPeak        float64
 	powerMean         float64
-	hasPower          bool
 	busySeconds       float64
+	hasUtil           bool
+	hasSM, hasTensor  bool
+	hasDRAM, hasMem   bool
+	hasPower          bool
 	// energySource is EnergyCounter when every GPU's energy came from its
 	// energy counter, else EnergyPower (integrated power readings).
 	energySource timeline.EnergySource
 }
 
 // round computes the results of the spans released together at now into
-// results, one per span (len(spans) of them; they are overwritten).
-func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult) {
+// results, one per span (len(spans) of them; they are overwritten), and
+// with phase spans on their phases' statistics into phases (as many; nil
+// with phase spans off).
+func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult, phases []phaseStats) {
 	clear(p.gpus)
 	clear(p.groups)
 	width := int64(p.bookCfg.Resolution)
@@ -229,8 +237,13 @@ func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult)
 	}
 	for i, hs := range spans {
 		results[i] = spanResult{}
+		var ps *phaseStats
+		if phases != nil {
+			ps = &phases[i]
+			*ps = phaseStats{}
+		}
 		if hs.set != nil {
-			p.result(hs, p.groups[hs.set], now.UnixNano(), &results[i])
+			p.result(hs, p.groups[hs.set], now.UnixNano(), &results[i], ps)
 		}
 	}
 }
@@ -508,21 +521,24 @@ func (gr *groupRound) binRange(from, to int64) (int, int) {
 	return int(a), int(max(a, z))
 }
 
-// result fills one span's result from its GPU set's sums and its books.
-func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult) {
+// result fills one span's result from its GPU set's sums and its books,
+// and its phases' statistics into ps where phase spans need them.
+func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult, ps *phaseStats) {
 	req := hs.req
 	from, to := req.Start.UnixNano(), req.End.UnixNano()
-	var drawn float64
-	var drawnKnown bool
-	r.stats, r.labels, drawn, drawnKnown = gr.stats(from, to)
+	stats, labels, drawn, drawnKnown := gr.stats(from, to)
+	r.stats, r.label = stats, labels.DominantID()
+	r.labelSeconds = labels[r.label]
 	r.ok = r.stats.coverage > 0
 	var phaseDrawn [inference.MaxPhases]float64
 	for i, ph := range req.Phases {
-		if p.phaseSpans {
-			r.phaseStats[i], r.phaseLabels[i], phaseDrawn[i], _ = gr.stats(ph.Start.UnixNano(), ph.End.UnixNano())
+		var labels bottleneck.Times
+		if ps != nil {
+			ps[i], labels, phaseDrawn[i], _ = gr.stats(ph.Start.UnixNano(), ph.End.UnixNano())
 		} else {
-			r.phaseLabels[i], phaseDrawn[i] = gr.labelTimes(ph.Start.UnixNano(), ph.End.UnixNano())
+			labels, phaseDrawn[i] = gr.labelTimes(ph.Start.UnixNano(), ph.End.UnixNano())
 		}
+		r.phaseLabels[i] = labels.DominantID()
 	}
 	switch {
 	case req.Aggregate:

@@ -410,6 +410,7 @@ func TestIdleHistogramsExpire(t *testing.T) {
 // the garbage collector from scanning it.
 func TestSpanResultHoldsNoPointer(t *testing.T) {
 	assert.Empty(t, pointerFields(reflect.TypeFor[spanResult](), "spanResult"))
+	assert.Empty(t, pointerFields(reflect.TypeFor[phaseStats](), "phaseStats"))
 }
 
 // pointerFields returns the paths of t's fields that hold a pointer.

@@ -307,11 +307,24 @@ func (t *Times) Of(l Label) float64 {
 }
 
 // Dominant returns the label with the most time, ties broken as Dominant.
-func (t *Times) Dominant() Label {
-	best, most := Unknown, 0.0
+func (t *Times) Dominant() Label { return t.DominantID().Label() }
+
+// ID is a label's place in Labels: a label held without a pointer (a
+// Label is a string), for values the garbage collector need not scan.
+type ID uint8
+
+// Label returns the label of id.
+func (id ID) Label() Label { return order[id] }
+
+var unknownID = ID(Index(Unknown))
+
+// DominantID returns the ID of the label with the most time, ties broken
+// as Dominant.
+func (t *Times) DominantID() ID {
+	best, most := unknownID, 0.0
 	for i, d := range t {
 		if d > most { // strict: an earlier label keeps a tie; NaN never wins
-			best, most = order[i], d
+			best, most = ID(i), d
 		}
 	}
 	return best

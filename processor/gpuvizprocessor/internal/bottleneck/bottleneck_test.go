@@ -533,3 +533,14 @@ func TestTimesOf(t *testing.T) {
 	assert.Zero(t, tm.Of(Idle))
 	assert.Zero(t, tm.Of("nonsense"))
 }
+
+func TestIDNamesItsLabel(t *testing.T) {
+	for i, l := range Labels {
+		assert.Equal(t, l, ID(i).Label())
+		var tm Times
+		tm.Add(l, 1)
+		assert.Equal(t, ID(i), tm.DominantID())
+	}
+	var none Times
+	assert.Equal(t, Unknown, none.DominantID().Label())
+}
