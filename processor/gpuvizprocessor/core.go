@@ -58,11 +58,11 @@ type core struct {
 	// shuts down) while the loop still has some of that pipeline's to hand.
 	releasing sync.Mutex
 	// results holds a release's span results until its batches leave, and
-	// phases their phases' statistics with phase spans on (guarded by
+	// phaseResults their phases' statistics with phase spans on (guarded by
 	// releasing); reused while spans are held, as at 20,000 spans/s a
 	// release's results are megabytes. They keep no pdata.
-	results []spanResult
-	phases  []phaseStats
+	results      []spanResult
+	phaseResults []phaseStats
 	// mu guards the held spans, the matcher's use and the pipeline's books.
 	mu         sync.Mutex
 	hold       hold
@@ -435,7 +435,7 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	if c.hold.n == 0 {
 		// Nothing left to release: let the results buffers go once these
 		// batches leave, so that an idle collector returns them.
-		c.results, c.phases = nil, nil
+		c.results, c.phaseResults = nil, nil
 	}
 	v := c.view
 	c.mu.Unlock()
@@ -482,8 +482,8 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 	results := c.results[:len(spans)]
 	var phaseResults []phaseStats
 	if c.cfg.PhaseSpans {
-		c.phases = sized(c.phases, len(spans))
-		phaseResults = c.phases[:len(spans)]
+		c.phaseResults = sized(c.phaseResults, len(spans))
+		phaseResults = c.phaseResults[:len(spans)]
 	}
 	c.pipeline.round(spans, now, results, phaseResults)
 	ctx := context.Background()
@@ -505,7 +505,7 @@ func (c *core) enrich(batches []*heldBatch, now time.Time) {
 		}
 		hs.result, hs.backend = &results[i], backend
 		if phaseResults != nil {
-			hs.phases = &phaseResults[i]
+			hs.phaseStats = &phaseResults[i]
 		}
 		enriched++
 		if c.cfg.PhaseSpans {
@@ -535,8 +535,8 @@ func (c *core) annotateBatch(b *heldBatch, v *viewSink) {
 		if r == nil {
 			continue
 		}
-		ps := hs.phases
-		hs.result, hs.phases = nil, nil
+		ps := hs.phaseStats
+		hs.result, hs.phaseStats = nil, nil
 		rec, ok := annotate(hs, r, ps, hs.backend, &mb)
 		if !ok {
 			continue

@@ -52,11 +52,12 @@ type heldSpan struct {
 	pieces   []attribution.Piece
 	pieceBuf [inference.MaxPhases]attribution.Piece
 	// result is its result from the release's round (in core.results),
-	// and phases its phases' statistics (in core.phases) with phase spans
-	// on, until annotateBatch writes them; nil for a span left un-enriched.
-	result  *spanResult
-	phases  *phaseStats
-	backend string // its GPUs' backend, with result
+	// and phaseStats its phases' statistics (in core.phaseResults) with
+	// phase spans on, until annotateBatch writes them; nil for a span left
+	// un-enriched.
+	result     *spanResult
+	phaseStats *phaseStats
+	backend    string // its GPUs' backend, with result
 }
 
 // keys returns the span's GPUs; none while it has not matched.

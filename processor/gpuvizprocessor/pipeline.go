@@ -78,9 +78,8 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
-		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(),
-		finalizeAfter: cfg.Attribution.FinalizeAfter,
-		ledger:        attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
+		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
+		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }

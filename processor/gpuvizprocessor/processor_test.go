@@ -471,6 +471,12 @@ func TestDerivedMetricsCarryExemplarsOfTheRequests(t *testing.T) {
 					exs := m.Sum().DataPoints().At(k).Exemplars()
 					for l := range exs.Len() {
 						exemplarTraces = append(exemplarTraces, exs.At(l).TraceID())
+						if m.Name() == "gpuviz.gpu.bottleneck.time" {
+							// Its value is the time the request's label held
+							// over it: on one steadily busy GPU, all of it.
+							reqSeconds := span.EndTimestamp().AsTime().Sub(span.StartTimestamp().AsTime()).Seconds()
+							assert.InDelta(t, reqSeconds, exs.At(l).DoubleValue(), 1e-6)
+						}
 					}
 				}
 			case pmetric.MetricTypeHistogram:
