@@ -294,10 +294,25 @@ func (p *pipeline) freeze(k timeline.Key, book *attribution.GPU, lo int64, bins 
 		}
 		b := &bins[i-lo]
 		l := p.classify(b, false)
-		book.Freeze(i, b.EnergyJ, b.EnergyKnown, l)
+		book.Freeze(i, b.EnergyJ, b.EnergyKnown, l, activity(b, float64(p.bookCfg.Resolution)/1e9))
 		if p.onFreeze != nil {
 			p.onFreeze(k, p.ledger.Start(i), l)
 		}
+	}
+}
+
+// activity is a bin's tensor and DRAM activity-seconds, where GPM
+// measured both: their means over what they covered, times the bin's
+// width (seconds).
+func activity(b *timeline.Bin, width float64) attribution.Activity {
+	t, d := b.Covered[timeline.TensorActivity], b.Covered[timeline.DRAMActivity]
+	if t <= 0 || d <= 0 {
+		return attribution.Activity{}
+	}
+	return attribution.Activity{
+		TensorSeconds: b.Integral[timeline.TensorActivity] / t * width,
+		DRAMSeconds:   b.Integral[timeline.DRAMActivity] / d * width,
+		Known:         true,
 	}
 }
 

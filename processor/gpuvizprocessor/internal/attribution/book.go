@@ -40,8 +40,8 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 40
-	GPUBinBytes   = 24
+	GroupBinBytes = 56
+	GPUBinBytes   = 32
 )
 
 // ageBounds are the upper bounds, in seconds, of the age classes of the
@@ -91,6 +91,9 @@ type Totals struct {
 // groupBin is the part of a bin its group's GPUs share.
 type groupBin struct {
 	weight float64 // Σ rate × overlap (s) of admitted requests
+	// activity is the GPUs' tensor and DRAM activity, from those that
+	// froze the bin with it measured.
+	activity groupActivity
 	// shareAll is the share given to requests released while every GPU of
 	// the group had the bin frozen and none final: theirs alike.
 	shareAll float64
@@ -112,10 +115,14 @@ type gpuBin struct {
 	// this plus the group's shareAll.
 	share  float64
 	energy float64 // J, once frozen
-	label  uint8   // 1 + the label's index in bottleneck.Labels; 0 none
-	frozen bool
-	known  bool // energy measured
-	final  bool
+	// tensor and dram are its activity-seconds, once frozen with
+	// activity measured (active).
+	tensor, dram float32
+	label        uint8 // 1 + the label's index in bottleneck.Labels; 0 none
+	frozen       bool
+	known        bool // energy measured
+	active       bool
+	final        bool
 }
 
 // labelIndex is l as a gpuBin keeps it; a label not in bottleneck.Labels
@@ -166,6 +173,7 @@ type Group struct {
 	members  []*GPU
 	admitted bool // a request was ever admitted: never merged again
 	arrival  arrival
+	load     loadModel
 	mark     uint64
 }
 
@@ -294,7 +302,7 @@ func (grp *Group) within(mark uint64) bool {
 // split moves the group's GPUs that carry the ledger's mark to a new group
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
-	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival}
+	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival, load: grp.load}
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {
@@ -329,10 +337,14 @@ func (grp *Group) recount() {
 	for i := grp.l.lo; i < grp.l.hi; i++ {
 		sb := grp.at(i)
 		sb.energy, sb.frozen, sb.known, sb.labelled, sb.final = 0, 0, 0, 0, 0
+		sb.activity = groupActivity{}
 		for _, g := range grp.members {
 			mb := g.at(i)
 			if mb.frozen {
 				sb.frozen++
+				if mb.active {
+					sb.activity.add(mb)
+				}
 				if mb.known {
 					sb.known++
 					sb.energy += mb.energy
@@ -567,9 +579,9 @@ func (a *arrival) learnCurve() {
 // time, summed over the group's GPUs, as seconds (GPU-seconds: in bins
 // with a label, whether or not their energy is known); known reports
 // whether any of its bins had measured energy. A GPU's bins not frozen
-// give nothing. A bin's weight is what has been admitted, scaled up by the
-// share of a bin's weight known at its age: the requests still running
-// then, whose spans have not arrived, take their part too.
+// give nothing. A bin's weight is its estimated final weight
+// (finalWeight): the requests still running then, whose spans have not
+// arrived, take their part too.
 func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds float64) {
 	l := grp.l
 	width := float64(l.width) / 1e9
@@ -587,7 +599,7 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		if sb.weight <= 0 || (sb.known == 0 && sb.labelled == 0) {
 			continue
 		}
-		f := l.ratio * pb.weight * grp.arrival.known(pb) / sb.weight
+		f := l.ratio * pb.weight / grp.finalWeight(pb, sb, all)
 		if sb.frozen == all && sb.final == 0 {
 			// Every GPU frozen, none final: one share for all.
 			sb.shareAll += f
@@ -603,6 +615,25 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		grp.count(lo, hi, 0, -1)
 	}
 	return known, seconds
+}
+
+// finalWeight estimates the weight bin pb will have once every request
+// that ran in it has arrived: from its GPUs' activity where all of them
+// measured it and the group's load model has learned, else from the
+// arrival curve; never less than what has been admitted.
+func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
+	if sb.activity.gpus == gpus {
+		if w, ok := grp.load.predict(sb.activity); ok {
+			return max(sb.weight, w)
+		}
+	}
+	return sb.weight / grp.arrival.known(pb)
+}
+
+func (a *groupActivity) add(mb *gpuBin) {
+	a.tensor += mb.tensor
+	a.dram += mb.dram
+	a.gpus++
 }
 
 // take gives a request share f of the GPU's bin pb, where the group's GPUs
@@ -672,9 +703,10 @@ func (g *GPU) Unfrozen(from, to int64) (lo, hi int64, ok bool) {
 	return lo, hi, hi > lo
 }
 
-// Freeze fixes bin i's measured energy and label on the GPU (label "" when
-// nothing covered the bin). A frozen bin is never changed again.
-func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Label) {
+// Freeze fixes bin i's measured energy, label (label "" when nothing
+// covered the bin) and activity on the GPU. A frozen bin is never changed
+// again.
+func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Label, act Activity) {
 	if i < g.l.lo || i >= g.l.hi {
 		return
 	}
@@ -692,6 +724,10 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 	}
 	if mb.label != 0 {
 		sb.labelled++
+	}
+	if act.Known {
+		mb.tensor, mb.dram, mb.active = float32(act.TensorSeconds), float32(act.DRAMSeconds), true
+		sb.activity.add(mb)
 	}
 }
 
@@ -738,6 +774,11 @@ func (g *GPU) finalize(to int64, force bool) {
 		g.runPresent, g.runPending = present, pending
 		mb.final = true
 		sb.final++
+		if !force && sb.final == uint16(len(g.group.members)) && sb.weight > 0 && sb.activity.gpus == sb.final {
+			// Its last GPU made it final: the weight is what every
+			// request in it brought.
+			g.group.load.learn(sb.activity, sb.weight)
+		}
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel
 		}

@@ -65,7 +65,7 @@ func freeze(b book, from, to float64, watts float64) {
 		if b.Start(i) >= at(from) {
 			j = watts * 0.1
 		}
-		b.Freeze(i, j, true, bottleneck.MemoryBound)
+		b.Freeze(i, j, true, bottleneck.MemoryBound, Activity{})
 	}
 }
 
@@ -112,7 +112,7 @@ func TestOrderIndependentWithinTheWindow(t *testing.T) {
 		}
 		lo, hi, _ := b.Unfrozen(b.FinalTo(), b.Index(at(12)))
 		for i := lo; i < hi; i++ {
-			b.Freeze(i, 30+float64(i%7), true, bottleneck.ComputeBound)
+			b.Freeze(i, 30+float64(i%7), true, bottleneck.ComputeBound, Activity{})
 		}
 		out := make([]float64, len(reqs))
 		for _, i := range order {
@@ -234,11 +234,11 @@ func TestTimeIsSplitLikeTheEnergy(t *testing.T) {
 		for i := lo; i < hi; i++ {
 			switch s := b.Start(i); {
 			case s < at(0):
-				b.Freeze(i, 0, false, "")
+				b.Freeze(i, 0, false, "", Activity{})
 			case s < at(2):
-				b.Freeze(i, 10, true, bottleneck.MemoryBound)
+				b.Freeze(i, 10, true, bottleneck.MemoryBound, Activity{})
 			default:
-				b.Freeze(i, 5, s >= at(3), bottleneck.ComputeBound)
+				b.Freeze(i, 5, s >= at(3), bottleneck.ComputeBound, Activity{})
 			}
 		}
 		s1, s2 := make([]float64, 2), make([]float64, 1)
@@ -345,7 +345,7 @@ func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
 			for _, g := range []*GPU{gpus[k], alone[k]} {
 				lo, hi, ok := g.Unfrozen(min(g.FinalTo(), g.l.Index(at(0))), g.l.Index(at(now-lag[k])))
 				for i := lo; ok && i < hi; i++ {
-					g.Freeze(i, 20+float64(k)+float64(i%5), i%11 != 0, bottleneck.Labels[int(i)%len(bottleneck.Labels)])
+					g.Freeze(i, 20+float64(k)+float64(i%5), i%11 != 0, bottleneck.Labels[int(i)%len(bottleneck.Labels)], Activity{})
 				}
 				g.Finalize(g.l.Index(at(now - lag[k] - 1)))
 			}
@@ -508,10 +508,10 @@ func TestALateRequestIsPresentFromWhereFinalisationStands(t *testing.T) {
 		require.True(t, ok)
 		for i := lo; i < hi; i++ {
 			if b.Start(i) < at(from) {
-				b.Freeze(i, 0, false, "") // before anything was seen
+				b.Freeze(i, 0, false, "", Activity{}) // before anything was seen
 				continue
 			}
-			b.Freeze(i, 5, true, bottleneck.Idle)
+			b.Freeze(i, 5, true, bottleneck.Idle, Activity{})
 		}
 	}
 	idle(0, 5)

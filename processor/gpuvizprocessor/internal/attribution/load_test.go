@@ -1,0 +1,99 @@
+package attribution
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+)
+
+func TestLoadModelFitsTheWeightOfActivity(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		weight func(tensor, dram float64) float64
+		bins   int
+		ask    groupActivity
+		want   float64
+		ok     bool
+	}{
+		{"both signals", func(x, y float64) float64 { return 2*x + 3*y }, 200, groupActivity{tensor: 0.5, dram: 0.25}, 1.75, true},
+		{"tensor alone explains it", func(x, _ float64) float64 { return 4 * x }, 200, groupActivity{tensor: 0.5, dram: 0.25}, 2, true},
+		// The joint fit would give DRAM a negative weight: tensor alone.
+		{"no negative coefficient", func(x, y float64) float64 { return max(0, 4*x-y) }, 200, groupActivity{tensor: 0.5, dram: 0.25}, 0, true},
+		{"too few bins", func(x, y float64) float64 { return x + y }, minLoadBins - 1, groupActivity{tensor: 0.5, dram: 0.25}, 0, false},
+		{"no activity ever", func(_, _ float64) float64 { return 1 }, 200, groupActivity{tensor: 0.5}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m loadModel
+			for k := range tc.bins {
+				x, y := float64(k%7)/10, float64(k%5)/10
+				if tc.name == "no activity ever" {
+					x, y = 0, 0
+				}
+				m.learn(groupActivity{tensor: float32(x), dram: float32(y), gpus: 1}, tc.weight(x, y))
+			}
+			got, ok := m.predict(tc.ask)
+			require.Equal(t, tc.ok, ok)
+			if tc.name == "no negative coefficient" {
+				assert.Greater(t, got, 0.0)
+				return
+			}
+			assert.InDelta(t, tc.want, got, 1e-5)
+		})
+	}
+}
+
+// freezeActive is freeze with activity tensor and dram seconds in each
+// bin of [from, to).
+func freezeActive(b book, from, to, watts, tensor, dram float64) {
+	lo, hi, ok := b.Unfrozen(min(b.FinalTo(), b.Index(at(from))), b.Index(at(to)))
+	if !ok {
+		return
+	}
+	for i := lo; i < hi; i++ {
+		j, act := 0.0, Activity{}
+		if b.Start(i) >= at(from) {
+			j, act = watts*0.1, Activity{TensorSeconds: tensor, DRAMSeconds: dram, Known: true}
+		}
+		b.Freeze(i, j, true, bottleneck.MemoryBound, act)
+	}
+}
+
+// Once the books have learned how a bin's final weight follows its GPUs'
+// activity, a request released while its neighbours' spans are still to
+// come leaves them what the activity says they did, not what the arrival
+// curve says on average.
+func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
+	b := testBook(1)
+	for k := range 300 { // 30 s of bins: two requests each, activity 0.02 s per unit of weight
+		s := 0.1 * float64(k)
+		early, lateOne := []Piece{{at(s), at(s + 0.1), 1}}, []Piece{{at(s), at(s + 0.1), 1}}
+		admit(b, early, at(s+0.1+0.5))
+		admit(b, lateOne, at(s+0.1+10))
+		freezeActive(b, s, s+0.1, 100, 0.004, 0.002)
+		release(b, early, at(s+0.1+12), make([]float64, 1))
+		release(b, lateOne, at(s+0.1+12), make([]float64, 1))
+	}
+	b.Finalize(b.Index(at(30)))
+	assert.InDelta(t, 0, b.Totals().Correction, 1e-9*b.Totals().Measured)
+
+	require.GreaterOrEqual(t, b.group.load.n, float64(minLoadBins), "learned")
+	// Alone so far, in bins whose activity is four such requests'.
+	alone := []Piece{{at(40), at(41), 1}}
+	admit(b, alone, at(41.5))
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 41, 100, 0.008, 0.004)
+	s := make([]float64, 1)
+	release(b, alone, at(42), s)
+	assert.InDelta(t, 25, s[0], 1e-6, "a quarter of 100 J: the activity is four requests'")
+
+	// Where a GPU measured no activity, the arrival curve answers.
+	other := []Piece{{at(45), at(46), 1}}
+	admit(b, other, at(46.5))
+	freeze(b, 41, 46, 100)
+	s[0] = 0
+	release(b, other, at(47), s)
+	assert.InDelta(t, 50, s[0], 5, "about half: the arrival curve's estimate")
+}
