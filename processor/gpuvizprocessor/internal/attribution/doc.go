@@ -10,10 +10,13 @@
 // prefill and decode at their estimated rates); admission adds each piece's
 // rate × overlap to the bins' weight. A bin's energy, once measured and
 // frozen, goes to the requests that ran in it in proportion to their weight:
-// request r gets ratio × E × w_r / Ŵ, where Ŵ is the weight of every request
-// admitted so far scaled up by the share of a bin's weight that has usually
-// arrived by the bin's age (learned from the ages at which admitted weight
-// arrived: requests still running have not sent their spans), and ratio is
+// request r gets ratio × E × w_r / Ŵ, where Ŵ estimates the bin's final
+// weight (requests still running have not sent their spans): from the
+// GPUs' tensor and DRAM activity over the bin, fitted against earlier final
+// bins (load.go), where every GPU measured it; else the weight admitted so
+// far scaled up by the share of a bin's weight that has usually arrived by
+// the bin's age (learned from the ages at which admitted weight arrived).
+// ratio is
 // the sampling ratio (with head sampling the visible requests stand for
 // 1/ratio as many). Requests released together see the same weight, moment
 // and curve, so the caller's settle groups split as if their spans had
