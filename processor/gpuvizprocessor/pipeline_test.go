@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
@@ -429,4 +430,31 @@ func pointerFields(t reflect.Type, path string) []string {
 		return []string{path + " (" + t.Kind().String() + ")"}
 	}
 	return nil
+}
+
+// A bin's activity for the books is each signal's mean over what it
+// covered times the bin's width, and only where GPM measured both.
+func TestActivityIsTheMeansOverTheBin(t *testing.T) {
+	var full, half, tensorOnly timeline.Bin
+	full.Integral[timeline.TensorActivity], full.Covered[timeline.TensorActivity] = 0.06, 0.1
+	full.Integral[timeline.DRAMActivity], full.Covered[timeline.DRAMActivity] = 0.03, 0.1
+	half.Integral[timeline.TensorActivity], half.Covered[timeline.TensorActivity] = 0.03, 0.05
+	half.Integral[timeline.DRAMActivity], half.Covered[timeline.DRAMActivity] = 0.01, 0.05
+	tensorOnly.Integral[timeline.TensorActivity], tensorOnly.Covered[timeline.TensorActivity] = 0.06, 0.1
+	for _, tc := range []struct {
+		name string
+		bin  *timeline.Bin
+		want attribution.Activity
+	}{
+		{"covered whole", &full, attribution.Activity{TensorSeconds: 0.06, DRAMSeconds: 0.03, Known: true}},
+		{"covered half: the means over the width", &half, attribution.Activity{TensorSeconds: 0.06, DRAMSeconds: 0.02, Known: true}},
+		{"no DRAM activity", &tensorOnly, attribution.Activity{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := activity(tc.bin, 0.1)
+			assert.Equal(t, tc.want.Known, got.Known)
+			assert.InDelta(t, tc.want.TensorSeconds, got.TensorSeconds, 1e-12)
+			assert.InDelta(t, tc.want.DRAMSeconds, got.DRAMSeconds, 1e-12)
+		})
+	}
 }

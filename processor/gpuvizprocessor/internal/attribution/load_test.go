@@ -10,39 +10,52 @@ import (
 )
 
 func TestLoadModelFitsTheWeightOfActivity(t *testing.T) {
+	ask := groupActivity{tensor: 0.5, dram: 0.25}
 	for _, tc := range []struct {
-		name   string
-		weight func(tensor, dram float64) float64
-		bins   int
-		ask    groupActivity
-		want   float64
-		ok     bool
+		name         string
+		weight       func(tensor, dram float64) float64
+		bins         int
+		noActivity   bool
+		ct, cd, want float64
+		ok           bool
 	}{
-		{"both signals", func(x, y float64) float64 { return 2*x + 3*y }, 200, groupActivity{tensor: 0.5, dram: 0.25}, 1.75, true},
-		{"tensor alone explains it", func(x, _ float64) float64 { return 4 * x }, 200, groupActivity{tensor: 0.5, dram: 0.25}, 2, true},
-		// The joint fit would give DRAM a negative weight: tensor alone.
-		{"no negative coefficient", func(x, y float64) float64 { return max(0, 4*x-y) }, 200, groupActivity{tensor: 0.5, dram: 0.25}, 0, true},
-		{"too few bins", func(x, y float64) float64 { return x + y }, minLoadBins - 1, groupActivity{tensor: 0.5, dram: 0.25}, 0, false},
-		{"no activity ever", func(_, _ float64) float64 { return 1 }, 200, groupActivity{tensor: 0.5}, 0, false},
+		{name: "both signals", weight: func(x, y float64) float64 { return 2*x + 3*y }, bins: 200, ct: 2, cd: 3, want: 1.75, ok: true},
+		{name: "tensor alone explains it", weight: func(x, _ float64) float64 { return 4 * x }, bins: 200, ct: 4, want: 2, ok: true},
+		{name: "too few bins", weight: func(x, y float64) float64 { return x + y }, bins: minLoadBins - 1, ct: 1, cd: 1},
+		{name: "no activity ever", weight: func(_, _ float64) float64 { return 1 }, bins: 200, noActivity: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m loadModel
 			for k := range tc.bins {
 				x, y := float64(k%7)/10, float64(k%5)/10
-				if tc.name == "no activity ever" {
+				if tc.noActivity {
 					x, y = 0, 0
 				}
 				m.learn(groupActivity{tensor: float32(x), dram: float32(y), gpus: 1}, tc.weight(x, y))
 			}
-			got, ok := m.predict(tc.ask)
+			assert.InDelta(t, tc.ct, m.ct, 1e-5)
+			assert.InDelta(t, tc.cd, m.cd, 1e-5)
+			got, ok := m.predict(ask)
 			require.Equal(t, tc.ok, ok)
-			if tc.name == "no negative coefficient" {
-				assert.Greater(t, got, 0.0)
-				return
-			}
 			assert.InDelta(t, tc.want, got, 1e-5)
 		})
 	}
+}
+
+// Where the joint fit would give one signal a negative weight, the other
+// is fit alone: a bin with more activity never predicts less weight.
+func TestLoadModelKeepsItsCoefficientsNonNegative(t *testing.T) {
+	var m loadModel
+	for k := range 200 {
+		x, y := float64(k%7)/10, float64(k%5)/10
+		m.learn(groupActivity{tensor: float32(x), dram: float32(y), gpus: 1}, max(0, 4*x-y))
+	}
+	assert.GreaterOrEqual(t, m.ct, 0.0)
+	assert.GreaterOrEqual(t, m.cd, 0.0)
+	assert.True(t, m.ct == 0 || m.cd == 0, "one signal alone: %v, %v", m.ct, m.cd)
+	got, ok := m.predict(groupActivity{tensor: 0.5, dram: 0.25})
+	require.True(t, ok)
+	assert.Greater(t, got, 0.0)
 }
 
 // freezeActive is freeze with activity tensor and dram seconds in each
