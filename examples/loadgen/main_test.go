@@ -203,6 +203,24 @@ func TestRunExportsOverOTLP(t *testing.T) {
 	})
 }
 
+// untilClearOfWindowEdge is how long to wait from now for a run of d to lie
+// at least 2 s from the edges of the sequential schedule's windows (wall
+// clock minutes). No request crosses an edge: every GPU ends its window idle
+// and starts the next with at least 0.9 s before any request can end, so a
+// brief run across an edge may rightly emit nothing (about 2% of starts).
+func untilClearOfWindowEdge(now time.Time, d time.Duration) time.Duration {
+	const margin = 2 * time.Second
+	w := int64(nvmlsim.Window)
+	off := time.Duration(now.UnixNano() % w)
+	if off >= margin && off+d+margin <= nvmlsim.Window {
+		return 0
+	}
+	if off < margin {
+		return margin - off
+	}
+	return nvmlsim.Window - off + margin
+}
+
 var summaryRE = regexp.MustCompile(`^requests emitted:((?: [a-z]+=\d+)+) total=(\d+) aborted_without_span=(\d+)\n$`)
 
 // parseSummary reads the exit line's counts.
@@ -222,8 +240,10 @@ func parseSummary(t *testing.T, line string) (counts map[string]int, total, noSp
 
 func runBriefly(t *testing.T, got *sink, args ...string) {
 	t.Helper()
-	cfg, err := parseFlags(append(args, "--duration", "1200ms"), io.Discard)
+	const duration = 1200 * time.Millisecond
+	cfg, err := parseFlags(append(args, "--duration", duration.String()), io.Discard)
 	require.NoError(t, err)
+	time.Sleep(untilClearOfWindowEdge(time.Now(), duration))
 	var stdout, stderr bytes.Buffer
 	start := time.Now()
 	require.NoError(t, run(t.Context(), cfg, &stdout, log.New(&stderr, "", 0)))
@@ -520,4 +540,24 @@ func TestErrorLoggerRateLimits(t *testing.T) {
 	now = now.Add(11 * time.Second)
 	l.Handle(io.ErrUnexpectedEOF)
 	assert.Equal(t, "EOF\nunexpected EOF (and 1 more errors in the last 11s)\n", buf.String())
+}
+
+func TestUntilClearOfWindowEdge(t *testing.T) {
+	minute := time.Unix(1_790_000_040, 0) // on a window edge
+	d := 1200 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		now  time.Time
+		want time.Duration
+	}{
+		{"on the edge", minute, 2 * time.Second},
+		{"just after it", minute.Add(500 * time.Millisecond), 1500 * time.Millisecond},
+		{"clear", minute.Add(2 * time.Second), 0},
+		{"last clear start", minute.Add(time.Minute - 2*time.Second - d), 0},
+		{"would end too near the next", minute.Add(time.Minute - 2*time.Second), 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, untilClearOfWindowEdge(tc.now, d))
+		})
+	}
 }
