@@ -23,6 +23,11 @@ type LabelScore struct {
 	// TrivialAgreement what always answering it would score.
 	Trivial          string  `json:"trivial"`
 	TrivialAgreement float64 `json:"trivial_agreement"`
+	// Ceiling is the most any one label per span can score: every span
+	// answering the true label that held most of its own window. Where
+	// the truth alternates inside windows (batched steps of both kinds),
+	// it bounds Agreement well below 100%.
+	Ceiling float64 `json:"one_label_ceiling"`
 	// Confusion is GPU seconds by true label, then by gpuviz's label.
 	Confusion map[string]map[string]float64 `json:"confusion"`
 }
@@ -56,6 +61,7 @@ func scoreLabels(reqs []request, tl *timeline) Labels {
 type labelTally struct {
 	spans, missing int
 	ns             map[string]map[string]int64
+	ceilingNS      int64 // per span, the time its window's most held true label held
 }
 
 func (lt *labelTally) add(tl *timeline, gpus []int, from, to int64, attrs pcommon.Map, key string) {
@@ -65,9 +71,14 @@ func (lt *labelTally) add(tl *timeline, gpus []int, from, to int64, attrs pcommo
 		return
 	}
 	lt.spans++
+	held := map[string]int64{}
 	for _, g := range gpus {
-		tl.overlapping(g, from, to, func(b *infersim.TruthBin, ns int64) { lt.addNS(b.Label, got, ns) })
+		tl.overlapping(g, from, to, func(b *infersim.TruthBin, ns int64) {
+			lt.addNS(b.Label, got, ns)
+			held[b.Label] += ns
+		})
 	}
+	lt.ceilingNS += slices.Max(append(slices.Collect(maps.Values(held)), 0))
 }
 
 func (lt *labelTally) addNS(truth, got string, ns int64) {
@@ -81,7 +92,7 @@ func (lt *labelTally) addNS(truth, got string, ns int64) {
 }
 
 func (lt labelTally) merged(other labelTally) labelTally {
-	out := labelTally{spans: lt.spans + other.spans, missing: lt.missing + other.missing}
+	out := labelTally{spans: lt.spans + other.spans, missing: lt.missing + other.missing, ceilingNS: lt.ceilingNS + other.ceilingNS}
 	for _, t := range []labelTally{lt, other} {
 		for truth, row := range t.ns {
 			for got, ns := range row {
@@ -112,6 +123,7 @@ func (lt labelTally) score() LabelScore {
 		s.Seconds = seconds(total)
 		s.Agreement = float64(agree) / float64(total)
 		s.TrivialAgreement = float64(best) / float64(total)
+		s.Ceiling = float64(lt.ceilingNS) / float64(total)
 	}
 	return s
 }

@@ -11,8 +11,8 @@ import (
 // MarkdownHeader is the head of the table in docs/accuracy.md whose rows
 // MarkdownRow writes.
 func MarkdownHeader() string {
-	return "| scenario | coverage | energy error median / p90 / max | baseline median / p90 / max | prefill median (baseline) | decode median (baseline) | request label agreement (trivial) | phase label agreement (trivial) | attributed / true |\n" +
-		"|---|---|---|---|---|---|---|---|---|\n"
+	return "| scenario | coverage | energy error median / p90 / max | baseline median / p90 / max | prefill median (baseline) | decode median (baseline) | request label agreement (trivial) | phase label agreement (trivial) | one-label ceiling request / phases | attributed / true |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|\n"
 }
 
 // MarkdownRow is the run's headline numbers, one row of MarkdownHeader's
@@ -27,6 +27,7 @@ func (r Report) MarkdownRow() string {
 		fmt.Sprintf("%s (%s)", median(r.Energy.Decode), median(r.Baseline.Decode)),
 		fmt.Sprintf("%s (%s)", agreement(r.Labels.Request), trivial(r.Labels.Request)),
 		fmt.Sprintf("%s (%s)", agreement(r.Labels.Phases), trivial(r.Labels.Phases)),
+		fmt.Sprintf("%s / %s", ceiling(r.Labels.Request), ceiling(r.Labels.Phases)),
 		fmt.Sprintf("%.3f", r.Conservation.Ratio),
 	}
 	return "| " + strings.Join(cells, " | ") + " |\n"
@@ -47,10 +48,10 @@ func (r Report) MarkdownSection() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %d | %d |\n", row.name, s.Count, orDash(s, s.Median), orDash(s, s.P90), orDash(s, s.Max), s.Missing, s.ZeroTruth)
 	}
 
-	b.WriteString("\n| label | spans | GPU s | agreement | trivial label | trivial agreement | no label |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| label | spans | GPU s | agreement | trivial label | trivial agreement | one-label ceiling | no label |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.labelRows() {
 		l := row.score
-		fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %s | %s | %d |\n", row.name, l.Spans, l.Seconds, agreement(l), l.Trivial, trivial(l), l.Missing)
+		fmt.Fprintf(&b, "| %s | %d | %.1f | %s | %s | %s | %s | %d |\n", row.name, l.Spans, l.Seconds, agreement(l), l.Trivial, trivial(l), ceiling(l), l.Missing)
 	}
 
 	k := r.Conservation
@@ -76,9 +77,9 @@ func (r Report) Text() string {
 	for _, row := range r.energyRows() {
 		fmt.Fprintf(w, "  %s\t%s\t(n=%d)\n", row.name, spread(row.stats), row.stats.Count)
 	}
-	fmt.Fprintf(w, "label agreement\tgpuviz, trivial\n")
+	fmt.Fprintf(w, "label agreement\tgpuviz, trivial, one-label ceiling\n")
 	for _, row := range r.labelRows() {
-		fmt.Fprintf(w, "  %s\t%s, %s %s\n", row.name, agreement(row.score), row.score.Trivial, trivial(row.score))
+		fmt.Fprintf(w, "  %s\t%s, %s %s, %s\n", row.name, agreement(row.score), row.score.Trivial, trivial(row.score), ceiling(row.score))
 	}
 	fmt.Fprintf(w, "conservation\tattributed %.0f J / true %.0f J = %.3f (counters %.0f J, idle %.0f J, aborted %.0f J, %d straddling left out)\n",
 		k.AttributedJ, k.TrueJ, k.Ratio, k.CounterJ, k.IdleJ, k.AbortedJ, k.Straddling)
@@ -162,4 +163,11 @@ func trivial(l LabelScore) string {
 		return "–"
 	}
 	return pct(l.TrivialAgreement)
+}
+
+func ceiling(l LabelScore) string {
+	if l.Seconds == 0 {
+		return "–"
+	}
+	return pct(l.Ceiling)
 }

@@ -19,16 +19,16 @@ func sampleReport() Report {
 			Prefill: ErrorStats{Count: 39, Median: 0.201},
 		},
 		Labels: Labels{
-			Request: LabelScore{Spans: 39, Seconds: 10, Agreement: 0.812, Trivial: memory, TrivialAgreement: 0.64,
+			Request: LabelScore{Spans: 39, Seconds: 10, Agreement: 0.812, Trivial: memory, TrivialAgreement: 0.64, Ceiling: 0.9,
 				Confusion: map[string]map[string]float64{memory: {memory: 6.4, "unknown": 0.5}, compute: {memory: 1.3, compute: 1.8}}},
-			Phases: LabelScore{Spans: 78, Seconds: 10, Agreement: 0.77, Trivial: memory, TrivialAgreement: 0.501},
+			Phases: LabelScore{Spans: 78, Seconds: 10, Agreement: 0.77, Trivial: memory, TrivialAgreement: 0.501, Ceiling: 0.855},
 		},
 		Conservation: Conservation{Ratio: 0.9984},
 	}
 }
 
 func TestMarkdownRow(t *testing.T) {
-	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 0.998 |\n"
+	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 90.0% / 85.5% | 0.998 |\n"
 	if got := sampleReport().MarkdownRow(); got != want {
 		t.Errorf("row\n%s want\n%s", got, want)
 	}
@@ -43,7 +43,7 @@ func TestMarkdownSection(t *testing.T) {
 		"### steady (seed 7, H200)\n",
 		"42 requests: 2 aborted (no span), 40 with a span, 39 enriched (97.5%), 1 extra enriched spans, 0 unknown traces.",
 		"| baseline request | 39 | 12.0% | 30.1% | 200.5% | 0 | 0 |\n",
-		"| request | 39 | 10.0 | 81.2% | memory_bound | 64.0% | 0 |\n",
+		"| request | 39 | 10.0 | 81.2% | memory_bound | 64.0% | 90.0% | 0 |\n",
 		// Rows and columns in infersim.Labels order, unknown last.
 		"| truth \\ gpuviz | compute_bound | memory_bound | unknown |\n|---|---|---|---|\n" +
 			"| compute_bound | 1.8 | 1.3 | 0.0 |\n| memory_bound | 0.0 | 6.4 | 0.5 |\n",
@@ -60,7 +60,7 @@ func TestText(t *testing.T) {
 	for _, want := range []string{
 		"97.5% (39/40) enriched; 2 aborted, 1 extra enriched spans",
 		"gpuviz request    3.1% / 8.0% / 40.0%",
-		"phases            77.0%, memory_bound 50.1%\n",
+		"phases            77.0%, memory_bound 50.1%, 85.5%\n",
 		"= 0.998",
 	} {
 		if !strings.Contains(got, want) {

@@ -102,16 +102,19 @@ func TestLabelAgreement(t *testing.T) {
 	want := Labels{
 		// 0.2 s right of 0.7 s; the truth is memory-bound for 0.5 s.
 		Request: LabelScore{Spans: 2, Seconds: 0.7, Agreement: 2.0 / 7, Trivial: memory, TrivialAgreement: 5.0 / 7,
+			// Request 1's window is 0.2 s of each, request 2's 0.3 s
+			// memory-bound: no one label per span could be right for more.
+			Ceiling:   5.0 / 7,
 			Confusion: map[string]map[string]float64{compute: {memory: 0.2}, memory: {memory: 0.2, compute: 0.3}}},
 		// Request 1's [50, 150) is compute-bound (right), request 2's
 		// [0, 100) memory-bound (wrong); the tie goes to compute_bound.
-		Prefill: LabelScore{Spans: 2, Seconds: 0.2, Agreement: 0.5, Trivial: compute, TrivialAgreement: 0.5,
+		Prefill: LabelScore{Spans: 2, Seconds: 0.2, Agreement: 0.5, Trivial: compute, TrivialAgreement: 0.5, Ceiling: 1,
 			Confusion: map[string]map[string]float64{compute: {compute: 0.1}, memory: {compute: 0.1}}},
 		// Request 1's [150, 450): 100 ms compute, 200 ms memory; request
 		// 2's [100, 300) memory.
-		Decode: LabelScore{Spans: 2, Seconds: 0.5, Agreement: 0.8, Trivial: memory, TrivialAgreement: 0.8,
+		Decode: LabelScore{Spans: 2, Seconds: 0.5, Agreement: 0.8, Trivial: memory, TrivialAgreement: 0.8, Ceiling: 0.8,
 			Confusion: map[string]map[string]float64{compute: {memory: 0.1}, memory: {memory: 0.4}}},
-		Phases: LabelScore{Spans: 4, Seconds: 0.7, Agreement: 5.0 / 7, Trivial: memory, TrivialAgreement: 5.0 / 7,
+		Phases: LabelScore{Spans: 4, Seconds: 0.7, Agreement: 5.0 / 7, Trivial: memory, TrivialAgreement: 5.0 / 7, Ceiling: 6.0 / 7,
 			Confusion: map[string]map[string]float64{compute: {compute: 0.1, memory: 0.1}, memory: {compute: 0.1, memory: 0.4}}},
 	}
 	if diff := cmp.Diff(want, got, approx); diff != "" {
