@@ -34,16 +34,33 @@ type LabelScore struct {
 
 // Labels scores the request label over [scheduled, finished), the prefill
 // label over [scheduled, first_token) and the decode label over
-// [first_token, finished).
+// [first_token, finished); and, where the run handed them over
+// (Options.Intervals), the labels gpuviz gave each GPU interval.
 type Labels struct {
 	Request LabelScore `json:"request"`
 	Prefill LabelScore `json:"prefill"`
 	Decode  LabelScore `json:"decode"`
 	Phases  LabelScore `json:"phases"` // prefill and decode together
+	// Intervals scores every GPU interval gpuviz labelled against the true
+	// bins it overlaps, idle time included: the labels the bottleneck-time
+	// counter, the phase spans and the live view show. Its Spans counts
+	// intervals.
+	Intervals LabelScore `json:"gpu_intervals"`
 }
 
-func scoreLabels(reqs []request, tl *timeline) Labels {
-	var req, pre, dec labelTally
+// GPUInterval is the label gpuviz gave one GPU (the truth's index) over
+// [Start, End), Unix nanoseconds.
+type GPUInterval struct {
+	GPU        int
+	Start, End int64
+	Label      string
+}
+
+func scoreLabels(reqs []request, intervals []GPUInterval, tl *timeline) Labels {
+	var req, pre, dec, gpu labelTally
+	for _, iv := range intervals {
+		gpu.addWindow(tl, []int{iv.GPU}, iv.Start, iv.End, iv.Label)
+	}
 	for _, r := range reqs {
 		if !r.enriched {
 			continue
@@ -54,7 +71,7 @@ func scoreLabels(reqs []request, tl *timeline) Labels {
 		dec.add(tl, t.GPUs, t.FirstToken, t.Finished, attrs, attrDecodeLabel)
 	}
 	phases := pre.merged(dec)
-	return Labels{Request: req.score(), Prefill: pre.score(), Decode: dec.score(), Phases: phases.score()}
+	return Labels{Request: req.score(), Prefill: pre.score(), Decode: dec.score(), Phases: phases.score(), Intervals: gpu.score()}
 }
 
 // labelTally counts GPU nanoseconds by true label, then gpuviz label.
@@ -70,6 +87,11 @@ func (lt *labelTally) add(tl *timeline, gpus []int, from, to int64, attrs pcommo
 		lt.missing++
 		return
 	}
+	lt.addWindow(tl, gpus, from, to, got)
+}
+
+// addWindow scores one label, got, over [from, to) on gpus.
+func (lt *labelTally) addWindow(tl *timeline, gpus []int, from, to int64, got string) {
 	lt.spans++
 	held := map[string]int64{}
 	for _, g := range gpus {

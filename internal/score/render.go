@@ -11,8 +11,8 @@ import (
 // MarkdownHeader is the head of the table in docs/accuracy.md whose rows
 // MarkdownRow writes.
 func MarkdownHeader() string {
-	return "| scenario | coverage | energy error median / p90 / max | baseline median / p90 / max | prefill median (baseline) | decode median (baseline) | request label agreement (trivial) | phase label agreement (trivial) | one-label ceiling request / phases | attributed / true |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|\n"
+	return "| scenario | coverage | energy error median / p90 / max | baseline median / p90 / max | prefill median (baseline) | decode median (baseline) | request label agreement (trivial) | phase label agreement (trivial) | one-label ceiling request / phases | GPU interval label agreement (trivial) | attributed / true |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|\n"
 }
 
 // MarkdownRow is the run's headline numbers, one row of MarkdownHeader's
@@ -28,6 +28,7 @@ func (r Report) MarkdownRow() string {
 		fmt.Sprintf("%s (%s)", agreement(r.Labels.Request), trivial(r.Labels.Request)),
 		fmt.Sprintf("%s (%s)", agreement(r.Labels.Phases), trivial(r.Labels.Phases)),
 		fmt.Sprintf("%s / %s", ceiling(r.Labels.Request), ceiling(r.Labels.Phases)),
+		fmt.Sprintf("%s (%s)", agreement(r.Labels.Intervals), trivial(r.Labels.Intervals)),
 		fmt.Sprintf("%.3f", r.Conservation.Ratio),
 	}
 	return "| " + strings.Join(cells, " | ") + " |\n"
@@ -59,7 +60,10 @@ func (r Report) MarkdownSection() string {
 		"%d requests lie inside (%d straddle an edge and are left out): true %.0f J, %.0f J of it aborted; gpuviz attributed %.0f J (ratio %.3f).\n",
 		seconds(k.WindowEnd-k.WindowStart), k.CounterJ, k.IdleJ, k.Requests, k.Straddling, k.TrueJ, k.AbortedJ, k.AttributedJ, k.Ratio)
 
-	for _, row := range r.labelRows()[:3] { // phases is the sum of prefill and decode
+	for _, row := range r.labelRows() {
+		if row.name == phasesRow { // the sum of prefill and decode
+			continue
+		}
 		fmt.Fprintf(&b, "\n%s label confusion, GPU seconds (rows: truth, columns: gpuviz):\n\n", row.name)
 		writeConfusion(&b, row.score.Confusion)
 	}
@@ -109,8 +113,16 @@ type labelRow struct {
 	score LabelScore
 }
 
+const phasesRow = "phases"
+
+// labelRows are the label scores in report order; GPU intervals only where
+// the run handed them over.
 func (r Report) labelRows() []labelRow {
-	return []labelRow{{"request", r.Labels.Request}, {"prefill", r.Labels.Prefill}, {"decode", r.Labels.Decode}, {"phases", r.Labels.Phases}}
+	rows := []labelRow{{"request", r.Labels.Request}, {"prefill", r.Labels.Prefill}, {"decode", r.Labels.Decode}, {phasesRow, r.Labels.Phases}}
+	if r.Labels.Intervals.Spans > 0 {
+		rows = append(rows, labelRow{"gpu interval", r.Labels.Intervals})
+	}
+	return rows
 }
 
 func writeConfusion(b *strings.Builder, m map[string]map[string]float64) {

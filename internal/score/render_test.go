@@ -22,13 +22,15 @@ func sampleReport() Report {
 			Request: LabelScore{Spans: 39, Seconds: 10, Agreement: 0.812, Trivial: memory, TrivialAgreement: 0.64, Ceiling: 0.9,
 				Confusion: map[string]map[string]float64{memory: {memory: 6.4, "unknown": 0.5}, compute: {memory: 1.3, compute: 1.8}}},
 			Phases: LabelScore{Spans: 78, Seconds: 10, Agreement: 0.77, Trivial: memory, TrivialAgreement: 0.501, Ceiling: 0.855},
+			Intervals: LabelScore{Spans: 100, Seconds: 10, Agreement: 0.93, Trivial: memory, TrivialAgreement: 0.6, Ceiling: 1,
+				Confusion: map[string]map[string]float64{memory: {memory: 6, compute: 0.7}}},
 		},
 		Conservation: Conservation{Ratio: 0.9984},
 	}
 }
 
 func TestMarkdownRow(t *testing.T) {
-	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 90.0% / 85.5% | 0.998 |\n"
+	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 90.0% / 85.5% | 93.0% (60.0%) | 0.998 |\n"
 	if got := sampleReport().MarkdownRow(); got != want {
 		t.Errorf("row\n%s want\n%s", got, want)
 	}
@@ -48,10 +50,23 @@ func TestMarkdownSection(t *testing.T) {
 		"| truth \\ gpuviz | compute_bound | memory_bound | unknown |\n|---|---|---|---|\n" +
 			"| compute_bound | 1.8 | 1.3 | 0.0 |\n| memory_bound | 0.0 | 6.4 | 0.5 |\n",
 		"prefill label confusion, GPU seconds (rows: truth, columns: gpuviz):\n\n(nothing scored)\n",
+		"| gpu interval | 100 | 10.0 | 93.0% | memory_bound | 60.0% | 100.0% | 0 |\n",
+		"gpu interval label confusion, GPU seconds (rows: truth, columns: gpuviz):\n\n| truth \\ gpuviz | compute_bound | memory_bound |\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("section lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+func TestIntervalRowsOnlyWhereScored(t *testing.T) {
+	r := sampleReport()
+	r.Labels.Intervals = LabelScore{}
+	if got := r.MarkdownSection() + r.Text(); strings.Contains(got, "gpu interval") {
+		t.Errorf("a run without interval labels shows them:\n%s", got)
+	}
+	if got := r.MarkdownRow(); !strings.Contains(got, "| – (–) |") {
+		t.Errorf("row without interval labels: %s", got)
 	}
 }
 

@@ -19,6 +19,9 @@ type Options struct {
 	// BaselineInterval is the naive baseline's counter interval, a multiple
 	// of the truth's bin width; 0 means DefaultBaselineInterval.
 	BaselineInterval time.Duration
+	// Intervals are the labels gpuviz gave GPU intervals, where the run can
+	// hand them over (the in-process harness); none: not scored.
+	Intervals []GPUInterval
 }
 
 // Report is the score of one scenario run. It holds plain values only, so
@@ -64,7 +67,7 @@ func Score(truth *infersim.Truth, traces []ptrace.Traces, opts Options) (Report,
 		Coverage:          cov,
 		Energy:            energyErrors(reqs, gpuvizEstimates(reqs)),
 		Baseline:          energyErrors(reqs, baseline(truth, reqs, tl, int64(interval))),
-		Labels:            scoreLabels(reqs, tl),
+		Labels:            scoreLabels(reqs, opts.Intervals, tl),
 		Conservation:      conserve(reqs, tl),
 	}, nil
 }

@@ -117,8 +117,34 @@ func TestLabelAgreement(t *testing.T) {
 		Phases: LabelScore{Spans: 4, Seconds: 0.7, Agreement: 5.0 / 7, Trivial: memory, TrivialAgreement: 5.0 / 7, Ceiling: 6.0 / 7,
 			Confusion: map[string]map[string]float64{compute: {compute: 0.1, memory: 0.1}, memory: {compute: 0.1, memory: 0.4}}},
 	}
-	if diff := cmp.Diff(want, got, approx); diff != "" {
+	// No intervals handed over: none scored (an empty confusion).
+	if diff := cmp.Diff(want, got, approx, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+}
+
+func TestIntervalLabels(t *testing.T) {
+	f := newFixture(engine(infersim.MatchAttribute, 0), engine(infersim.MatchAttribute, 1))
+	f.bins(0, t0, 1, 0, compute, compute, memory, memory, compute)
+	f.bins(1, t0, 1, 0, memory, memory, memory)
+	intervals := []GPUInterval{
+		{GPU: 0, Start: t0, End: t0 + 200*ms, Label: compute},          // right for 0.2 s
+		{GPU: 0, Start: t0 + 200*ms, End: t0 + 300*ms, Label: compute}, // wrong for 0.1 s
+		{GPU: 1, Start: t0, End: t0 + 300*ms, Label: memory},           // right for 0.3 s
+		// Wrong over the last true bin's second half; past the truth's
+		// end, not scored.
+		{GPU: 0, Start: t0 + 450*ms, End: t0 + 600*ms, Label: idle},
+	}
+
+	got := f.score(t, Options{Intervals: intervals}).Labels.Intervals
+
+	want := LabelScore{Spans: 4, Seconds: 0.65, Agreement: 0.5 / 0.65, Trivial: memory, TrivialAgreement: 0.4 / 0.65, Ceiling: 1,
+		Confusion: map[string]map[string]float64{compute: {compute: 0.2, idle: 0.05}, memory: {compute: 0.1, memory: 0.3}}}
+	if diff := cmp.Diff(want, got, approx); diff != "" {
+		t.Errorf("interval labels (-want +got):\n%s", diff)
+	}
+	if got := f.score(t, Options{}).Labels.Intervals; got.Spans != 0 || got.Seconds != 0 {
+		t.Errorf("without intervals: %d scored over %g s, want none", got.Spans, got.Seconds)
 	}
 }
 

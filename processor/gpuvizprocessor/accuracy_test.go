@@ -40,15 +40,17 @@ import (
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/score"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
 
 var (
-	accuracyLive  = flag.String("accuracy.live", "", "a directory where make e2e left a live run (truth.jsonl, report.json, spans.jsonl): replay it in-process and compare")
-	accuracyDoc   = flag.String("accuracy.doc", "", "rewrite the generated part of this Markdown file (docs/accuracy.md)")
-	accuracySeeds = flag.String("accuracy.seeds", "100,101,102,103,104", "seeds to score; never the ones used while tuning (1-5)")
-	accuracyOnly  = flag.String("accuracy.scenarios", "", "comma-separated scenarios (default: all)")
-	accuracyWait  = flag.Duration("accuracy.settle", 0, "attribution.settle_window for the run (0: the default), max_wait and horizon raised to fit: what holding spans longer buys")
+	accuracyLive    = flag.String("accuracy.live", "", "a directory where make e2e left a live run (truth.jsonl, report.json, spans.jsonl): replay it in-process and compare")
+	accuracyDoc     = flag.String("accuracy.doc", "", "rewrite the generated part of this Markdown file (docs/accuracy.md)")
+	accuracySeeds   = flag.String("accuracy.seeds", "100,101,102,103,104", "seeds to score; never the ones used while tuning (1-5)")
+	accuracyOnly    = flag.String("accuracy.scenarios", "", "comma-separated scenarios (default: all)")
+	accuracyWait    = flag.Duration("accuracy.settle", 0, "attribution.settle_window for the run (0: the default), max_wait and horizon raised to fit: what holding spans longer buys")
+	accuracySamples = flag.Duration("accuracy.samples", 0, "the receiver's samples.interval for the run (0: the default): what a finer sampling clock buys")
 )
 
 // accuracyEpoch anchors the runs: seed i of a scenario runs the episode
@@ -64,6 +66,10 @@ const (
 	// requests that finished up to settle ago.
 	accuracyTick   = 200 * time.Millisecond
 	accuracySettle = 50 * time.Millisecond
+	// accuracyTickPhase puts the sampling clock off the 100 ms grid of
+	// the processor's bins and the truth's: a live clock starts anywhere,
+	// and half a bin is the worst phase for a 100 ms tick.
+	accuracyTickPhase = 50 * time.Millisecond
 )
 
 func TestAccuracy(t *testing.T) {
@@ -81,6 +87,7 @@ func TestAccuracy(t *testing.T) {
 	for _, name := range scenarios {
 		var pooled *infersim.Truth
 		var traces []ptrace.Traces
+		var intervals []score.GPUInterval
 		for i, seed := range seeds {
 			truth, out := runAccuracy(t, name, seed, i)
 			if pooled == nil {
@@ -89,9 +96,10 @@ func TestAccuracy(t *testing.T) {
 				pooled.Requests = append(pooled.Requests, truth.Requests...)
 				pooled.Bins = append(pooled.Bins, truth.Bins...)
 			}
-			traces = append(traces, out...)
+			traces = append(traces, out.traces...)
+			intervals = append(intervals, out.intervals...)
 		}
-		rep, err := score.Score(pooled, traces, score.Options{})
+		rep, err := score.Score(pooled, traces, score.Options{Intervals: intervals})
 		require.NoError(t, err, name)
 		rep.Seed = 0 // pooled over seeds
 		t.Logf("%s\n%s", name, rep.Text())
@@ -105,7 +113,7 @@ func TestAccuracy(t *testing.T) {
 // runAccuracy runs one scenario and seed over one whole episode (the
 // offset-th from accuracyEpoch) with the receiver's and the processor's
 // defaults.
-func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infersim.Truth, []ptrace.Traces) {
+func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infersim.Truth, pipelineOut) {
 	t.Helper()
 	node, err := nvmlsim.NewNode(accuracyModel, scenario, accuracyGPUs, seed)
 	require.NoError(t, err)
@@ -113,6 +121,9 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 	start := (accuracyEpoch.UnixNano()+episode-1)/episode*episode + int64(offset)*episode
 	rcfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
 	rcfg.Simulated = gpuvizreceiver.SimulatedConfig{Model: accuracyModel, GPUs: accuracyGPUs, Seed: seed, Scenario: scenario}
+	if *accuracySamples > 0 {
+		rcfg.Samples.Interval = *accuracySamples
+	}
 	pcfg := createDefaultConfig()
 	if *accuracyWait > 0 {
 		pcfg.Attribution.SettleWindow = *accuracyWait
@@ -124,10 +135,44 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 	return runPipeline(t, rcfg, pcfg, start, start+episode)
 }
 
+// pipelineOut is what a harness run exported: the traces, and every GPU
+// bin's label as it became final (what the bottleneck-time counter counts).
+type pipelineOut struct {
+	traces    []ptrace.Traces
+	intervals []score.GPUInterval
+}
+
+// finalLabels reads, after each round, the labels of the bins the
+// processor's books made final since the last read.
+type finalLabels struct {
+	gpu  map[string]int // GPU UUID: the truth's index
+	next map[timeline.Key]int64
+	out  []score.GPUInterval
+}
+
+func (f *finalLabels) read(t *testing.T, p *pipeline) {
+	width := int64(p.bookCfg.Resolution)
+	for k, book := range p.books {
+		g, ok := f.gpu[k.GPU]
+		require.True(t, ok, "a book for GPU %s, which the simulation does not have", k.GPU)
+		i, seen := f.next[k]
+		if !seen { // made in this round: nothing of it is final yet
+			i = book.FinalTo()
+		}
+		for ; i < book.FinalTo(); i++ {
+			if l := book.Label(i); l != "" {
+				start := p.ledger.Start(i)
+				f.out = append(f.out, score.GPUInterval{GPU: g, Start: start, End: start + width, Label: string(l)})
+			}
+		}
+		f.next[k] = i
+	}
+}
+
 // runPipeline runs the simulated server rcfg describes, the receiver's
 // scraper on rcfg and the processor on pcfg, all on one virtual clock,
 // over [start, end) and a tail for the last spans to be released.
-func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start, end int64) (*infersim.Truth, []ptrace.Traces) {
+func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start, end int64) (*infersim.Truth, pipelineOut) {
 	t.Helper()
 	ctx := context.Background()
 	var clock atomic.Int64
@@ -157,15 +202,17 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	require.NoError(t, tp.Start(ctx, componenttest.NewNopHost()))
 
 	ids := make([]string, sim.GPUs)
+	labels := finalLabels{gpu: map[string]int{}, next: map[timeline.Key]int64{}}
 	for i := range ids {
 		ids[i] = nvmlsim.SimulatedUUID(sim.Model, sim.Seed, i)
+		labels.gpu[ids[i]] = i
 	}
 	env := inferspans.Env{Host: accuracyHost, GPUIDs: ids}
 	interval := int64(rcfg.CollectionInterval)
 	nextScrape := start + int64(rcfg.InitialDelay) // the controller's first scrape, then every interval
 	// The sampling clock ticks every samples.interval; the harness sends
 	// spans and releases every accuracyTick.
-	tickEvery, nextTick := int64(rcfg.Samples.Interval), start+int64(rcfg.Samples.Interval)
+	tickEvery, nextTick := int64(rcfg.Samples.Interval), start+int64(rcfg.Samples.Interval+accuracyTickPhase)
 	if !rcfg.Samples.Enabled {
 		nextTick = math.MaxInt64
 	}
@@ -202,11 +249,12 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 			}
 		}
 		c.tick(now())
+		labels.read(t, c.pipeline)
 	}
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
 	require.NoError(t, recv.Shutdown(ctx))
-	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), tracesOut.AllTraces()
+	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), pipelineOut{tracesOut.AllTraces(), labels.out}
 }
 
 const (
@@ -283,7 +331,8 @@ func TestInProcessMatchesLive(t *testing.T) {
 	for _, b := range live.Bins {
 		start, end = min(start, b.Start), max(end, b.Start+live.Header.BinWidthNS)
 	}
-	truth, traces := runPipeline(t, rcfg, pcfg, start, end)
+	truth, out := runPipeline(t, rcfg, pcfg, start, end)
+	traces := out.traces
 	rep, err := score.Score(truth, traces, score.Options{BaselineInterval: rcfg.CollectionInterval})
 	require.NoError(t, err)
 	t.Logf("live:\n%s\nin-process:\n%s", liveReport.Text(), rep.Text())
