@@ -146,6 +146,8 @@ type BottleneckConfig struct {
 	InterconnectFraction   float64 `mapstructure:"interconnect_fraction"`
 	MemoryCapacityFraction float64 `mapstructure:"memory_capacity_fraction"`
 	ThrottledShare         float64 `mapstructure:"throttled_share"`
+	TensorAtLimit          float64 `mapstructure:"tensor_at_limit"`
+	DRAMAtLimit            float64 `mapstructure:"dram_at_limit"`
 
 	_ struct{}
 }
@@ -209,7 +211,7 @@ func createDefaultConfig() *Config {
 			IdleUtilization: b.IdleUtilization, BusySMActivity: b.BusySMActivity, ComputeTensor: b.ComputeTensor,
 			ComputeSM: b.ComputeSM, MemoryDRAM: b.MemoryDRAM, MemoryControllerBusy: b.MemoryControllerBusy,
 			InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
-			ThrottledShare: b.ThrottledShare,
+			ThrottledShare: b.ThrottledShare, TensorAtLimit: b.TensorAtLimit, DRAMAtLimit: b.DRAMAtLimit,
 		},
 		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute, Accounting: defaultAccounting()},
 		Attribution: AttributionConfig{
@@ -266,7 +268,7 @@ func (cfg *Config) thresholds() bottleneck.Thresholds {
 		IdleUtilization: b.IdleUtilization, BusySMActivity: b.BusySMActivity, ComputeTensor: b.ComputeTensor,
 		ComputeSM: b.ComputeSM, MemoryDRAM: b.MemoryDRAM, MemoryControllerBusy: b.MemoryControllerBusy,
 		InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
-		ThrottledShare: b.ThrottledShare,
+		ThrottledShare: b.ThrottledShare, TensorAtLimit: b.TensorAtLimit, DRAMAtLimit: b.DRAMAtLimit,
 	}
 }
 

@@ -95,6 +95,10 @@ type Thresholds struct {
 	InterconnectFraction   float64 // PCIe/NVLink share of capacity for interconnect bound
 	MemoryCapacityFraction float64 // memory used share for memory_capacity
 	ThrottledShare         float64 // share of the interval throttled for power/thermal labels
+	// What GPM reads for each unit while it is the limit: rules 7 and 10
+	// compare tensor and DRAM activity as shares of these.
+	TensorAtLimit float64
+	DRAMAtLimit   float64
 }
 
 // DefaultThresholds returns the default thresholds. The package
@@ -127,6 +131,10 @@ func DefaultThresholds() Thresholds {
 		MemoryCapacityFraction: 0.97,
 		// A throttle explains the interval when it held for most of it.
 		ThrottledShare: 0.5,
+		// Large GEMMs sustain about 70% of the tensor cores' dense peak;
+		// bandwidth-bound kernels about 85% of peak HBM bandwidth.
+		TensorAtLimit: 0.7,
+		DRAMAtLimit:   0.85,
 	}
 }
 
@@ -146,6 +154,8 @@ func (t Thresholds) Validate() error {
 		{"interconnect_fraction", t.InterconnectFraction},
 		{"memory_capacity_fraction", t.MemoryCapacityFraction},
 		{"throttled_share", t.ThrottledShare},
+		{"tensor_at_limit", t.TensorAtLimit},
+		{"dram_at_limit", t.DRAMAtLimit},
 	}
 	var errs []error
 	for _, f := range fields {
@@ -231,11 +241,15 @@ func Classify(in Inputs, th Thresholds) Label {
 		return InterconnectBound
 	}
 
-	// Rule 7: memory bandwidth, unless the tensor pipes are saturated and
-	// closer to their peak (an exact tie goes to memory).
+	// Rule 7: memory bandwidth, unless the tensor pipes are nearer what
+	// they reach as the limit (an exact tie goes to memory).
 	tensor := measured(in.TensorActivity, in.HasTensorActivity)
 	tensorSaturated := tensor.atLeast(th.ComputeTensor)
-	if mem.atLeast(memBound) && !(tensorSaturated && tensor.v > mem.v) {
+	tensorNearer := tensorSaturated && tensor.v > mem.v // against the memory controller: both raw
+	if tensor.ok && dram.ok {
+		tensorNearer = tensor.v/th.TensorAtLimit > dram.v/th.DRAMAtLimit
+	}
+	if mem.atLeast(memBound) && !tensorNearer {
 		return MemoryBound
 	}
 
@@ -250,13 +264,12 @@ func Classify(in Inputs, th Thresholds) Label {
 		return ComputeBound
 	}
 
-	// Rule 10: busy, nothing saturated: the unit nearest its own bound,
-	// if one is at least half-way there (GPM only).
+	// Rule 10: busy, nothing saturated: the unit nearer what it reaches
+	// as the limit, if one is at least half-way to its bound (GPM only).
 	if tensor.ok && dram.ok {
-		t, m := tensor.v/th.ComputeTensor, dram.v/th.MemoryDRAM
 		switch {
-		case max(t, m) < nearestBoundShare:
-		case t > m:
+		case max(tensor.v/th.ComputeTensor, dram.v/th.MemoryDRAM) < nearestBoundShare:
+		case tensorNearer:
 			return ComputeBound
 		default:
 			return MemoryBound
@@ -267,8 +280,9 @@ func Classify(in Inputs, th Thresholds) Label {
 	return Unknown
 }
 
-// nearestBoundShare is how far towards its bound the busier of tensor and
-// DRAM must be for rule 10 to name it.
+// nearestBoundShare is how far towards its bound (ComputeTensor,
+// MemoryDRAM) the busier of tensor and DRAM must be for rule 10 to name
+// either.
 const nearestBoundShare = 0.5
 
 // Dominant returns the label with the most time. Ties go to the label

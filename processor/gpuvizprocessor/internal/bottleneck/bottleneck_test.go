@@ -165,13 +165,17 @@ func TestClassify(t *testing.T) {
 		{"simulated prefill (high corner)", in(util(1), mc(0.25), prefillHigh), nil, ComputeBound},
 		{"simulated idle gap", in(util(0), mc(0), gpm(0, 0, 0)), nil, Idle},
 		{"boundary: DRAM exactly at the bound", in(gpm(0.6, 0.2, 0.5)), nil, MemoryBound},
-		{"DRAM just below the bound: nearer its bound than tensor (rule 10)", in(gpm(0.6, 0.2, 0.4999)), nil, MemoryBound},
+		{"DRAM just below the bound: nearer its limit than tensor (rule 10)", in(gpm(0.6, 0.2, 0.4999)), nil, MemoryBound},
 		{"boundary: tensor exactly at the bound", in(gpm(0.7, 0.5, 0.3)), nil, ComputeBound},
-		{"tensor just below the bound: nearer its bound than DRAM (rule 10)", in(gpm(0.7, 0.4999, 0.3)), nil, ComputeBound},
-		{"tie: DRAM and tensor equal and saturated: memory", in(gpm(0.9, 0.7, 0.7)), nil, MemoryBound},
+		{"tensor just below the bound: nearer its limit than DRAM (rule 10)", in(gpm(0.7, 0.4999, 0.3)), nil, ComputeBound},
+		{"tie: DRAM and tensor saturated, each at what it reaches as the limit: memory", in(gpm(0.9, 0.7, 0.85)), nil, MemoryBound},
+		{"DRAM and tensor equal and saturated: tensor is nearer its limit", in(gpm(0.9, 0.7, 0.7)), nil, ComputeBound},
 		{"both saturated, tensor closer to peak", in(gpm(0.9, 0.7, 0.6)), nil, ComputeBound},
 		{"both saturated, DRAM closer to peak", in(gpm(0.9, 0.6, 0.8)), nil, MemoryBound},
-		{"DRAM saturated, tensor higher but below its bound", in(gpm(0.9, 0.65, 0.55)), func(th *Thresholds) { th.ComputeTensor = 0.7 }, MemoryBound},
+		{"DRAM saturated, tensor below its bound but nearer its limit: busy SMs (rule 9)", in(gpm(0.9, 0.65, 0.55)), func(th *Thresholds) { th.ComputeTensor = 0.7 }, ComputeBound},
+		{"DRAM saturated, tensor below its bound but nearer its limit (rule 10)", in(gpm(0.7, 0.45, 0.52)), nil, ComputeBound},
+		{"DRAM saturated and nearer its limit than tensor", in(gpm(0.7, 0.4, 0.52)), nil, MemoryBound},
+		{"the limits are configured", in(gpm(0.7, 0.45, 0.52)), func(th *Thresholds) { th.TensorAtLimit = 1 }, MemoryBound},
 		{"DRAM saturated, tensor unmeasured", in(sm(0.7), dram(0.8)), nil, MemoryBound},
 		{"tensor saturated, memory unmeasured", in(sm(0.9), tensor(0.7)), nil, ComputeBound},
 		{"DRAM decides over the memory controller (DRAM low, tensor lower)", in(util(1), mc(0.9), gpm(0.6, 0.2, 0.3)), nil, MemoryBound},
@@ -190,10 +194,11 @@ func TestClassify(t *testing.T) {
 		{"busy SMs, only SM activity measured", in(sm(0.95)), nil, Unknown},
 		{"busy SMs, memory via the memory controller", in(sm(0.9), mc(0.3)), nil, ComputeBound},
 
-		// Rule 10: busy, nothing saturated: the unit nearer its bound, from half-way.
-		{"busy, DRAM nearer its bound than tensor", in(util(0.9), mc(0.4), gpm(0.6, 0.3, 0.4), reqs(5)), nil, MemoryBound},
-		{"busy, tensor nearer its bound than DRAM", in(gpm(0.6, 0.35, 0.3)), nil, ComputeBound},
-		{"busy, a tie goes to memory", in(gpm(0.6, 0.3, 0.3)), nil, MemoryBound},
+		// Rule 10: busy, nothing saturated: the unit nearer its limit, once one is half-way to its bound.
+		{"busy, DRAM nearer its limit than tensor", in(util(0.9), mc(0.4), gpm(0.6, 0.3, 0.4), reqs(5)), nil, MemoryBound},
+		{"busy, tensor nearer its limit than DRAM", in(gpm(0.6, 0.35, 0.3)), nil, ComputeBound},
+		{"busy, a tie goes to memory", in(gpm(0.6, 0.3, 0.3)), func(th *Thresholds) { th.TensorAtLimit, th.DRAMAtLimit = 0.8, 0.8 }, MemoryBound},
+		{"busy, DRAM reads higher, tensor is nearer its limit", in(gpm(0.6, 0.4, 0.45)), nil, ComputeBound},
 		{"boundary: DRAM exactly half-way", in(gpm(0.6, 0.1, 0.25)), nil, MemoryBound},
 		{"busy, both under half-way", in(gpm(0.6, 0.24, 0.2499)), nil, Unknown},
 		{"half-way is of the configured bounds", in(gpm(0.6, 0.3, 0.2)), func(th *Thresholds) { th.ComputeTensor = 0.8 }, Unknown},
@@ -257,6 +262,8 @@ func TestDefaultThresholds(t *testing.T) {
 		InterconnectFraction:   0.7,
 		MemoryCapacityFraction: 0.97,
 		ThrottledShare:         0.5,
+		TensorAtLimit:          0.7,
+		DRAMAtLimit:            0.85,
 	}, th)
 }
 
@@ -274,6 +281,8 @@ var thresholdFields = []struct {
 	{"interconnect_fraction", func(t *Thresholds, v float64) { t.InterconnectFraction = v }},
 	{"memory_capacity_fraction", func(t *Thresholds, v float64) { t.MemoryCapacityFraction = v }},
 	{"throttled_share", func(t *Thresholds, v float64) { t.ThrottledShare = v }},
+	{"tensor_at_limit", func(t *Thresholds, v float64) { t.TensorAtLimit = v }},
+	{"dram_at_limit", func(t *Thresholds, v float64) { t.DRAMAtLimit = v }},
 }
 
 func TestValidate(t *testing.T) {
@@ -407,7 +416,8 @@ func randomValue(r *rand.Rand, th Thresholds) float64 {
 		return 1 + r.Float64()
 	case 4, 5:
 		bounds := []float64{0, 1, th.IdleUtilization, th.BusySMActivity, th.ComputeTensor, th.ComputeSM,
-			th.MemoryDRAM, th.MemoryControllerBusy, th.InterconnectFraction, th.MemoryCapacityFraction, th.ThrottledShare}
+			th.MemoryDRAM, th.MemoryControllerBusy, th.InterconnectFraction, th.MemoryCapacityFraction, th.ThrottledShare,
+			th.TensorAtLimit, th.DRAMAtLimit}
 		return bounds[r.Intn(len(bounds))]
 	default:
 		return r.Float64()

@@ -130,14 +130,20 @@
 //     where DRAM activity is not measured (no GPM), MemoryController ≥
 //     MemoryControllerBusy. When DRAM activity is measured the memory
 //     controller is ignored: it is the cruder, time-based signal.
-//     Tie with tensor work: when the tensor pipes are saturated too
-//     (TensorActivity ≥ ComputeTensor), the unit closer to its own peak
-//     wins: memory_bound if the memory level ≥ TensorActivity, else rule 8
-//     gives compute_bound. Memory wins an exact tie (rare with real
-//     readings; the rule must only be deterministic) because HBM bandwidth
-//     is the harder limit: it is fixed by the part, while tensor throughput
-//     still grows with lower precision and better kernels, and it is the
-//     limit LLM serving meets most, in decode.
+//     Against tensor work: where GPM measured both, the unit nearer what it
+//     reaches as the limit wins, TensorActivity / TensorAtLimit against
+//     DRAMActivity / DRAMAtLimit, whether or not the tensor pipes reached
+//     ComputeTensor (rules 8-10 then give compute_bound). The activities
+//     are shares of different peaks, and a unit that sets the pace reaches
+//     neither: a step whose tensor math takes longer than its HBM traffic
+//     can read the lower activity of the two, because GEMMs sustain a
+//     smaller share of the tensor peak than streams do of the bandwidth
+//     peak. Against the memory controller (no DRAM activity) the tensor
+//     pipes must be saturated and read higher. Memory wins an exact tie
+//     (rare with real readings; the rule must only be deterministic)
+//     because HBM bandwidth is the harder limit: it is fixed by the part,
+//     while tensor throughput still grows with lower precision and better
+//     kernels, and it is the limit LLM serving meets most, in decode.
 //
 //  8. compute_bound when TensorActivity ≥ ComputeTensor.
 //
@@ -153,15 +159,15 @@
 //
 //  10. compute_bound or memory_bound, for a busy GPU on which nothing
 //     reached its bound, when GPM measured both tensor and DRAM activity:
-//     the unit nearer its own bound (TensorActivity / ComputeTensor against
-//     DRAMActivity / MemoryDRAM; memory wins a tie, as in rule 7), provided
-//     it is at least half-way there. A batched LLM step interleaves
+//     the unit nearer what it reaches as the limit (as in rule 7; memory
+//     wins a tie), provided one of them is at least half-way to its bound
+//     (TensorActivity / ComputeTensor or DRAMActivity / MemoryDRAM). A batched LLM step interleaves
 //     bandwidth-bound kernels (attention over the KV cache, the weights of
 //     small batches) with tensor-bound ones (the GEMMs of a prefill chunk),
 //     so over a step, let alone a 100 ms bin, neither unit reads saturated
 //     though one of them sets the pace. Nsight Compute's speed-of-light
 //     analysis names the limiter the same way: the unit with the highest
-//     share of its peak. Under half-way (by default a quarter of peak) the
+//     share of its peak (here, of its attainable peak). Under half-way (by default a quarter of peak) the
 //     time went elsewhere and rule 11 says so.
 //
 //  11. unknown otherwise. This is a busy GPU (activity at or above the idle
@@ -234,6 +240,15 @@
 //     must hold for most of it to be the interval's explanation. On short
 //     intervals throttle shares are near 0 or 1 and any bound works; on
 //     long ones this is a majority rule, like [Dominant].
+//   - TensorAtLimit 0.7 and DRAMAtLimit 0.85: what each unit reads while it
+//     alone sets the pace, the attainable peaks of an empirical roofline.
+//     Large BF16 and FP8 GEMMs on Hopper sustain about 70% of the tensor
+//     cores' dense peak (cuBLAS reaches some 650-750 of the H100's 989
+//     TFLOPS), while bandwidth-bound kernels (decode attention, streaming
+//     the weights) sustain 80-90% of peak HBM bandwidth. Compared raw, a
+//     step whose math takes up to a fifth longer than its memory traffic
+//     would read memory_bound. Lower TensorAtLimit where kernels reach less
+//     of the peak (small batches, unfused attention).
 //
 // # Intervals
 //
