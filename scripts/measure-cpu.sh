@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # CPU and memory of otelcol-gpuviz on the quickstart config (8 simulated H200s, 10 s interval):
 # MEASURE_SECONDS (default 120) measured after a 10 s warm-up, from /proc/<pid>/stat. Build
-# first (make build). Extra arguments go to the collector, e.g.
+# first (make build); BIN names another binary (an old build, to compare). Extra arguments go
+# to the collector, e.g.
 #   scripts/measure-cpu.sh --set=receivers::gpuviz::simulated::scenario=sequential
 cd "$(dirname "$0")/.."
 seconds=${MEASURE_SECONDS:-120}
-_build/otelcol-gpuviz --config examples/quickstart/config.yaml "$@" > /dev/null 2>&1 &
+"${BIN:-_build/otelcol-gpuviz}" --config examples/quickstart/config.yaml "$@" > /dev/null 2>&1 &
 pid=$!
 sleep 10
 t0=$(awk '{print $14+$15}' /proc/$pid/stat)

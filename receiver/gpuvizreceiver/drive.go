@@ -18,10 +18,10 @@ import (
 // other on the caller's goroutine, and hands on what it read at the same
 // moments the live receiver does.
 type Driven struct {
-	s      *gpuScraper
-	mb     *metadata.MetricsBuilder
-	runs   map[*gpu]*tickRuns
-	ticked int
+	s          *gpuScraper
+	newBuilder func() *metadata.MetricsBuilder
+	ticks      map[*gpu]*tickRecorder
+	ticked     int
 }
 
 // NewDriven returns a Driven reading lib (already initialised, of the
@@ -30,7 +30,8 @@ func NewDriven(cfg *Config, set receiver.Settings, lib nvml.Interface, backend B
 	s := newGPUScraper(cfg, set)
 	s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, backend, nil }
 	s.now = now
-	return &Driven{s: s, mb: metadata.NewMetricsBuilder(s.builderConfig(), set), runs: map[*gpu]*tickRuns{}}
+	return &Driven{s: s, newBuilder: func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(s.builderConfig(), set) },
+		ticks: map[*gpu]*tickRecorder{}}
 }
 
 // Start discovers the GPUs.
@@ -51,19 +52,21 @@ func (d *Driven) Tick() (md pmetric.Metrics, ok bool) {
 	d.ticked++
 	flushTick := d.ticked%ticksPerFlush(cfg) == 0
 	if flushTick {
-		for g, runs := range d.runs {
-			runs.flush(d.mb, g)
+		md, ok = pmetric.NewMetrics(), true
+		for _, g := range d.s.gpus {
+			if t := d.ticks[g]; t != nil {
+				t.handOn(md, d.s.resource)
+			}
 		}
-		md, ok = d.mb.Emit(metadata.WithResource(d.s.resource)), true
 	}
 	at := d.s.now()
 	for _, g := range d.s.gpus {
-		runs := d.runs[g]
-		if runs == nil {
-			runs = &tickRuns{}
-			d.runs[g] = runs
+		t := d.ticks[g]
+		if t == nil {
+			t = newTickRecorder(g, d.newBuilder())
+			d.ticks[g] = t
 		}
-		recordTick(d.mb, g, g.tick.read(d.s.lib, d.s.syms, at, flushTick), runs)
+		t.record(g.tick.read(d.s.lib, d.s.syms, at, flushTick))
 	}
 	return md, ok
 }

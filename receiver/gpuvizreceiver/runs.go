@@ -2,6 +2,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
@@ -61,4 +62,29 @@ func (r *tickRuns) flush(mb *metadata.MetricsBuilder, g *gpu) {
 	for i := range r.gpm {
 		r.gpm[i].flush(func(ts pcommon.Timestamp, v float64) { recordGPMPoint(mb, ts, g, i, v) })
 	}
+}
+
+// tickRecorder holds one GPU's ticks between hand-ons: its runs and a
+// builder of its own, as the scrape has. mdatagen's Record compares a
+// point with every point of its metric so far (for one with the same
+// attributes and timestamps), so a builder shared by all GPUs makes
+// (GPUs × ticks)²/2 comparisons per metric and hand-on, one per GPU
+// GPUs × ticks²/2 (docs/benchmarks.md).
+type tickRecorder struct {
+	g    *gpu
+	runs tickRuns
+	mb   *metadata.MetricsBuilder
+}
+
+func newTickRecorder(g *gpu, mb *metadata.MetricsBuilder) *tickRecorder {
+	return &tickRecorder{g: g, mb: mb}
+}
+
+func (t *tickRecorder) record(r *tickReading) { recordTick(t.mb, t.g, r, &t.runs) }
+
+// handOn moves what was recorded, each run's latest point included, into
+// md, a batch of one resource (mergeMetrics).
+func (t *tickRecorder) handOn(md pmetric.Metrics, resource pcommon.Resource) {
+	t.runs.flush(t.mb, t.g)
+	mergeMetrics(md, t.mb.Emit(metadata.WithResource(resource)))
 }

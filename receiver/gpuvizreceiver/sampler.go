@@ -61,8 +61,10 @@ type sampler struct {
 	ticks func(time.Duration) (<-chan time.Time, func())
 	wait  time.Duration
 
+	// newBuilder makes a worker's builder.
+	newBuilder func() *metadata.MetricsBuilder
+
 	// Owned by run.
-	mb      *metadata.MetricsBuilder
 	workers []*tickWorker
 	ticked  int // ticks since start
 	// unsent is the tick rounds dispatched since the last hand-on; pending
@@ -81,7 +83,7 @@ type sampler struct {
 	working sync.WaitGroup // the workers
 }
 
-// tickWorker reads one GPU when asked. busy, since, warned and runs are
+// tickWorker reads one GPU when asked. busy, since, warned and ticks are
 // run's.
 type tickWorker struct {
 	g        *gpu
@@ -89,7 +91,7 @@ type tickWorker struct {
 	busy     bool
 	since    time.Time
 	warned   bool
-	runs     tickRuns
+	ticks    *tickRecorder
 }
 
 type tickRequest struct {
@@ -128,10 +130,10 @@ func newSampler(s *gpuScraper, set receiver.Settings, next consumer.Metrics) (*s
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		},
-		wait:    shutdownWait,
-		mb:      metadata.NewMetricsBuilder(s.builderConfig(), set),
-		added:   make(chan *gpu, maxAddedGPUs),
-		results: make(chan tickResult, maxAddedGPUs), // one outstanding result per worker: sends never block
+		wait:       shutdownWait,
+		newBuilder: func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(s.builderConfig(), set) },
+		added:      make(chan *gpu, maxAddedGPUs),
+		results:    make(chan tickResult, maxAddedGPUs), // one outstanding result per worker: sends never block
 	}
 	for _, g := range s.gpus { // a scraper started already (tests)
 		sp.added <- g
@@ -173,7 +175,7 @@ func (sp *sampler) addWorkers() {
 }
 
 func (sp *sampler) startWorker(g *gpu) {
-	w := &tickWorker{g: g, requests: make(chan tickRequest, 1)}
+	w := &tickWorker{g: g, requests: make(chan tickRequest, 1), ticks: newTickRecorder(g, sp.newBuilder())}
 	sp.workers = append(sp.workers, w)
 	sp.working.Add(1)
 	go sp.work(w)
@@ -297,7 +299,7 @@ func (sp *sampler) record(res tickResult) {
 		w.g.tickStalled.Store(false)
 		sp.logger.Info("a stalled GPU's NVML calls returned: its ticks resume", zap.Int("gpu", w.g.index), zap.String("hw.id", w.g.id))
 	}
-	recordTick(sp.mb, w.g, res.r, &w.runs)
+	w.ticks.record(res.r)
 	outcome := outcomeRead
 	if res.r.failed != 0 {
 		outcome = outcomeFailed
@@ -312,10 +314,11 @@ func (sp *sampler) handOn(wait bool) {
 	if sp.unsent == 0 || (!wait && len(sp.flushes) == cap(sp.flushes)) {
 		return // only run sends: a free slot stays free until it does
 	}
+	md := pmetric.NewMetrics()
 	for _, w := range sp.workers {
-		w.runs.flush(sp.mb, w.g)
+		w.ticks.handOn(md, sp.scraper.resource)
 	}
-	sp.flushes <- batch{md: sp.mb.Emit(metadata.WithResource(sp.scraper.resource)), ticks: sp.unsent}
+	sp.flushes <- batch{md: md, ticks: sp.unsent}
 	sp.unsent = 0
 }
 

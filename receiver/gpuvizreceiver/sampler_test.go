@@ -191,6 +191,17 @@ func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
 
 	series := seriesPoints(sink.AllMetrics())
 	assertStrictlyIncreasing(t, series)
+	for i, md := range sink.AllMetrics() {
+		// The GPUs' builders are merged: one resource, one scope, each
+		// metric once, as the scrape hands on.
+		require.Equal(t, 1, md.ResourceMetrics().Len(), "batch %d", i)
+		require.Equal(t, 1, md.ResourceMetrics().At(0).ScopeMetrics().Len(), "batch %d", i)
+		seen := map[string]bool{}
+		for _, m := range md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().All() {
+			assert.False(t, seen[m.Name()], "batch %d has %s twice", i, m.Name())
+			seen[m.Name()] = true
+		}
+	}
 	energy := pointsOf(joinBatches(sink.AllMetrics()), "hw.energy", nil)
 	tensor := pointsOf(joinBatches(sink.AllMetrics()), "nvidia.gpu.tensor.activity", nil)
 	for _, g := range ls.s.gpus {
