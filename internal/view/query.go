@@ -57,13 +57,14 @@ type gpuInfo struct {
 	has                  [NumSignals]bool
 	newestSec            int64
 	labelTo              int64
+	finalTo              int64
 }
 
 func (g *GPU) info() gpuInfo {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return gpuInfo{g: g, index: g.index, name: g.name, simulated: g.simulated, memTotal: g.memTotal,
-		powerLimit: g.powerLimit, has: g.has, newestSec: g.newestSec, labelTo: g.labelTo}
+		powerLimit: g.powerLimit, has: g.has, newestSec: g.newestSec, labelTo: g.labelTo, finalTo: g.finalTo}
 }
 
 // AppendView appends the JSON answer to q at now to dst.
@@ -93,7 +94,10 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 	var newest int64 = noSecond
 	for _, in := range infos {
 		simulated = simulated || in.simulated
-		if in.labelTo > 0 {
+		switch {
+		case in.finalTo > 0:
+			final = min(final, in.finalTo/int64(time.Millisecond))
+		case in.labelTo > 0:
 			final = min(final, in.labelTo/int64(time.Millisecond))
 		}
 		newest = max(newest, in.newestSec)

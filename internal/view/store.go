@@ -316,10 +316,14 @@ type GPU struct {
 	powerLimit float64 // W, 0 unknown
 	has        [NumSignals]bool
 	newestSec  int64
-	labelTo    int64       // ns: the end of the newest labelled bin
-	secs       []int64     // per slot: the second it holds
-	buckets    []bucket    // slots × NumSignals
-	labels     []labelSlot // per slot: ms of each label
+	labelTo    int64 // ns: the end of the newest labelled bin
+	// finalTo is, once the source has said so (Finalized), the end of the
+	// newest bin whose label can no longer change (ns); 0: every label
+	// given is final.
+	finalTo int64
+	secs    []int64     // per slot: the second it holds
+	buckets []bucket    // slots × NumSignals
+	labels  []labelSlot // per slot: ms of each label
 }
 
 // bucket aggregates one signal's samples in one second.
@@ -414,21 +418,54 @@ func (g *GPU) Label(start, width int64, label string) {
 	if c == 0 || width <= 0 {
 		return
 	}
-	end := start + width
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.moveLabel(start, start+width, 0, c)
+	g.labelTo = max(g.labelTo, start+width)
+}
+
+// Relabel moves [start, start+width), labelled from before, to the label
+// to: a label the source gave early and corrected once final. Unknown
+// label names are ignored.
+func (g *GPU) Relabel(start, width int64, from, to string) {
+	cf, ct := labelCode(from), labelCode(to)
+	if cf == 0 || ct == 0 || cf == ct || width <= 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.moveLabel(start, start+width, cf, ct)
+}
+
+// Finalized says that no label of the GPU's before to (Unix ns) will
+// change: final_ms follows it from then on, not the newest label.
+func (g *GPU) Finalized(to int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.finalTo = max(g.finalTo, to)
+}
+
+// moveLabel moves the milliseconds of [start, end) from label code from
+// (0: none, a new label) to code to, in every second they cover; the
+// caller holds g.mu.
+func (g *GPU) moveLabel(start, end int64, from, to uint8) {
 	for t := start; t < end; {
 		sec := floorDiv(t, int64(time.Second))
 		next := min(end, (sec+1)*int64(time.Second))
 		if i, ok := g.slot(sec); ok {
-			l := &g.labels[i][c-1]
-			*l = uint16(min(int64(*l)+(next-t)/int64(time.Millisecond), math.MaxUint16))
+			ms := (next - t) / int64(time.Millisecond)
+			if from != 0 {
+				f := &g.labels[i][from-1]
+				ms = min(ms, int64(*f))
+				*f -= uint16(ms)
+			}
+			l := &g.labels[i][to-1]
+			*l = uint16(min(int64(*l)+ms, math.MaxUint16))
 		} else {
 			g.src.tooOld.Add(1)
 		}
 		t = next
 	}
-	g.labelTo = max(g.labelTo, end)
 }
 
 // slot returns the slot of second sec, resetting it if it held an older

@@ -312,6 +312,30 @@ func TestLabelsAndAnomalies(t *testing.T) {
 	assert.Equal(t, now.UnixMilli(), a.FinalMS, "labels are in up to now")
 }
 
+func TestRelabelMovesTimeAndFinalizedHoldsFinalMS(t *testing.T) {
+	now := t0.Add(2 * time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	g := s.GPU("h", "a")
+	for ts := t0; ts.Before(now); ts = ts.Add(100 * time.Millisecond) {
+		g.Label(ts.UnixNano(), 1e8, "idle")
+	}
+	// Final: 0.4 s of every second host_bound; a relabel that names a
+	// label the bins do not hold moves nothing.
+	final := t0.Add(time.Minute)
+	for ts := t0; ts.Before(final); ts = ts.Add(time.Second) {
+		g.Relabel(ts.UnixNano(), 4e8, "idle", "host_bound")
+		g.Relabel(ts.UnixNano(), 4e8, "compute_bound", "memory_bound")
+	}
+	g.Finalized(final.UnixNano())
+
+	_, a, _ := query(t, r, "/api/v1/view?range=120&columns=120")
+	assert.InDelta(t, 0.2, a.Summary.Share["host_bound"], 0.01, "0.4 s a second over half the range")
+	assert.InDelta(t, 0.8, a.Summary.Share["idle"], 0.01)
+	assert.Zero(t, a.Summary.Share["memory_bound"])
+	assert.Equal(t, final.UnixMilli(), a.FinalMS, "final where the source said, not at the newest label")
+}
+
 func TestConcurrentWritersAndReaders(t *testing.T) {
 	now := t0.Add(time.Minute)
 	var mu sync.Mutex

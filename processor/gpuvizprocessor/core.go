@@ -167,9 +167,9 @@ func (c *core) setView(v *viewSink) *viewSink {
 	c.ingest.mu.Lock()
 	old := c.view
 	c.view, c.ingest.view = v, v
-	c.pipeline.onFreeze = nil
+	c.pipeline.onFreeze, c.pipeline.onFinal = nil, nil
 	if v != nil {
-		c.pipeline.onFreeze = v.label
+		c.pipeline.onFreeze, c.pipeline.onFinal = v.label, v.final
 	}
 	c.ingest.mu.Unlock()
 	c.mu.Unlock()

@@ -24,8 +24,10 @@ type pipeline struct {
 	books         map[timeline.Key]*attribution.GPU
 	sets          map[string]*gpuSet
 
-	// onFreeze is the live view's: told each bin's label as it freezes.
+	// onFreeze and onFinal are the live view's: told each bin's label as
+	// it freezes, and again once it is final (finalize).
 	onFreeze func(k timeline.Key, binStart int64, label bottleneck.Label)
+	onFinal  func(k timeline.Key, binStart int64, label bottleneck.Label)
 
 	// Scratch reused across rounds.
 	gpus   map[timeline.Key]*gpuRound
@@ -605,6 +607,11 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 			p.freeze(k, book, a, bins, settled)
 		}
 		book.Finalize(to)
+		if p.onFinal != nil {
+			for i := from; i < book.FinalTo(); i++ {
+				p.onFinal(k, p.ledger.Start(i), book.Label(i))
+			}
+		}
 	}
 }
 

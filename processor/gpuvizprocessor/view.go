@@ -150,6 +150,23 @@ func (v *viewSink) label(k timeline.Key, binStart int64, l bottleneck.Label) {
 	}
 }
 
+// final forwards a bin's final label. A bin is frozen without knowing
+// which requests were present (their spans may come later), so an idle
+// GPU freezes idle; once final, the books call it host_bound if a request
+// was present: the one change finality makes to a label, which the view
+// then makes too. The view's final_ms follows the final bins.
+func (v *viewSink) final(k timeline.Key, binStart int64, l bottleneck.Label) {
+	for _, g := range v.gpu(k) {
+		if g == nil {
+			continue
+		}
+		if l == bottleneck.HostBound {
+			g.Relabel(binStart, v.width, string(bottleneck.Idle), string(l))
+		}
+		g.Finalized(binStart + v.width)
+	}
+}
+
 // request forwards a released request.
 func (v *viewSink) request(r *requestRecord) {
 	gpus := make([][]*view.GPU, len(r.keys))

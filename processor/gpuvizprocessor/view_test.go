@@ -252,10 +252,14 @@ func (v *testView) view(t *testing.T, target string) viewAnswer {
 }
 
 func newViewedSim(t *testing.T, cfg *Config, lim view.Limits) (*viewSim, *testView) {
+	return newViewedScenario(t, "steady", cfg, lim)
+}
+
+func newViewedScenario(t *testing.T, scenario string, cfg *Config, lim view.Limits) (*viewSim, *testView) {
 	var sim *viewSim
 	v := newTestView(func() time.Time { return sim.now() })
 	v.Registry = view.NewRegistry(lim, "", func() time.Time { return sim.now() })
-	sim = newViewSim(t, "steady", 1, viewHost{component.MustNewID(view.ComponentType): v}, cfg)
+	sim = newViewSim(t, scenario, 1, viewHost{component.MustNewID(view.ComponentType): v}, cfg)
 	return sim, v
 }
 
@@ -328,6 +332,33 @@ func TestViewOfASimulatedNode(t *testing.T) {
 		require.NotNil(t, r.Energy)
 		assert.Greater(t, *r.Energy, 0.0)
 		require.NotNil(t, r.Bottleneck)
+	}
+}
+
+// TestViewShowsStarvationOnceFinal: a GPU idling between host steps
+// while requests are present freezes idle (their spans may come later) and
+// is host_bound once final, in the books and the bottleneck-time counter;
+// the view follows, and its final_ms waits for finality.
+func TestViewShowsStarvationOnceFinal(t *testing.T) {
+	cfg := createDefaultConfig()
+	sim, v := newViewedScenario(t, "host_starved", cfg, defaultViewLimits())
+	sim.run(150 * time.Second)
+	a := v.view(t, "/api/v1/view?range=120&columns=120")
+	assert.LessOrEqual(t, a.FinalMS, sim.now().Add(-cfg.Attribution.FinalizeAfter).UnixMilli()+1000,
+		"final_ms no later than finality")
+	for _, g := range a.GPUs {
+		final, starved := 0, 0
+		for c, l := range a.Labels[g.ID] {
+			if l == nil || a.Time[c] >= a.FinalMS-1000 {
+				continue
+			}
+			final++
+			if *l == string(bottleneck.HostBound) {
+				starved++
+			}
+		}
+		require.Greater(t, final, 60, g.ID)
+		assert.Greater(t, float64(starved)/float64(final), 0.8, "%s: final columns host_bound (%d of %d)", g.ID, starved, final)
 	}
 }
 
@@ -457,6 +488,7 @@ func TestNoViewCostsNothing(t *testing.T) {
 	assert.Nil(t, sim.core.view)
 	assert.Nil(t, sim.core.ingest.view)
 	assert.Nil(t, sim.core.pipeline.onFreeze)
+	assert.Nil(t, sim.core.pipeline.onFinal)
 	sim.run(20 * time.Second)
 	assert.NotZero(t, sim.core.store.Len())
 }
