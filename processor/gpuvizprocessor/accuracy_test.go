@@ -39,6 +39,7 @@ import (
 	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/score"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
@@ -142,33 +143,6 @@ type pipelineOut struct {
 	intervals []score.GPUInterval
 }
 
-// finalLabels reads, after each round, the labels of the bins the
-// processor's books made final since the last read.
-type finalLabels struct {
-	gpu  map[string]int // GPU UUID: the truth's index
-	next map[timeline.Key]int64
-	out  []score.GPUInterval
-}
-
-func (f *finalLabels) read(t *testing.T, p *pipeline) {
-	width := int64(p.bookCfg.Resolution)
-	for k, book := range p.books {
-		g, ok := f.gpu[k.GPU]
-		require.True(t, ok, "a book for GPU %s, which the simulation does not have", k.GPU)
-		i, seen := f.next[k]
-		if !seen { // made in this round: nothing of it is final yet
-			i = book.FinalTo()
-		}
-		for ; i < book.FinalTo(); i++ {
-			if l := book.Label(i); l != "" {
-				start := p.ledger.Start(i)
-				f.out = append(f.out, score.GPUInterval{GPU: g, Start: start, End: start + width, Label: string(l)})
-			}
-		}
-		f.next[k] = i
-	}
-}
-
 // runPipeline runs the simulated server rcfg describes, the receiver's
 // scraper on rcfg and the processor on pcfg, all on one virtual clock,
 // over [start, end) and a tail for the last spans to be released.
@@ -202,10 +176,21 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	require.NoError(t, tp.Start(ctx, componenttest.NewNopHost()))
 
 	ids := make([]string, sim.GPUs)
-	labels := finalLabels{gpu: map[string]int{}, next: map[timeline.Key]int64{}}
+	gpuIndex := map[string]int{} // GPU UUID: the truth's index
 	for i := range ids {
 		ids[i] = nvmlsim.SimulatedUUID(sim.Model, sim.Seed, i)
-		labels.gpu[ids[i]] = i
+		gpuIndex[ids[i]] = i
+	}
+	// Every bin's label as the books make it final, through the hook the
+	// live view uses (no view here: Start left it unset).
+	var intervals []score.GPUInterval
+	width := int64(pcfg.Attribution.Resolution)
+	c.pipeline.onFinal = func(k timeline.Key, binStart int64, l bottleneck.Label) {
+		g, ok := gpuIndex[k.GPU]
+		require.True(t, ok, "a book for GPU %s, which the simulation does not have", k.GPU)
+		if l != "" {
+			intervals = append(intervals, score.GPUInterval{GPU: g, Start: binStart, End: binStart + width, Label: string(l)})
+		}
 	}
 	env := inferspans.Env{Host: accuracyHost, GPUIDs: ids}
 	interval := int64(rcfg.CollectionInterval)
@@ -249,12 +234,11 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 			}
 		}
 		c.tick(now())
-		labels.read(t, c.pipeline)
 	}
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
 	require.NoError(t, recv.Shutdown(ctx))
-	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), pipelineOut{tracesOut.AllTraces(), labels.out}
+	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), pipelineOut{tracesOut.AllTraces(), intervals}
 }
 
 const (

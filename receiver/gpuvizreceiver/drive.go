@@ -8,8 +8,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.uber.org/zap"
-
-	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
 // Driven is the receiver's scraper and sampling clock for a program that
@@ -18,10 +16,9 @@ import (
 // other on the caller's goroutine, and hands on what it read at the same
 // moments the live receiver does.
 type Driven struct {
-	s          *gpuScraper
-	newBuilder func() *metadata.MetricsBuilder
-	ticks      map[*gpu]*tickRecorder
-	ticked     int
+	s      *gpuScraper
+	ticks  map[*gpu]*tickRecorder
+	ticked int
 }
 
 // NewDriven returns a Driven reading lib (already initialised, of the
@@ -30,8 +27,7 @@ func NewDriven(cfg *Config, set receiver.Settings, lib nvml.Interface, backend B
 	s := newGPUScraper(cfg, set)
 	s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, backend, nil }
 	s.now = now
-	return &Driven{s: s, newBuilder: func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(s.builderConfig(), set) },
-		ticks: map[*gpu]*tickRecorder{}}
+	return &Driven{s: s, ticks: map[*gpu]*tickRecorder{}}
 }
 
 // Start discovers the GPUs.
@@ -63,7 +59,7 @@ func (d *Driven) Tick() (md pmetric.Metrics, ok bool) {
 	for _, g := range d.s.gpus {
 		t := d.ticks[g]
 		if t == nil {
-			t = newTickRecorder(g, d.newBuilder())
+			t = newTickRecorder(g, d.s.newBuilder())
 			d.ticks[g] = t
 		}
 		t.record(g.tick.read(d.s.lib, d.s.syms, at, flushTick))

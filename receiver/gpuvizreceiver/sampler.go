@@ -61,9 +61,6 @@ type sampler struct {
 	ticks func(time.Duration) (<-chan time.Time, func())
 	wait  time.Duration
 
-	// newBuilder makes a worker's builder.
-	newBuilder func() *metadata.MetricsBuilder
-
 	// Owned by run.
 	workers []*tickWorker
 	ticked  int // ticks since start
@@ -130,10 +127,9 @@ func newSampler(s *gpuScraper, set receiver.Settings, next consumer.Metrics) (*s
 			t := time.NewTicker(d)
 			return t.C, t.Stop
 		},
-		wait:       shutdownWait,
-		newBuilder: func() *metadata.MetricsBuilder { return metadata.NewMetricsBuilder(s.builderConfig(), set) },
-		added:      make(chan *gpu, maxAddedGPUs),
-		results:    make(chan tickResult, maxAddedGPUs), // one outstanding result per worker: sends never block
+		wait:    shutdownWait,
+		added:   make(chan *gpu, maxAddedGPUs),
+		results: make(chan tickResult, maxAddedGPUs), // one outstanding result per worker: sends never block
 	}
 	for _, g := range s.gpus { // a scraper started already (tests)
 		sp.added <- g
@@ -175,7 +171,7 @@ func (sp *sampler) addWorkers() {
 }
 
 func (sp *sampler) startWorker(g *gpu) {
-	w := &tickWorker{g: g, requests: make(chan tickRequest, 1), ticks: newTickRecorder(g, sp.newBuilder())}
+	w := &tickWorker{g: g, requests: make(chan tickRequest, 1), ticks: newTickRecorder(g, sp.scraper.newBuilder())}
 	sp.workers = append(sp.workers, w)
 	sp.working.Add(1)
 	go sp.work(w)

@@ -59,6 +59,12 @@ func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
 	return &gpuScraper{cfg: cfg.complemented(), settings: settings, logger: settings.Logger, open: openBackend, procRoot: "/proc", now: time.Now}
 }
 
+// newBuilder returns a MetricsBuilder of the receiver's configuration: the
+// scrape's own, each GPU's, each tick recorder's.
+func (s *gpuScraper) newBuilder() *metadata.MetricsBuilder {
+	return metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
+}
+
 func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 	lib, backend, err := s.open(s.cfg, s.logger)
 	if err != nil {
@@ -77,7 +83,7 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 		return err
 	}
 
-	s.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
+	s.mb = s.newBuilder()
 	rb := s.mb.NewResourceBuilder()
 	if backend == BackendSimulated {
 		rb.SetGpuvizBackendSimulated()
@@ -154,7 +160,7 @@ func (s *gpuScraper) adopt(lib nvml.Interface, idx int) error {
 		g.unsupported.add(readThrottleReasons)
 	}
 	g.fields = newFieldRequest(&s.cfg.Metrics)
-	g.mb = metadata.NewMetricsBuilder(s.builderConfig(), s.settings)
+	g.mb = s.newBuilder()
 	logger := s.logger.With(zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 	g.tick = newTickState(s.cfg, s.syms, lib, &g.handle, logger)
 	if g.tick.gpm == nil && (gpmEnabled(&s.cfg.Metrics) || migGPMEnabled(&s.cfg.Metrics)) {
