@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gpuviz/gpuviz/internal/gpucheck"
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/procs"
 )
 
@@ -215,6 +216,22 @@ func memoryOf(t *testing.T, collector *procs.Proc) string {
 	return fmt.Sprintf("RSS %d MiB, peak %d MiB", m.RSS>>20, m.Peak>>20)
 }
 
+// untilOneEpisodeHolds is how long to wait from now for [now, now+d) to
+// lie inside one episode of the faults' simulated node (the default
+// scenario's episodes start on wall-clock multiples of their length).
+func untilOneEpisodeHolds(t *testing.T, now time.Time, d time.Duration) time.Duration {
+	t.Helper()
+	node, err := nvmlsim.NewNode("h200", nvmlsim.DefaultScenario, 8, 1)
+	require.NoError(t, err)
+	episode := node.Scenario().Episode
+	require.Less(t, d, episode, "the run is longer than an episode")
+	off := time.Duration(now.UnixNano() % int64(episode))
+	if off+d <= episode {
+		return 0
+	}
+	return episode - off + time.Second
+}
+
 // TestFaults runs the built collector on simulated GPUs under injected
 // faults, one per GPU, all between faultsFrom and faultsUntil: a GPU
 // reset, a 30% error rate, a hung scrape call, a hung GPM call, a lost
@@ -254,6 +271,10 @@ func TestFaults(t *testing.T) {
 		faultsInterval, lis.Addr().(*net.TCPAddr).Port, pprofPort), 0o644))
 	group, err := procs.NewGroup(work)
 	require.NoError(t, err)
+	// The live heap is compared before the faults and after they cleared;
+	// at an episode boundary the simulation caches a second episode
+	// (about 10 MB), so the run must lie inside one.
+	time.Sleep(untilOneEpisodeHolds(t, time.Now(), faultsUntil+3*faultsInterval+faultsRecovery+15*time.Second))
 	sink.start = time.Now() // the faults are armed a little later, when the receiver starts
 	collector, err := group.Spawn("collector", bin, "--config", conf)
 	require.NoError(t, err)
