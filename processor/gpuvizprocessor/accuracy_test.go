@@ -52,6 +52,7 @@ var (
 	accuracyOnly    = flag.String("accuracy.scenarios", "", "comma-separated scenarios (default: all)")
 	accuracyWait    = flag.Duration("accuracy.settle", 0, "attribution.settle_window for the run (0: the default), max_wait and horizon raised to fit: what holding spans longer buys")
 	accuracySamples = flag.Duration("accuracy.samples", 0, "the receiver's samples.interval for the run (0: the default): what a finer sampling clock buys")
+	accuracyBins    = flag.Duration("accuracy.resolution", 0, "attribution.resolution for the run (0: the default): what finer books buy")
 )
 
 // accuracyEpoch anchors the runs: seed i of a scenario runs the episode
@@ -126,6 +127,9 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 		rcfg.Samples.Interval = *accuracySamples
 	}
 	pcfg := createDefaultConfig()
+	if *accuracyBins > 0 {
+		pcfg.Attribution.Resolution = *accuracyBins
+	}
 	if *accuracyWait > 0 {
 		pcfg.Attribution.SettleWindow = *accuracyWait
 		pcfg.MaxWait = *accuracyWait + time.Minute
