@@ -25,7 +25,8 @@ type pipeline struct {
 	sets          map[string]*gpuSet
 
 	// onFreeze and onFinal are the live view's: told each bin's label as
-	// it freezes, and again once it is final (finalize).
+	// it freezes, and again once it is final, at the horizon too
+	// (attribution.GPU.OnFinal).
 	onFreeze func(k timeline.Key, binStart int64, label bottleneck.Label)
 	onFinal  func(k timeline.Key, binStart int64, label bottleneck.Label)
 
@@ -90,6 +91,11 @@ func (p *pipeline) book(k timeline.Key) *attribution.GPU {
 	b := p.books[k]
 	if b == nil {
 		b = p.ledger.Add()
+		b.OnFinal(func(bin int64, label bottleneck.Label) {
+			if p.onFinal != nil {
+				p.onFinal(k, p.ledger.Start(bin), label)
+			}
+		})
 		p.books[k] = b
 	}
 	return b
@@ -607,11 +613,6 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 			p.freeze(k, book, a, bins, settled)
 		}
 		book.Finalize(to)
-		if p.onFinal != nil {
-			for i := from; i < book.FinalTo(); i++ {
-				p.onFinal(k, p.ledger.Start(i), book.Label(i))
-			}
-		}
 	}
 }
 

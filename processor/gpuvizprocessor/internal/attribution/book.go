@@ -199,6 +199,7 @@ type GPU struct {
 	runPresent, runPending int32
 	totals                 Totals
 	mark                   uint64
+	onFinal                func(bin int64, label bottleneck.Label)
 }
 
 // NewLedger returns empty books; cfg must be valid.
@@ -746,6 +747,11 @@ func (g *GPU) Label(i int64) bottleneck.Label {
 	return labelOf(mb.label)
 }
 
+// OnFinal has fn told each bin as it becomes final, with its final label
+// ("" for none): those Finalize books and those dropped past the horizon
+// alike, which are gone once dropped.
+func (g *GPU) OnFinal(fn func(bin int64, label bottleneck.Label)) { g.onFinal = fn }
+
 // FinalTo returns the first bin that is not final.
 func (g *GPU) FinalTo() int64 { return g.finalTo }
 
@@ -781,6 +787,9 @@ func (g *GPU) finalize(to int64, force bool) {
 		}
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel
+		}
+		if g.onFinal != nil {
+			g.onFinal(g.finalTo, labelOf(mb.label))
 		}
 		share := sb.shareAll + mb.share
 		if mb.label != 0 {

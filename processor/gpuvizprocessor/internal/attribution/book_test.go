@@ -457,6 +457,8 @@ func TestGroupsMergeOnlyWhereNothingWasAdmitted(t *testing.T) {
 func TestAStalledGPUsBinsAreBookedAtTheHorizon(t *testing.T) {
 	l := NewLedger(testConfig(1))
 	live, stalled := book{l.Add()}, book{l.Add()}
+	var told []int64 // the stalled GPU's bins, as they became final
+	stalled.OnFinal(func(bin int64, _ bottleneck.Label) { told = append(told, bin) })
 	released := []Piece{{at(2), at(3), 1}}
 	admit(stalled, released, at(3))
 	admit(stalled, []Piece{{at(8), at(9), 1}}, at(9)) // never released
@@ -480,6 +482,13 @@ func TestAStalledGPUsBinsAreBookedAtTheHorizon(t *testing.T) {
 		live.Finalize(live.Index(at(s + 5)))
 	}
 	assert.GreaterOrEqual(t, stalled.FinalTo(), stalled.Index(at(130-60)), "dropped past the horizon")
+	// Every bin is told once, in order, those dropped at the horizon too.
+	require.NotEmpty(t, told)
+	assert.Equal(t, stalled.FinalTo()-told[0], int64(len(told)))
+	for k := 1; k < len(told); k++ {
+		require.Equal(t, told[k-1]+1, told[k], "bin %d", k)
+	}
+	assert.Less(t, told[0], held, "the bins final before it stalled")
 	got := stalled.Totals()
 	closeTo(t, 300*10, got.Measured)
 	closeTo(t, 300, got.Attributed) // the released request's
