@@ -33,6 +33,7 @@ const (
 	attrEnergySource   = "gpuviz.energy.source"
 	attrEnergyPerToken = "gpuviz.energy_per_output_token"
 	attrBottleneck     = "gpuviz.bottleneck"
+	attrShare          = "gpuviz.bottleneck.share"
 	phaseAttrPrefix    = inference.OwnAttributePrefix + "phase."
 )
 
@@ -100,22 +101,26 @@ func (w attrWriter) done() {
 }
 
 // phaseAttrs are the attribute names of one phase.
-type phaseAttrs struct{ bottleneck, energy string }
+type phaseAttrs struct{ bottleneck, share, energy string }
 
 // knownPhaseAttrs holds the names of the recognisers' phases, built once.
 var knownPhaseAttrs = func() map[string]phaseAttrs {
 	m := map[string]phaseAttrs{}
 	for _, name := range []string{inference.PhaseQueue, inference.PhasePrefill, inference.PhaseDecode, inference.PhaseInference} {
-		m[name] = phaseAttrs{phaseAttrPrefix + name + ".bottleneck", phaseAttrPrefix + name + ".energy"}
+		m[name] = newPhaseAttrs(name)
 	}
 	return m
 }()
+
+func newPhaseAttrs(phase string) phaseAttrs {
+	return phaseAttrs{phaseAttrPrefix + phase + ".bottleneck", phaseAttrPrefix + phase + ".bottleneck.share", phaseAttrPrefix + phase + ".energy"}
+}
 
 func phaseAttrNames(phase string) phaseAttrs {
 	if a, ok := knownPhaseAttrs[phase]; ok {
 		return a
 	}
-	return phaseAttrs{phaseAttrPrefix + phase + ".bottleneck", phaseAttrPrefix + phase + ".energy"}
+	return newPhaseAttrs(phase)
 }
 
 // put writes the statistics; brief is for phase spans, which carry the
@@ -157,7 +162,7 @@ func (s gpuStats) put(attrs attrWriter, brief bool) {
 func annotate(hs *heldSpan, r *spanResult, ps *phaseStats, backend string, mb *xpdata.MapBuilder) (requestRecord, bool) {
 	req := hs.req
 	span := hs.span
-	attrs := writeAttrs(span.Attributes(), mb, 18+2*len(req.Phases), req.Enriched)
+	attrs := writeAttrs(span.Attributes(), mb, 19+3*len(req.Phases), req.Enriched)
 	attrs.str(attrFamily, req.Family)
 	ids := attrs.slice(attrGPUIDs)
 	keys := hs.keys()
@@ -172,6 +177,7 @@ func annotate(hs *heldSpan, r *spanResult, ps *phaseStats, backend string, mb *x
 	r.stats.put(attrs, false)
 	label := r.label.Label()
 	attrs.str(attrBottleneck, string(label))
+	share(attrs, attrShare, r.labelShare)
 	var perToken float64
 	if r.energyKnown {
 		attrs.double(attrEnergy, rounded(r.energy))
@@ -187,6 +193,7 @@ func annotate(hs *heldSpan, r *spanResult, ps *phaseStats, backend string, mb *x
 		phases[p] = recordPhase{name: ph.Name, start: ph.Start, end: ph.End, label: phLabel, energy: r.phaseEnergy[p]}
 		names := phaseAttrNames(ph.Name)
 		attrs.str(names.bottleneck, string(phLabel))
+		share(attrs, names.share, r.phaseShares[p])
 		if r.energyKnown {
 			attrs.double(names.energy, rounded(r.phaseEnergy[p]))
 		}
@@ -222,9 +229,10 @@ func addPhaseSpan(hs *heldSpan, p int, stats *gpuStats, r *spanResult, label bot
 	child.SetSpanID(newSpanID())
 	child.SetStartTimestamp(pcommon.NewTimestampFromTime(ph.Start))
 	child.SetEndTimestamp(pcommon.NewTimestampFromTime(ph.End))
-	attrs := writeAttrs(child.Attributes(), mb, 9, false)
+	attrs := writeAttrs(child.Attributes(), mb, 10, false)
 	stats.put(attrs, true)
 	attrs.str(attrBottleneck, string(label))
+	share(attrs, attrShare, r.phaseShares[p])
 	if r.energyKnown {
 		attrs.double(attrEnergy, rounded(r.phaseEnergy[p]))
 	}
@@ -232,6 +240,14 @@ func addPhaseSpan(hs *heldSpan, p int, stats *gpuStats, r *spanResult, label bot
 		attrs.str(attrBackend, backend)
 	}
 	attrs.done()
+}
+
+// share writes a label's share of the labelled GPU time; none where no
+// label held any (the label is then unknown).
+func share(attrs attrWriter, k string, v float64) {
+	if v > 0 {
+		attrs.double(k, rounded(v))
+	}
 }
 
 // rounded drops what float sums leave past the ninth decimal (0.1 s bins

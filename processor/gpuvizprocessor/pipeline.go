@@ -167,13 +167,15 @@ type spanResult struct {
 	stats       gpuStats
 	energy      float64
 	phaseEnergy [inference.MaxPhases]float64
-	// labelSeconds are the GPU-seconds the request's label held over it.
-	labelSeconds float64
+	// labelSeconds are the GPU-seconds the request's label held over it,
+	// labelShare their share of all its labelled GPU-seconds (0: none).
+	labelSeconds, labelShare float64
 	// gpuSeconds is the request's share of its GPUs' time, split like the
 	// energy (GPU-seconds, summed over its GPUs; the accounting's).
 	gpuSeconds  float64
 	label       bottleneck.ID
 	phaseLabels [inference.MaxPhases]bottleneck.ID
+	phaseShares [inference.MaxPhases]float64
 	ok          bool // the span's GPUs had samples in its window
 	energyKnown bool
 }
@@ -550,7 +552,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 	from, to := req.Start.UnixNano(), req.End.UnixNano()
 	stats, labels, drawn, drawnKnown := gr.stats(from, to)
 	r.stats, r.label = stats, labels.DominantID()
-	r.labelSeconds = labels[r.label]
+	r.labelSeconds, r.labelShare = labels[r.label], labels.Share(r.label)
 	r.ok = r.stats.coverage > 0
 	var phaseDrawn [inference.MaxPhases]float64
 	for i, ph := range req.Phases {
@@ -561,6 +563,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 			labels, phaseDrawn[i] = gr.labelTimes(ph.Start.UnixNano(), ph.End.UnixNano())
 		}
 		r.phaseLabels[i] = labels.DominantID()
+		r.phaseShares[i] = labels.Share(r.phaseLabels[i])
 	}
 	switch {
 	case req.Aggregate:

@@ -210,6 +210,41 @@ func TestSpanLabelsAndBottleneckTimeAgree(t *testing.T) {
 	}
 }
 
+// A span's bottleneck share is its label's part of the labelled GPU time
+// in its window, for the request and for each phase: one compute second of
+// prefill and two memory-bound seconds of decode make the request 2/3
+// memory-bound and each phase wholly its own label.
+func TestBottleneckShareIsTheLabelsPartOfTheSpansTime(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	compute := sample{util: 1, tensor: 0.8, dram: 0.3, powerW: 650, memUsed: 60e9}
+	samples := append([]sample{busy, compute, busy, busy}, repeat(busy, 8)...) // sample i covers second i−1..i
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
+	*now = base.Add(12 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base, 0, 1, 2, 10)
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	for step := range 8 {
+		c.tick(base.Add(12*time.Second + time.Duration(step)*time.Second))
+	}
+	got := map[string]map[string]any{}
+	for _, out := range sink.AllTraces() {
+		forEachSpan(out, func(sp ptrace.Span) { got[sp.Name()] = sp.Attributes().AsRaw() })
+	}
+	require.Contains(t, got, "llm_request")
+	req := got["llm_request"]
+	assert.Equal(t, "memory_bound", req[attrBottleneck])
+	assert.InDelta(t, 2.0/3, req[attrShare], 1e-6)
+	assert.Equal(t, "compute_bound", req["gpuviz.phase.prefill.bottleneck"])
+	assert.InDelta(t, 1, req["gpuviz.phase.prefill.bottleneck.share"], 1e-9)
+	assert.Equal(t, "memory_bound", req["gpuviz.phase.decode.bottleneck"])
+	assert.InDelta(t, 1, req["gpuviz.phase.decode.bottleneck.share"], 1e-9)
+	for _, name := range []string{"gpu.prefill", "gpu.decode"} {
+		require.Contains(t, got, name)
+		assert.InDelta(t, 1, got[name][attrShare], 1e-9, name)
+	}
+}
+
 // flaky refuses the first batches it is offered, then takes them, and
 // remembers the client metadata each came with.
 type flaky struct {

@@ -344,6 +344,21 @@ func (t *Times) DominantID() ID {
 	return best
 }
 
+// Share returns id's part of the time of all labels, in [0, 1]; 0 when no
+// label has time.
+func (t *Times) Share(id ID) float64 {
+	var all float64
+	for _, d := range t {
+		if d > 0 {
+			all += d
+		}
+	}
+	if all <= 0 || !(t[id] > 0) {
+		return 0
+	}
+	return min(1, t[id]/all)
+}
+
 // Index returns l's place in Labels, -1 for a label not in it.
 func Index(l Label) int {
 	for i, o := range order {

@@ -544,6 +544,35 @@ func TestTimesOf(t *testing.T) {
 	assert.Zero(t, tm.Of("nonsense"))
 }
 
+func TestTimesShare(t *testing.T) {
+	id := func(l Label) ID { return ID(Index(l)) }
+	for _, tc := range []struct {
+		name  string
+		times map[Label]float64
+		label Label
+		want  float64
+	}{
+		{"alone", map[Label]float64{MemoryBound: 3}, MemoryBound, 1},
+		{"the dominant of two", map[Label]float64{MemoryBound: 3, ComputeBound: 1}, MemoryBound, 0.75},
+		{"the other", map[Label]float64{MemoryBound: 3, ComputeBound: 1}, ComputeBound, 0.25},
+		{"idle counts as time", map[Label]float64{HostBound: 1, Idle: 1}, HostBound, 0.5},
+		{"a label without time", map[Label]float64{MemoryBound: 3}, Idle, 0},
+		{"no time at all", nil, Unknown, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tm Times
+			for l, d := range tc.times {
+				tm.Add(l, d)
+			}
+			assert.InDelta(t, tc.want, tm.Share(id(tc.label)), 1e-12)
+		})
+	}
+	var odd Times
+	odd[id(MemoryBound)], odd[id(ComputeBound)] = 1, math.NaN()
+	assert.Equal(t, 1.0, odd.Share(id(MemoryBound)), "NaN adds no time")
+	assert.Zero(t, odd.Share(id(ComputeBound)))
+}
+
 func TestIDNamesItsLabel(t *testing.T) {
 	for i, l := range Labels {
 		assert.Equal(t, l, ID(i).Label())
