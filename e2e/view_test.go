@@ -116,6 +116,9 @@ func TestView(t *testing.T) {
 	link, err := b.DetailsLink()
 	require.NoError(t, err)
 	assert.Equal(t, strings.ReplaceAll(traceTemplate, "{trace_id}", shown), link, "the trace id links through trace_url_template")
+	label, err := b.DetailsBottleneck()
+	require.NoError(t, err)
+	assert.Regexp(t, `^bottleneck[a-z -]+ [0-9.]+%$`, label, "the request's bottleneck with its share")
 	require.NoError(t, b.Screenshot(filepath.Join(out, "view-requests.png")))
 
 	// A few more updates, then the console must be clean.

@@ -458,6 +458,8 @@ func appendRecord(b []byte, r *record) []byte {
 	b = strconv.AppendInt(b, r.end/int64(time.Millisecond), 10)
 	b = append(b, `,"bottleneck":`...)
 	b = appendLabel(b, r.label)
+	b = append(b, `,"bottleneck_share":`...)
+	b = appendShare(b, r.share)
 	b = append(b, `,"energy_j":`...)
 	b = appendFloat(b, r.energy, 64)
 	b = append(b, `,"energy_per_token_j":`...)
@@ -482,11 +484,21 @@ func appendRecord(b []byte, r *record) []byte {
 		b = strconv.AppendInt(b, p.end/int64(time.Millisecond), 10)
 		b = append(b, `,"bottleneck":`...)
 		b = appendLabel(b, p.label)
+		b = append(b, `,"bottleneck_share":`...)
+		b = appendShare(b, p.share)
 		b = append(b, `,"energy_j":`...)
 		b = appendFloat(b, p.energy, 64)
 		b = append(b, '}')
 	}
 	return append(b, "]}"...)
+}
+
+// appendShare writes a share to three decimals, null when unknown.
+func appendShare(b []byte, v float32) []byte {
+	if v <= 0 {
+		return append(b, "null"...)
+	}
+	return strconv.AppendFloat(b, math.Round(float64(v)*1000)/1000, 'f', -1, 64)
 }
 
 func appendLabel(b []byte, c uint8) []byte {

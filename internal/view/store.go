@@ -509,6 +509,7 @@ type Request struct {
 	Family       string
 	Start, End   int64 // Unix ns
 	Bottleneck   string
+	Share        float64 // the bottleneck's part of the request's labelled GPU time; 0 unknown
 	Energy       float64 // J
 	EnergyKnown  bool
 	PerToken     float64 // J per output token; 0 unknown
@@ -523,6 +524,7 @@ type Phase struct {
 	Name       string
 	Start, End int64 // Unix ns
 	Bottleneck string
+	Share      float64 // as Request's
 	Energy     float64 // J; meaningful when the request's energy is known
 }
 
@@ -538,6 +540,7 @@ type record struct {
 	label         uint8
 	nPhases       uint8
 	simulated     bool
+	share         float32 // 0 unknown
 	gpus          []string
 	model, family string
 	phases        [MaxPhases]phase
@@ -548,6 +551,7 @@ type phase struct {
 	energy     float64 // NaN unknown
 	name       string
 	label      uint8
+	share      float32 // 0 unknown
 }
 
 // AddRequest appends a request to the ring, overwriting (and counting)
@@ -556,7 +560,7 @@ func (s *Source) AddRequest(r *Request) {
 	rec := record{
 		start: r.Start, end: r.End, energy: math.NaN(), perToken: math.NaN(),
 		inTok: r.InputTokens, outTok: r.OutputTokens, traceID: r.TraceID, spanID: r.SpanID,
-		label: labelCode(r.Bottleneck), nPhases: uint8(min(r.NumPhases, MaxPhases)),
+		label: labelCode(r.Bottleneck), share: shareOf(r.Share), nPhases: uint8(min(r.NumPhases, MaxPhases)),
 		gpus: make([]string, len(r.GPUs)),
 	}
 	if r.EnergyKnown {
@@ -573,7 +577,7 @@ func (s *Source) AddRequest(r *Request) {
 	}
 	for i := range int(rec.nPhases) {
 		p := &r.Phases[i]
-		rec.phases[i] = phase{start: p.Start, end: p.End, energy: math.NaN(), label: labelCode(p.Bottleneck)}
+		rec.phases[i] = phase{start: p.Start, end: p.End, energy: math.NaN(), label: labelCode(p.Bottleneck), share: shareOf(p.Share)}
 		if r.EnergyKnown {
 			rec.phases[i].energy = p.Energy
 		}
@@ -593,6 +597,15 @@ func (s *Source) AddRequest(r *Request) {
 	s.reqs[s.head] = rec
 	s.head = (s.head + 1) % len(s.reqs)
 	s.droppedRequests.Add(1)
+}
+
+// shareOf keeps a share in [0, 1]; anything else (NaN included) reads 0,
+// unknown.
+func shareOf(v float64) float32 {
+	if v > 0 && v <= 1 {
+		return float32(v)
+	}
+	return 0
 }
 
 // intern returns a copy of x the source owns (pdata strings can pin the

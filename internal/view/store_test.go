@@ -53,11 +53,13 @@ type answer struct {
 		GPUs       []string `json:"gpus"`
 		Start, End int64
 		Bottleneck *string  `json:"bottleneck"`
+		Share      *float64 `json:"bottleneck_share"`
 		Energy     *float64 `json:"energy_j"`
 		Phases     []struct {
 			Name       string
 			Start, End int64
 			Bottleneck *string  `json:"bottleneck"`
+			Share      *float64 `json:"bottleneck_share"`
 			Energy     *float64 `json:"energy_j"`
 		} `json:"phases"`
 	} `json:"requests"`
@@ -223,10 +225,10 @@ func TestRequestRing(t *testing.T) {
 	for i := range 250 {
 		start := t0.Add(time.Duration(i) * time.Second).UnixNano()
 		req := Request{GPUs: []*GPU{g}, Family: "vllm", Model: "m", Start: start, End: start + int64(time.Second),
-			Bottleneck: "memory_bound", Energy: float64(i), EnergyKnown: true, NumPhases: 2, InputTokens: -1, OutputTokens: 10}
+			Bottleneck: "memory_bound", Share: 0.8, Energy: float64(i), EnergyKnown: true, NumPhases: 2, InputTokens: -1, OutputTokens: 10}
 		req.TraceID[0], req.SpanID[0] = byte(i), byte(i)
-		req.Phases[0] = Phase{Name: "queue", Start: start, End: start + 1e8, Bottleneck: "idle"}
-		req.Phases[1] = Phase{Name: "decode", Start: start + 1e8, End: start + 1e9, Bottleneck: "memory_bound", Energy: float64(i)}
+		req.Phases[0] = Phase{Name: "queue", Start: start, End: start + 1e8, Bottleneck: "idle", Share: math.NaN()}
+		req.Phases[1] = Phase{Name: "decode", Start: start + 1e8, End: start + 1e9, Bottleneck: "memory_bound", Share: 2.0 / 3, Energy: float64(i)}
 		s.AddRequest(&req)
 	}
 	assert.EqualValues(t, 150, r.Dropped().RequestsOverwritten)
@@ -237,6 +239,11 @@ func TestRequestRing(t *testing.T) {
 	assert.EqualValues(t, 151, a.Requests[0].Seq)
 	assert.EqualValues(t, 250, a.Requests[99].Seq)
 	assert.Len(t, a.Requests[0].Phases, 2)
+	require.NotNil(t, a.Requests[0].Share)
+	assert.Equal(t, 0.8, *a.Requests[0].Share)
+	assert.Nil(t, a.Requests[0].Phases[0].Share, "an unknown share is null")
+	require.NotNil(t, a.Requests[0].Phases[1].Share)
+	assert.Equal(t, 0.667, *a.Requests[0].Phases[1].Share, "to three decimals")
 	assert.Len(t, a.Requests[0].TraceID, 32)
 	assert.Len(t, a.Requests[0].SpanID, 16)
 	assert.Equal(t, 100, a.Summary.Requests)

@@ -301,6 +301,13 @@ func Ready(wantGPUs int) func(Facts) error {
 	}
 }
 
+// DetailsBottleneck returns the text of the details panel's bottleneck row
+// ("" when the panel is hidden): the label and its share, "memory-bound 80%".
+func (b *Browser) DetailsBottleneck() (string, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[string](
+		`([...document.querySelectorAll('#details:not([hidden]) tr')].find((r) => (r.querySelector('th') || {}).textContent === 'bottleneck') || {}).textContent || ''`))
+}
+
 // DetailsLink returns the href of the trace link in the details panel ("" when
 // the panel shows the id without a link).
 func (b *Browser) DetailsLink() (string, error) {

@@ -190,7 +190,7 @@ func annotate(hs *heldSpan, r *spanResult, ps *phaseStats, backend string, mb *x
 	var phases [inference.MaxPhases]recordPhase
 	for p, ph := range req.Phases {
 		phLabel := r.phaseLabels[p].Label()
-		phases[p] = recordPhase{name: ph.Name, start: ph.Start, end: ph.End, label: phLabel, energy: r.phaseEnergy[p]}
+		phases[p] = recordPhase{name: ph.Name, start: ph.Start, end: ph.End, label: phLabel, share: r.phaseShares[p], energy: r.phaseEnergy[p]}
 		names := phaseAttrNames(ph.Name)
 		attrs.str(names.bottleneck, string(phLabel))
 		share(attrs, names.share, r.phaseShares[p])
@@ -208,7 +208,7 @@ func annotate(hs *heldSpan, r *spanResult, ps *phaseStats, backend string, mb *x
 		return requestRecord{}, false
 	}
 	return requestRecord{
-		keys: keys, model: req.Model, label: label, energy: r.energy, energyKnown: r.energyKnown,
+		keys: keys, model: req.Model, label: label, share: r.labelShare, energy: r.energy, energyKnown: r.energyKnown,
 		perToken: perToken, busy: r.stats.busySeconds, traceID: span.TraceID(), spanID: span.SpanID(),
 		end: req.End, seconds: r.labelSeconds, tenant: hs.tenant, gpuSeconds: r.gpuSeconds, backend: backend,
 		family: req.Family, start: req.Start, inputTokens: req.InputTokens, outputTokens: req.OutputTokens,

@@ -35,6 +35,7 @@ type requestRecord struct {
 	keys        []timeline.Key
 	model       string
 	label       bottleneck.Label
+	share       float64 // the label's part of the span's labelled GPU time
 	energy      float64
 	energyKnown bool
 	perToken    float64 // 0: unknown
@@ -61,6 +62,7 @@ type recordPhase struct {
 	name       string
 	start, end time.Time
 	label      bottleneck.Label
+	share      float64
 	energy     float64
 }
 

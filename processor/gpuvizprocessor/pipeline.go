@@ -538,6 +538,15 @@ func (gr *groupRound) stats(from, to int64) (gpuStats, bottleneck.Times, float64
 	return s, labels, w[colEnergy], w[colEnergyKnown] > 0
 }
 
+// knownShare is a label's share of the labelled time; 0 for unknown, which
+// says nothing of how dominant a resource was.
+func knownShare(t *bottleneck.Times, id bottleneck.ID) float64 {
+	if id.Label() == bottleneck.Unknown {
+		return 0
+	}
+	return t.Share(id)
+}
+
 // binRange returns the bins of the round [from, to] overlaps.
 func (gr *groupRound) binRange(from, to int64) (int, int) {
 	a := max(0, floorDiv(from, gr.width)-gr.lo)
@@ -552,7 +561,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 	from, to := req.Start.UnixNano(), req.End.UnixNano()
 	stats, labels, drawn, drawnKnown := gr.stats(from, to)
 	r.stats, r.label = stats, labels.DominantID()
-	r.labelSeconds, r.labelShare = labels[r.label], labels.Share(r.label)
+	r.labelSeconds, r.labelShare = labels[r.label], knownShare(&labels, r.label)
 	r.ok = r.stats.coverage > 0
 	var phaseDrawn [inference.MaxPhases]float64
 	for i, ph := range req.Phases {
@@ -563,7 +572,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 			labels, phaseDrawn[i] = gr.labelTimes(ph.Start.UnixNano(), ph.End.UnixNano())
 		}
 		r.phaseLabels[i] = labels.DominantID()
-		r.phaseShares[i] = labels.Share(r.phaseLabels[i])
+		r.phaseShares[i] = knownShare(&labels, r.phaseLabels[i])
 	}
 	switch {
 	case req.Aggregate:

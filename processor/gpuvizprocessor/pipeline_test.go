@@ -245,6 +245,17 @@ func TestBottleneckShareIsTheLabelsPartOfTheSpansTime(t *testing.T) {
 	}
 }
 
+// An unknown label has no share: it says nothing of how dominant a
+// resource was.
+func TestKnownShare(t *testing.T) {
+	var tm bottleneck.Times
+	tm.Add(bottleneck.Unknown, 3)
+	tm.Add(bottleneck.MemoryBound, 1)
+	id := func(l bottleneck.Label) bottleneck.ID { return bottleneck.ID(bottleneck.Index(l)) }
+	assert.Zero(t, knownShare(&tm, id(bottleneck.Unknown)))
+	assert.InDelta(t, 0.25, knownShare(&tm, id(bottleneck.MemoryBound)), 1e-12)
+}
+
 // flaky refuses the first batches it is offered, then takes them, and
 // remembers the client metadata each came with.
 type flaky struct {

@@ -178,14 +178,14 @@ func (v *viewSink) request(r *requestRecord) {
 	q := &v.req
 	*q = view.Request{
 		TraceID: r.traceID, SpanID: r.spanID, Model: r.model, Family: r.family,
-		Start: r.start.UnixNano(), End: r.end.UnixNano(), Bottleneck: string(r.label),
+		Start: r.start.UnixNano(), End: r.end.UnixNano(), Bottleneck: string(r.label), Share: r.share,
 		Energy: r.energy, EnergyKnown: r.energyKnown, PerToken: r.perToken,
 		InputTokens: r.inputTokens, OutputTokens: r.outputTokens, NumPhases: r.numPhases,
 		GPUs: q.GPUs[:0],
 	}
 	for i := range r.numPhases {
 		p := &r.phases[i]
-		q.Phases[i] = view.Phase{Name: p.name, Start: p.start.UnixNano(), End: p.end.UnixNano(), Bottleneck: string(p.label), Energy: p.energy}
+		q.Phases[i] = view.Phase{Name: p.name, Start: p.start.UnixNano(), End: p.end.UnixNano(), Bottleneck: string(p.label), Share: p.share, Energy: p.energy}
 	}
 	for s, src := range v.sources {
 		q.GPUs = q.GPUs[:0]

@@ -227,6 +227,7 @@ type viewAnswer struct {
 		Family     string   `json:"family"`
 		Start, End int64
 		Bottleneck *string  `json:"bottleneck"`
+		Share      *float64 `json:"bottleneck_share"`
 		Energy     *float64 `json:"energy_j"`
 		Simulated  bool     `json:"simulated"`
 		Phases     []struct {
@@ -315,7 +316,7 @@ func TestViewOfASimulatedNode(t *testing.T) {
 	// Requests: every one an enriched span, with its phases.
 	require.NotEmpty(t, a.Requests)
 	assert.Equal(t, a.RequestsSeq, a.Requests[len(a.Requests)-1].Seq)
-	enriched := enrichedTraceIDs(sim.traces.AllTraces())
+	enriched := enrichedShares(sim.traces.AllTraces())
 	for _, r := range a.Requests {
 		require.Contains(t, enriched, r.TraceID)
 		assert.Equal(t, "vllm", r.Family)
@@ -332,6 +333,8 @@ func TestViewOfASimulatedNode(t *testing.T) {
 		require.NotNil(t, r.Energy)
 		assert.Greater(t, *r.Energy, 0.0)
 		require.NotNil(t, r.Bottleneck)
+		require.NotNil(t, r.Share, "a labelled request has a share")
+		assert.InDelta(t, enriched[r.TraceID], *r.Share, 0.0005, "the span's gpuviz.bottleneck.share")
 	}
 }
 
@@ -364,14 +367,17 @@ func TestViewShowsStarvationOnceFinal(t *testing.T) {
 
 func abs(x float64) float64 { return max(x, -x) }
 
-func enrichedTraceIDs(traces []ptrace.Traces) map[string]bool {
-	out := map[string]bool{}
+// enrichedShares maps the trace of every enriched request span to its
+// bottleneck share.
+func enrichedShares(traces []ptrace.Traces) map[string]float64 {
+	out := map[string]float64{}
 	for _, td := range traces {
 		for _, rs := range td.ResourceSpans().All() {
 			for _, ss := range rs.ScopeSpans().All() {
 				for _, sp := range ss.Spans().All() {
-					if _, ok := sp.Attributes().Get("gpuviz.energy"); ok {
-						out[sp.TraceID().String()] = true
+					if _, ok := sp.Attributes().Get("gpuviz.energy"); ok && sp.Kind() == ptrace.SpanKindServer {
+						share, _ := sp.Attributes().Get(attrShare)
+						out[sp.TraceID().String()] = share.Double()
 					}
 				}
 			}

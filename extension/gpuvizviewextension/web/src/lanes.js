@@ -8,7 +8,7 @@
 // Bars sit on a track positioned from a fixed origin; each update only
 // moves the track, adds the new requests and removes those out of range.
 import { LABELS, labelColor, labelText } from "./colors.js";
-import { fmtJ, fmtMs, fmtClock, esc } from "./format.js";
+import { fmtJ, fmtMs, fmtClock, esc, pct } from "./format.js";
 import { GUTTER, showTip } from "./heatmap.js";
 
 const SUB_H = 6; // px per sub-lane (5 bar + 1 gap)
@@ -251,8 +251,8 @@ export class Lanes {
     const tok = (q.input_tokens ?? "–") + " in / " + (q.output_tokens ?? "–") + " out";
     this.tip.innerHTML = `<b>${esc(q.model || q.family || "request")}</b> · ${fmtMs(q.end - q.start)}<br>` +
       `tokens ${esc(tok)}<br>energy ${fmtJ(q.energy_j)} · ${fmtJ(q.energy_per_token_j)}/token<br>` +
-      `bottleneck <i class="sw" style="background:${labelColor(q.bottleneck)}"></i>${esc(labelText(q.bottleneck))}<br>` +
-      (q.phases || []).map((p) => `<span class="${ph && ph.dataset.phase === p.name ? "hl" : ""}">${esc(p.name)} ${fmtMs(p.end - p.start)} · ${esc(labelText(p.bottleneck))}${p.energy_j ? " · " + fmtJ(p.energy_j) : ""}</span>`).join("<br>") +
+      `bottleneck <i class="sw" style="background:${labelColor(q.bottleneck)}"></i>${labelShare(q)}<br>` +
+      (q.phases || []).map((p) => `<span class="${ph && ph.dataset.phase === p.name ? "hl" : ""}">${esc(p.name)} ${fmtMs(p.end - p.start)} · ${labelShare(p)}${p.energy_j ? " · " + fmtJ(p.energy_j) : ""}</span>`).join("<br>") +
       `<br><span class="dim">click for details · trace ${esc(q.trace_id.slice(0, 8))}…</span>`;
     showTip(this.tip, e);
   }
@@ -263,6 +263,12 @@ export class Lanes {
     if (q) for (const el of this.root.querySelectorAll(`.request-bar[data-seq="${q.seq}"]`)) el.classList.add("selected");
     this.onSelect(q);
   }
+}
+
+// labelShare names a request's or a phase's bottleneck and how much of its
+// GPU time the label held ("memory-bound 80%").
+function labelShare(x) {
+  return esc(labelText(x.bottleneck)) + (x.bottleneck_share ? ` <b class="share">${pct(x.bottleneck_share)}</b>` : "");
 }
 
 function gpuRange(gr) {
@@ -292,10 +298,10 @@ export function details(panel, q, template, gpus) {
     row("time", `${fmtClock(q.start)} → ${fmtClock(q.end)} (${fmtMs(q.end - q.start)})`) +
     row("tokens", `${q.input_tokens ?? "–"} in · ${q.output_tokens ?? "–"} out`) +
     row("energy", `${fmtJ(q.energy_j)} · ${fmtJ(q.energy_per_token_j)}/token`) +
-    row("bottleneck", `<i class="sw" style="background:${labelColor(q.bottleneck)}"></i>${esc(labelText(q.bottleneck))}`) +
+    row("bottleneck", `<i class="sw" style="background:${labelColor(q.bottleneck)}"></i>${labelShare(q)}`) +
     (q.simulated ? row("data", `<b class="simtag">simulated</b>`) : "") +
     `</table><table class="phases"><tr><th>phase</th><th>time</th><th>bottleneck</th><th>energy</th></tr>` +
-    (q.phases || []).map((p) => `<tr data-phase="${esc(p.name)}"><td>${esc(p.name)}</td><td>${fmtMs(p.end - p.start)}</td><td><i class="sw" style="background:${labelColor(p.bottleneck)}"></i>${esc(labelText(p.bottleneck))}</td><td>${fmtJ(p.energy_j)}</td></tr>`).join("") +
+    (q.phases || []).map((p) => `<tr data-phase="${esc(p.name)}"><td>${esc(p.name)}</td><td>${fmtMs(p.end - p.start)}</td><td><i class="sw" style="background:${labelColor(p.bottleneck)}"></i>${labelShare(p)}</td><td>${fmtJ(p.energy_j)}</td></tr>`).join("") +
     `</table>`;
   panel.hidden = false;
 }
