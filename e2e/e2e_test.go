@@ -173,8 +173,12 @@ func checkJaeger(t *testing.T) map[string]bool {
 				assert.GreaterOrEqual(t, number(u), 0.0)
 				assert.LessOrEqual(t, number(u), 1.0)
 			}
-			_, ok = tag(sp.Tags, "gpuviz.bottleneck")
-			assert.True(t, ok)
+			if l, ok := tag(sp.Tags, "gpuviz.bottleneck"); assert.True(t, ok) && l != "unknown" {
+				if share, ok := tag(sp.Tags, "gpuviz.bottleneck.share"); assert.True(t, ok, "a known label has its share") {
+					assert.Greater(t, number(share), 0.0)
+					assert.LessOrEqual(t, number(share), 1.0)
+				}
+			}
 			if m, ok := tag(sp.Tags, "gpuviz.gpu.match"); assert.True(t, ok) {
 				assert.Equal(t, "host", m, "vLLM's spans name no GPU: the engine owns the node")
 			}
