@@ -242,8 +242,8 @@ func addPhaseSpan(hs *heldSpan, p int, stats *gpuStats, r *spanResult, label bot
 	attrs.done()
 }
 
-// share writes a label's share of the labelled GPU time; none where no
-// label held any (the label is then unknown).
+// share writes a label's share of the labelled GPU time; none where it is
+// 0 (the label is unknown, see knownShare).
 func share(attrs attrWriter, k string, v float64) {
 	if v > 0 {
 		attrs.double(k, rounded(v))

@@ -168,7 +168,8 @@ type spanResult struct {
 	energy      float64
 	phaseEnergy [inference.MaxPhases]float64
 	// labelSeconds are the GPU-seconds the request's label held over it,
-	// labelShare their share of all its labelled GPU-seconds (0: none).
+	// labelShare their share of all its labelled GPU-seconds (0: an
+	// unknown label).
 	labelSeconds, labelShare float64
 	// gpuSeconds is the request's share of its GPUs' time, split like the
 	// energy (GPU-seconds, summed over its GPUs; the accounting's).
