@@ -266,7 +266,7 @@ export class Lanes {
 }
 
 // labelShare names a request's or a phase's bottleneck and how much of its
-// GPU time the label held ("memory-bound 80%").
+// GPU time the label held ("memory bound 80%").
 function labelShare(x) {
   return esc(labelText(x.bottleneck)) + (x.bottleneck_share ? ` <b class="share">${pct(x.bottleneck_share)}</b>` : "");
 }
