@@ -259,7 +259,8 @@ func (cfg *Config) recognizer() inference.Config {
 
 func (cfg *Config) attribution() attribution.Config {
 	a := cfg.Attribution
-	return attribution.Config{Resolution: a.Resolution, Horizon: a.Horizon, SamplingRatio: a.SamplingRatio}
+	return attribution.Config{Resolution: a.Resolution, Horizon: a.Horizon, SamplingRatio: a.SamplingRatio,
+		TensorAtLimit: cfg.Bottleneck.TensorAtLimit, DRAMAtLimit: cfg.Bottleneck.DRAMAtLimit}
 }
 
 func (cfg *Config) thresholds() bottleneck.Thresholds {

@@ -19,6 +19,11 @@ type Config struct {
 	// SamplingRatio is the share of requests whose spans reach the
 	// processor, in (0, 1].
 	SamplingRatio float64
+	// TensorAtLimit and DRAMAtLimit are the shares of the tensor and DRAM
+	// peaks a unit that sets the pace reaches, in (0, 1] (the classifier's
+	// attainable peaks, validated with them): a busy GPU's time is the
+	// larger of its tensor and DRAM activity over them.
+	TensorAtLimit, DRAMAtLimit float64
 }
 
 // Validate names the bad fields.
@@ -33,6 +38,7 @@ func (c Config) Validate() error {
 	if !(c.SamplingRatio > 0 && c.SamplingRatio <= 1) {
 		errs = append(errs, fmt.Errorf("sampling_ratio: %v must be in (0, 1]", c.SamplingRatio))
 	}
+
 	return errors.Join(errs...)
 }
 
@@ -40,7 +46,7 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 56
+	GroupBinBytes = 64
 	GPUBinBytes   = 32
 )
 
@@ -91,9 +97,9 @@ type Totals struct {
 // groupBin is the part of a bin its group's GPUs share.
 type groupBin struct {
 	weight float64 // Σ rate × overlap (s) of admitted requests
-	// activity is the GPUs' tensor and DRAM activity, from those that
-	// froze the bin with it measured.
-	activity groupActivity
+	// present is Σ overlap (s) of admitted requests' costed pieces: the
+	// weight of a bin its GPUs spent waiting (Release).
+	present float64
 	// shareAll is the share given to requests released while every GPU of
 	// the group had the bin frozen and none final: theirs alike.
 	shareAll float64
@@ -103,9 +109,12 @@ type groupBin struct {
 	// finalisation walks forward): admitting and releasing cost O(1), not
 	// O(bins).
 	dPresent, dPending int32
-	// How many of the group's GPUs froze the bin, with energy measured,
-	// with a label, and booked it final.
-	frozen, known, labelled, final uint16
+	// activity is the GPUs' tensor and DRAM activity, from those that
+	// froze the bin with it measured.
+	activity groupActivity
+	// How many of the group's GPUs froze the bin waiting (idle or
+	// host_bound), with energy measured, with a label, and booked it final.
+	waiting, frozen, known, labelled, final uint16
 }
 
 // gpuBin is one GPU's own part of a bin.
@@ -154,15 +163,17 @@ var idleLabel, hostBoundLabel = labelIndex(bottleneck.Idle), labelIndex(bottlene
 // (Groups splits a group a request's GPUs cut across). Not safe for
 // concurrent use.
 type Ledger struct {
-	width   int64
-	ratio   float64
-	n       int64
-	lo, hi  int64 // bins [lo, hi) are addressable, circular over absolute indexes
-	started bool
-	groups  []*Group
-	gpus    []*GPU
-	mark    uint64 // stamps what Groups has seen in one call
-	version uint64 // changes whenever a GPU changes group
+	width int64
+	ratio float64
+	// tensorAt and dramAt are Config's TensorAtLimit and DRAMAtLimit.
+	tensorAt, dramAt float64
+	n                int64
+	lo, hi           int64 // bins [lo, hi) are addressable, circular over absolute indexes
+	started          bool
+	groups           []*Group
+	gpus             []*GPU
+	mark             uint64 // stamps what Groups has seen in one call
+	version          uint64 // changes whenever a GPU changes group
 }
 
 // Group is GPUs whose bins share their weight: every request admitted to
@@ -200,12 +211,16 @@ type GPU struct {
 	totals                 Totals
 	mark                   uint64
 	onFinal                func(bin int64, label bottleneck.Label)
+	// floorW is about the least power the GPU draws, W (0: none seen yet):
+	// the lowest of its final bins', creeping up towards each bin above it
+	// by floorCreep, so that it follows a floor that rises.
+	floorW float64
 }
 
 // NewLedger returns empty books; cfg must be valid.
 func NewLedger(cfg Config) *Ledger {
 	n := int64((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
-	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n}
+	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n, tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit}
 }
 
 // Index returns the bin holding Unix time t (ns).
@@ -337,7 +352,7 @@ func (l *Ledger) merge(into, from *Group) {
 func (grp *Group) recount() {
 	for i := grp.l.lo; i < grp.l.hi; i++ {
 		sb := grp.at(i)
-		sb.energy, sb.frozen, sb.known, sb.labelled, sb.final = 0, 0, 0, 0, 0
+		sb.energy, sb.waiting, sb.frozen, sb.known, sb.labelled, sb.final = 0, 0, 0, 0, 0, 0
 		sb.activity = groupActivity{}
 		for _, g := range grp.members {
 			mb := g.at(i)
@@ -352,6 +367,9 @@ func (grp *Group) recount() {
 				}
 				if mb.label != 0 {
 					sb.labelled++
+				}
+				if mb.waits() {
+					sb.waiting++
 				}
 			}
 			if mb.final {
@@ -429,6 +447,7 @@ type pieceBin struct {
 	piece  int32
 	class  int32   // age class at the time the Request was computed
 	weight float64 // rate × overlap, s
+	secs   float64 // overlap, s
 	frac   float64 // where within its age class the bin's age lies, 0..1
 }
 
@@ -463,8 +482,9 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 			}
 			var frac float64
 			class, frac = ageBelow(max(0, float64(now-(i+1)*width)/1e9), class)
-			w := p.Rate * float64(hi-lo) / 1e9
-			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, frac: frac})
+			secs := float64(hi-lo) / 1e9
+			w := p.Rate * secs
+			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, secs: secs, frac: frac})
 			r.byClass[class] += w
 			r.all += w
 		}
@@ -521,7 +541,9 @@ func (grp *Group) Admit(r *Request) {
 		if pb.i < grp.l.lo || pb.i >= grp.l.hi {
 			continue
 		}
-		grp.at(pb.i).weight += pb.weight
+		sb := grp.at(pb.i)
+		sb.weight += pb.weight
+		sb.present += pb.secs
 	}
 	a.learned++
 	a.stale = true // recomputed when next read: admits far outnumber reads of it
@@ -601,6 +623,15 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 			continue
 		}
 		f := l.ratio * pb.weight / grp.finalWeight(pb, sb, all)
+		if sb.waiting > 0 && sb.present > 0 && grp.waited(pb.i) {
+			// Some GPU waited through the bin: each takes its own share.
+			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present
+			for _, g := range grp.members {
+				w := g.waitingShare(pb.i)
+				g.take(pb, w*wait+(1-w)*f, width, shares, &seconds)
+			}
+			continue
+		}
 		if sb.frozen == all && sb.final == 0 {
 			// Every GPU frozen, none final: one share for all.
 			sb.shareAll += f
@@ -616,6 +647,52 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		grp.count(lo, hi, 0, -1)
 	}
 	return known, seconds
+}
+
+// waitingShare is the share of GPU g's bin i that it drew waiting, where
+// it froze the bin idle or host_bound (the host set the pace): its floor
+// power over the time its activity says it was not busy. That energy is the
+// price of waiting, shared by the requests present in proportion to their
+// time there (the time still to come from the arrival curve: a waiting
+// GPU's activity says nothing of it); the rest is the work's, shared by
+// cost (docs/attribution.md). 0 for a GPU that did not wait, or until its
+// floor and the bin's energy are known.
+func (g *GPU) waitingShare(i int64) float64 {
+	mb := g.at(i)
+	if !mb.waits() || !mb.known || mb.energy <= 0 || g.floorW <= 0 {
+		return 0
+	}
+	l := g.l
+	width := float64(l.width) / 1e9
+	busy := 0.0
+	if mb.active {
+		busy = min(1, max(float64(mb.tensor)/l.tensorAt, float64(mb.dram)/l.dramAt)/width)
+	}
+	return min(1, g.floorW*(1-busy)*width/mb.energy)
+}
+
+// waited reports whether a GPU of the group drew some of bin i waiting.
+func (grp *Group) waited(i int64) bool {
+	for _, g := range grp.members {
+		if g.waitingShare(i) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// floorCreep is how far the floor power moves towards a final bin's power
+// above it: 1e-4 a bin, a time constant of about 17 minutes at 100 ms,
+// slow enough that busy bins do not lift it.
+const floorCreep = 1e-4
+
+// learnFloor takes a final bin's power into the GPU's floor.
+func (g *GPU) learnFloor(watts float64) {
+	if g.floorW == 0 || watts < g.floorW {
+		g.floorW = watts
+		return
+	}
+	g.floorW += (watts - g.floorW) * floorCreep
 }
 
 // finalWeight estimates the weight bin pb will have once every request
@@ -726,11 +803,17 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 	if mb.label != 0 {
 		sb.labelled++
 	}
+	if mb.waits() {
+		sb.waiting++
+	}
 	if act.Known {
 		mb.tensor, mb.dram, mb.active = float32(act.TensorSeconds), float32(act.DRAMSeconds), true
 		sb.activity.add(mb)
 	}
 }
+
+// waits reports whether the GPU froze the bin waiting: idle, or host_bound.
+func (mb *gpuBin) waits() bool { return mb.label == idleLabel || mb.label == hostBoundLabel }
 
 // Label returns bin i's label: once final, the frozen one with an idle GPU
 // that had a request present counted as starved (host_bound); before, as a
@@ -787,6 +870,9 @@ func (g *GPU) finalize(to int64, force bool) {
 		}
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel
+		}
+		if mb.known && mb.energy > 0 {
+			g.learnFloor(mb.energy / w)
 		}
 		if g.onFinal != nil {
 			g.onFinal(g.finalTo, labelOf(mb.label))

@@ -46,7 +46,7 @@ func release(b book, pieces []Piece, now int64, shares []float64) bool {
 var longAfter = at(3600)
 
 func testConfig(ratio float64) Config {
-	return Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio}
+	return Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio, TensorAtLimit: 0.7, DRAMAtLimit: 0.85}
 }
 
 func testBook(ratio float64) book {
@@ -72,6 +72,55 @@ func freeze(b book, from, to float64, watts float64) {
 func closeTo(t *testing.T, want, got float64) {
 	t.Helper()
 	assert.InDelta(t, want, got, 1e-9*math.Max(1, math.Abs(want)))
+}
+
+// In a bin its GPU waited through (idle, or host_bound, with requests
+// present), the energy the GPU draws waiting (its floor power over the time
+// it was not busy) goes by the requests' time there, the rest by cost.
+// halfBusy is DRAM activity-seconds at its attainable share (0.85) for half
+// a 100 ms bin, and halfWait the share of a 30 J bin a 100 W floor draws in
+// the other half, as the books keep activity (float32).
+const halfBusy = 0.85 * 0.05
+
+var halfWait = 100 * (1 - float64(float32(halfBusy))/0.85/0.1) * 0.1 / 30
+
+func TestAWaitingBinSharesItsFloorByTimeAndTheRestByCost(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		label bottleneck.Label
+		act   Activity
+		a, b  float64 // their shares of the 300 J drawn over [1, 2) s
+	}{
+		// 100 W of floor over the bins' 0.1 s is a third of their 30 J.
+		{"idle: a third waiting", bottleneck.Idle, Activity{}, 300 * (1.0/3/2 + 2.0/3*0.9), 300 * (1.0/3/2 + 2.0/3*0.1)},
+		{"host_bound alike", bottleneck.HostBound, Activity{}, 300 * (1.0/3/2 + 2.0/3*0.9), 300 * (1.0/3/2 + 2.0/3*0.1)},
+		// DRAM at its attainable share for half the bin: busy half of it, so
+		// the floor is drawn waiting for the other half only (5 of 30 J).
+		{"half busy", bottleneck.Idle, Activity{DRAMSeconds: halfBusy, TensorSeconds: 0.001, Known: true}, 300 * (halfWait/2 + (1-halfWait)*0.9), 300 * (halfWait/2 + (1-halfWait)*0.1)},
+		{"a GPU that worked shares by cost", bottleneck.MemoryBound, Activity{}, 270, 30},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(1)
+			// Its floor: a second with nobody, at 100 W, made final.
+			freeze(b, 0, 1, 100)
+			b.Finalize(b.Index(at(1)))
+			a, other := []Piece{{at(1), at(2), 9}}, []Piece{{at(1), at(2), 1}}
+			admit(b, a, at(2))
+			admit(b, other, at(2))
+			for i := b.Index(at(1)); i < b.Index(at(2)); i++ {
+				b.Freeze(i, 30, true, tc.label, tc.act)
+			}
+			sa, so := make([]float64, 1), make([]float64, 1)
+			release(b, a, at(3), sa)
+			release(b, other, at(3), so)
+			closeTo(t, tc.a, sa[0])
+			closeTo(t, tc.b, so[0])
+			b.Finalize(b.Index(at(2)))
+			got := b.Totals()
+			closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
+			closeTo(t, 300, got.Attributed)
+		})
+	}
 }
 
 func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
