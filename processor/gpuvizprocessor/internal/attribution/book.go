@@ -38,7 +38,6 @@ func (c Config) Validate() error {
 	if !(c.SamplingRatio > 0 && c.SamplingRatio <= 1) {
 		errs = append(errs, fmt.Errorf("sampling_ratio: %v must be in (0, 1]", c.SamplingRatio))
 	}
-
 	return errors.Join(errs...)
 }
 
