@@ -622,7 +622,7 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 			continue
 		}
 		f := l.ratio * pb.weight / grp.finalWeight(pb, sb, all)
-		if sb.waiting > 0 && sb.present > 0 && grp.waited(pb.i) {
+		if sb.waiting > 0 && sb.present > 0 {
 			// Some GPU waited through the bin: each takes its own share.
 			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present
 			for _, g := range grp.members {
@@ -668,16 +668,6 @@ func (g *GPU) waitingShare(i int64) float64 {
 		busy = min(1, max(float64(mb.tensor)/l.tensorAt, float64(mb.dram)/l.dramAt)/width)
 	}
 	return min(1, g.floorW*(1-busy)*width/mb.energy)
-}
-
-// waited reports whether a GPU of the group drew some of bin i waiting.
-func (grp *Group) waited(i int64) bool {
-	for _, g := range grp.members {
-		if g.waitingShare(i) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // floorCreep is how far the floor power moves towards a final bin's power

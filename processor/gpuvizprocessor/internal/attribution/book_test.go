@@ -123,6 +123,22 @@ func TestAWaitingBinSharesItsFloorByTimeAndTheRestByCost(t *testing.T) {
 	}
 }
 
+// The floor drops to a lower bin's power at once and creeps up towards
+// higher ones, so that one busy bin does not lift it.
+func TestTheFloorFollowsTheLeastPower(t *testing.T) {
+	b := testBook(1)
+	b.learnFloor(300)
+	assert.Equal(t, 300.0, b.floorW, "the first bin sets it")
+	b.learnFloor(100)
+	assert.Equal(t, 100.0, b.floorW, "a lower bin lowers it at once")
+	b.learnFloor(700)
+	closeTo(t, 100+600*floorCreep, b.floorW)
+	for range 100_000 {
+		b.learnFloor(200)
+	}
+	assert.InDelta(t, 200, b.floorW, 1, "a floor that stays higher is followed")
+}
+
 func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
 	b := testBook(1)
 	queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
