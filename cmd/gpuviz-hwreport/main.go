@@ -130,7 +130,10 @@ func cpuTickCmd(ctx context.Context, args []string) error {
 	variants := []struct {
 		name string
 		tick time.Duration
-	}{{"samples off", 0}, {"tick 250ms", 250 * time.Millisecond}, {"tick 100ms", 100 * time.Millisecond}}
+	}{
+		{"samples off", 0}, {"tick 250ms", 250 * time.Millisecond},
+		{"tick 125ms", 125 * time.Millisecond}, {"tick 100ms", 100 * time.Millisecond},
+	}
 	cmp := gpucheck.CPUComparison{Name: "tick", Window: c.window, GPUs: c.gpus, Commands: map[string]string{}}
 	runners := map[string]runner{}
 	for i, v := range variants {
