@@ -79,7 +79,7 @@ func TestScoresARun(t *testing.T) {
 		format string
 		want   []string
 	}{
-		{"text", []string{"gpuviz request    20.0% / 20.0% / 20.0%", "100.0% (1/1) enriched"}},
+		{"text", []string{"gpuviz request            20.0% / 20.0% / 20.0%  20.0%", "100.0% (1/1) enriched"}},
 		// The span is memory_bound over a window half compute-bound.
 		{"markdown", []string{"| steady | 100.0% (1/1) | 20.0% / 20.0% / 20.0% |", "### steady (seed 3, H200)", "| request | 1 | 0.2 | 50.0% |"}},
 	} {

@@ -14,13 +14,23 @@ type ErrorStats struct {
 	Median    float64 `json:"median"`
 	P90       float64 `json:"p90"`
 	Max       float64 `json:"max"`
+	// Weighted is Σ|est − true| / Σ true over the requests with a relative
+	// error: each request's error weighted by its true energy, the share of
+	// their energy a bill split by the estimator puts in the wrong place
+	// (counted where it went and where it was missed).
+	Weighted float64 `json:"weighted"`
 }
 
-// EnergyErrors are an estimator's errors on whole requests and per phase.
+// EnergyErrors are an estimator's errors on whole requests and per phase,
+// and on the costliest tenth of the requests: the ones a bill or a slow,
+// expensive request's investigation is about.
 type EnergyErrors struct {
 	Request ErrorStats `json:"request"`
 	Prefill ErrorStats `json:"prefill"`
 	Decode  ErrorStats `json:"decode"`
+	// Costliest is Request over the tenth of the scored requests (rounded
+	// up) with the most true energy, ties included.
+	Costliest ErrorStats `json:"costliest"`
 }
 
 // estimate is an estimator's energy for one request, J: NaN where it has
@@ -42,7 +52,8 @@ func gpuvizEstimates(reqs []request) []estimate {
 
 // energyErrors scores est (one per request) over the enriched requests.
 func energyErrors(reqs []request, est []estimate) EnergyErrors {
-	var total, prefill, decode errorSample
+	var total, prefill, decode, costliest errorSample
+	cut := costliestCut(reqs)
 	for i, r := range reqs {
 		if !r.enriched {
 			continue
@@ -50,13 +61,34 @@ func energyErrors(reqs []request, est []estimate) EnergyErrors {
 		total.add(est[i].total, r.truth.Energy)
 		prefill.add(est[i].prefill, r.truth.PrefillEnergy)
 		decode.add(est[i].decode, r.truth.DecodeEnergy)
+		if r.truth.Energy >= cut {
+			costliest.add(est[i].total, r.truth.Energy)
+		}
 	}
-	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats()}
+	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats(), Costliest: costliest.stats()}
+}
+
+// costliestCut is the least true energy among the costliest tenth (rounded
+// up) of the enriched requests with energy: the same set for every
+// estimator, since it is the truth's. +Inf where there are none.
+func costliestCut(reqs []request) float64 {
+	var energies []float64
+	for _, r := range reqs {
+		if r.enriched && r.truth.Energy > 0 {
+			energies = append(energies, r.truth.Energy)
+		}
+	}
+	if len(energies) == 0 {
+		return math.Inf(1)
+	}
+	slices.Sort(energies)
+	return energies[len(energies)-(len(energies)+9)/10]
 }
 
 type errorSample struct {
-	errs          []float64
-	missing, zero int
+	errs               []float64
+	missing, zero      int
+	absErrJ, truthSumJ float64
 }
 
 func (s *errorSample) add(est, truth float64) {
@@ -67,6 +99,8 @@ func (s *errorSample) add(est, truth float64) {
 		s.zero++
 	default:
 		s.errs = append(s.errs, math.Abs(est-truth)/truth)
+		s.absErrJ += math.Abs(est - truth)
+		s.truthSumJ += truth
 	}
 }
 
@@ -77,6 +111,7 @@ func (s *errorSample) stats() ErrorStats {
 	}
 	slices.Sort(s.errs)
 	st.Median, st.P90, st.Max = quantile(s.errs, 0.5), quantile(s.errs, 0.9), s.errs[len(s.errs)-1]
+	st.Weighted = s.absErrJ / s.truthSumJ
 	return st
 }
 

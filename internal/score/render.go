@@ -11,8 +11,8 @@ import (
 // MarkdownHeader is the head of the table in docs/accuracy.md whose rows
 // MarkdownRow writes.
 func MarkdownHeader() string {
-	return "| scenario | coverage | energy error median / p90 / max | baseline median / p90 / max | prefill median (baseline) | decode median (baseline) | request label agreement (trivial) | phase label agreement (trivial) | one-label ceiling request / phases | GPU interval label agreement (trivial) | attributed / true |\n" +
-		"|---|---|---|---|---|---|---|---|---|---|---|\n"
+	return "| scenario | coverage | energy error median / p90 / max | baseline median / p90 / max | energy-weighted error (baseline) | costliest tenth median (baseline) | prefill median (baseline) | decode median (baseline) | request label agreement (trivial) | phase label agreement (trivial) | one-label ceiling request / phases | GPU interval label agreement (trivial) | attributed / true |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
 }
 
 // MarkdownRow is the run's headline numbers, one row of MarkdownHeader's
@@ -23,6 +23,8 @@ func (r Report) MarkdownRow() string {
 		r.Coverage.String(),
 		spread(r.Energy.Request),
 		spread(r.Baseline.Request),
+		fmt.Sprintf("%s (%s)", weighted(r.Energy.Request), weighted(r.Baseline.Request)),
+		fmt.Sprintf("%s (%s)", median(r.Energy.Costliest), median(r.Baseline.Costliest)),
 		fmt.Sprintf("%s (%s)", median(r.Energy.Prefill), median(r.Baseline.Prefill)),
 		fmt.Sprintf("%s (%s)", median(r.Energy.Decode), median(r.Baseline.Decode)),
 		fmt.Sprintf("%s (%s)", agreement(r.Labels.Request), trivial(r.Labels.Request)),
@@ -43,10 +45,10 @@ func (r Report) MarkdownSection() string {
 	fmt.Fprintf(&b, "%d requests: %d aborted (no span), %d with a span, %d enriched (%s), %d extra enriched spans, %d unknown traces.\n\n",
 		c.Requests, c.Aborted, c.WithSpan, c.Enriched, pct(c.Share), c.ExtraEnriched, c.UnknownTraces)
 
-	b.WriteString("| energy error | requests | median | p90 | max | no value | true 0 |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| energy error | requests | median | p90 | max | energy-weighted | no value | true 0 |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.energyRows() {
 		s := row.stats
-		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %d | %d |\n", row.name, s.Count, orDash(s, s.Median), orDash(s, s.P90), orDash(s, s.Max), s.Missing, s.ZeroTruth)
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | %d |\n", row.name, s.Count, orDash(s, s.Median), orDash(s, s.P90), orDash(s, s.Max), weighted(s), s.Missing, s.ZeroTruth)
 	}
 
 	b.WriteString("\n| label | spans | GPU s | agreement | trivial label | trivial agreement | one-label ceiling | no label |\n|---|---|---|---|---|---|---|---|\n")
@@ -77,9 +79,9 @@ func (r Report) Text() string {
 	c, k := r.Coverage, r.Conservation
 	fmt.Fprintf(w, "scenario\t%s (seed %d, %s), baseline interval %gs\n", r.Scenario, r.Seed, r.GPUModel, r.BaselineIntervalS)
 	fmt.Fprintf(w, "coverage\t%s enriched; %d aborted, %d extra enriched spans, %d unknown traces\n", c, c.Aborted, c.ExtraEnriched, c.UnknownTraces)
-	fmt.Fprintf(w, "energy error\tmedian / p90 / max\n")
+	fmt.Fprintf(w, "energy error\tmedian / p90 / max\tenergy-weighted\n")
 	for _, row := range r.energyRows() {
-		fmt.Fprintf(w, "  %s\t%s\t(n=%d)\n", row.name, spread(row.stats), row.stats.Count)
+		fmt.Fprintf(w, "  %s\t%s\t%s\t(n=%d)\n", row.name, spread(row.stats), weighted(row.stats), row.stats.Count)
 	}
 	fmt.Fprintf(w, "label agreement\tgpuviz, trivial, one-label ceiling\n")
 	for _, row := range r.labelRows() {
@@ -104,7 +106,9 @@ type energyRow struct {
 func (r Report) energyRows() []energyRow {
 	return []energyRow{
 		{"gpuviz request", r.Energy.Request}, {"gpuviz prefill", r.Energy.Prefill}, {"gpuviz decode", r.Energy.Decode},
+		{"gpuviz costliest tenth", r.Energy.Costliest},
 		{"baseline request", r.Baseline.Request}, {"baseline prefill", r.Baseline.Prefill}, {"baseline decode", r.Baseline.Decode},
+		{"baseline costliest tenth", r.Baseline.Costliest},
 	}
 }
 
@@ -162,6 +166,8 @@ func spread(s ErrorStats) string {
 }
 
 func median(s ErrorStats) string { return orDash(s, s.Median) }
+
+func weighted(s ErrorStats) string { return orDash(s, s.Weighted) }
 
 func agreement(l LabelScore) string {
 	if l.Seconds == 0 {

@@ -10,12 +10,13 @@ func sampleReport() Report {
 		Scenario: "steady", Seed: 7, GPUModel: "H200", BaselineIntervalS: 10,
 		Coverage: Coverage{Requests: 42, Aborted: 2, WithSpan: 40, Enriched: 39, Share: 39.0 / 40, ExtraEnriched: 1},
 		Energy: EnergyErrors{
-			Request: ErrorStats{Count: 39, Median: 0.031, P90: 0.08, Max: 0.4},
-			Prefill: ErrorStats{Count: 39, Median: 0.05},
-			Decode:  ErrorStats{Count: 39, Median: 0.032},
+			Request:   ErrorStats{Count: 39, Median: 0.031, P90: 0.08, Max: 0.4, Weighted: 0.027},
+			Prefill:   ErrorStats{Count: 39, Median: 0.05},
+			Decode:    ErrorStats{Count: 39, Median: 0.032},
+			Costliest: ErrorStats{Count: 4, Median: 0.012, P90: 0.02, Max: 0.03, Weighted: 0.011},
 		},
 		Baseline: EnergyErrors{
-			Request: ErrorStats{Count: 39, Median: 0.12, P90: 0.301, Max: 2.005},
+			Request: ErrorStats{Count: 39, Median: 0.12, P90: 0.301, Max: 2.005, Weighted: 0.14},
 			Prefill: ErrorStats{Count: 39, Median: 0.201},
 		},
 		Labels: Labels{
@@ -30,7 +31,7 @@ func sampleReport() Report {
 }
 
 func TestMarkdownRow(t *testing.T) {
-	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 90.0% / 85.5% | 93.0% (60.0%) | 0.998 |\n"
+	want := "| steady | 97.5% (39/40) | 3.1% / 8.0% / 40.0% | 12.0% / 30.1% / 200.5% | 2.7% (14.0%) | 1.2% (–) | 5.0% (20.1%) | 3.2% (–) | 81.2% (64.0%) | 77.0% (50.1%) | 90.0% / 85.5% | 93.0% (60.0%) | 0.998 |\n"
 	if got := sampleReport().MarkdownRow(); got != want {
 		t.Errorf("row\n%s want\n%s", got, want)
 	}
@@ -44,7 +45,9 @@ func TestMarkdownSection(t *testing.T) {
 	for _, want := range []string{
 		"### steady (seed 7, H200)\n",
 		"42 requests: 2 aborted (no span), 40 with a span, 39 enriched (97.5%), 1 extra enriched spans, 0 unknown traces.",
-		"| baseline request | 39 | 12.0% | 30.1% | 200.5% | 0 | 0 |\n",
+		"| baseline request | 39 | 12.0% | 30.1% | 200.5% | 14.0% | 0 | 0 |\n",
+		"| gpuviz costliest tenth | 4 | 1.2% | 2.0% | 3.0% | 1.1% | 0 | 0 |\n",
+		"| baseline costliest tenth | 0 | – | – | – | – | 0 | 0 |\n",
 		"| request | 39 | 10.0 | 81.2% | memory_bound | 64.0% | 90.0% | 0 |\n",
 		// Rows and columns in infersim.Labels order, unknown last.
 		"| truth \\ gpuviz | compute_bound | memory_bound | unknown |\n|---|---|---|---|\n" +
@@ -74,8 +77,9 @@ func TestText(t *testing.T) {
 	got := sampleReport().Text()
 	for _, want := range []string{
 		"97.5% (39/40) enriched; 2 aborted, 1 extra enriched spans",
-		"gpuviz request    3.1% / 8.0% / 40.0%",
-		"phases            77.0%, memory_bound 50.1%, 85.5%\n",
+		"gpuviz request            3.1% / 8.0% / 40.0%     2.7%   (n=39)\n",
+		"gpuviz costliest tenth    1.2% / 2.0% / 3.0%      1.1%   (n=4)\n",
+		"phases                    77.0%, memory_bound 50.1%, 85.5%\n",
 		"= 0.998",
 	} {
 		if !strings.Contains(got, want) {

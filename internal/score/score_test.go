@@ -61,12 +61,15 @@ func TestCoverageAndSpanChoice(t *testing.T) {
 	if diff := cmp.Diff(Coverage{Requests: 4, Aborted: 1, WithSpan: 3, Enriched: 2, Share: 2.0 / 3, ExtraEnriched: 1, UnknownTraces: 1}, rep.Coverage, approx); diff != "" {
 		t.Errorf("coverage (-want +got):\n%s", diff)
 	}
-	// Request errors |10−8|/8 = 0.25 and |23−20|/20 = 0.15; prefill 1/2
-	// and request 4's true 0; decode 0 and 2/20.
+	// Request errors |10−8|/8 = 0.25 and |23−20|/20 = 0.15, weighted
+	// (2 + 3) / (8 + 20); prefill 1/2 and request 4's true 0; decode 0 and
+	// 2/20, weighted 2 / (6 + 20). The costliest tenth of two requests is
+	// request 4 alone.
 	want := EnergyErrors{
-		Request: ErrorStats{Count: 2, Median: 0.2, P90: 0.24, Max: 0.25},
-		Prefill: ErrorStats{Count: 1, ZeroTruth: 1, Median: 0.5, P90: 0.5, Max: 0.5},
-		Decode:  ErrorStats{Count: 2, Median: 0.05, P90: 0.09, Max: 0.1},
+		Request:   ErrorStats{Count: 2, Median: 0.2, P90: 0.24, Max: 0.25, Weighted: 5.0 / 28},
+		Prefill:   ErrorStats{Count: 1, ZeroTruth: 1, Median: 0.5, P90: 0.5, Max: 0.5, Weighted: 0.5},
+		Decode:    ErrorStats{Count: 2, Median: 0.05, P90: 0.09, Max: 0.1, Weighted: 2.0 / 26},
+		Costliest: ErrorStats{Count: 1, Median: 0.15, P90: 0.15, Max: 0.15, Weighted: 0.15},
 	}
 	if diff := cmp.Diff(want, rep.Energy, approx); diff != "" {
 		t.Errorf("energy errors (-want +got):\n%s", diff)
@@ -211,11 +214,14 @@ func TestBaselineSplitsIntervalsByOverlap(t *testing.T) {
 	if diff := cmp.Diff(want, got, approx, cmp.AllowUnexported(estimate{})); diff != "" {
 		t.Errorf("baseline estimates (-want +got):\n%s", diff)
 	}
-	// Request errors are 1/6 for both; prefill 1/3 and 1/6; decode 0 and 1/6.
+	// Request errors are 1/6 for both; prefill 1/3 and 1/6, weighted
+	// (10/3 + 4/3) / (10 + 8); decode 0 and 1/6, weighted (16/3) / (90 +
+	// 32). The costliest tenth is A alone.
 	wantErr := EnergyErrors{
-		Request: ErrorStats{Count: 2, Median: 1.0 / 6, P90: 1.0 / 6, Max: 1.0 / 6},
-		Prefill: ErrorStats{Count: 2, Median: 0.25, P90: 1.0/6 + 0.9*(1.0/6), Max: 1.0 / 3},
-		Decode:  ErrorStats{Count: 2, Median: 1.0 / 12, P90: 0.15, Max: 1.0 / 6},
+		Request:   ErrorStats{Count: 2, Median: 1.0 / 6, P90: 1.0 / 6, Max: 1.0 / 6, Weighted: 1.0 / 6},
+		Prefill:   ErrorStats{Count: 2, Median: 0.25, P90: 1.0/6 + 0.9*(1.0/6), Max: 1.0 / 3, Weighted: 7.0 / 27},
+		Decode:    ErrorStats{Count: 2, Median: 1.0 / 12, P90: 0.15, Max: 1.0 / 6, Weighted: 8.0 / 183},
+		Costliest: ErrorStats{Count: 1, Median: 1.0 / 6, P90: 1.0 / 6, Max: 1.0 / 6, Weighted: 1.0 / 6},
 	}
 	if diff := cmp.Diff(wantErr, f.score(t, Options{BaselineInterval: time.Second}).Baseline, approx); diff != "" {
 		t.Errorf("baseline errors (-want +got):\n%s", diff)
