@@ -31,6 +31,11 @@ type EnergyErrors struct {
 	// Costliest is Request over the tenth of the scored requests (rounded
 	// up) with the most true energy, ties included.
 	Costliest ErrorStats `json:"costliest"`
+	// ByPrompt is what the estimator took of the true energy (Σ est / Σ
+	// true) in each quartile of the scored requests by prompt tokens,
+	// shortest first; 0 for a quartile with none. A slope says it prices
+	// prompt tokens wrongly against generated ones.
+	ByPrompt [4]float64 `json:"by_prompt_quartile"`
 }
 
 // estimate is an estimator's energy for one request, J: NaN where it has
@@ -65,7 +70,35 @@ func energyErrors(reqs []request, est []estimate) EnergyErrors {
 			costliest.add(est[i].total, r.truth.Energy)
 		}
 	}
-	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats(), Costliest: costliest.stats()}
+	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats(), Costliest: costliest.stats(),
+		ByPrompt: byPrompt(reqs, est)}
+}
+
+// byPrompt is EnergyErrors.ByPrompt: the quartiles are the truth's (the
+// enriched requests with energy, by prompt tokens, ties in the order of
+// reqs), so every estimator is read over the same requests.
+func byPrompt(reqs []request, est []estimate) [4]float64 {
+	var idx []int
+	for i, r := range reqs {
+		if r.enriched && r.truth.Energy > 0 {
+			idx = append(idx, i)
+		}
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return reqs[a].truth.PromptTokens - reqs[b].truth.PromptTokens })
+	var shares [4]float64
+	for q := range shares {
+		var got, truth float64
+		for _, i := range idx[len(idx)*q/4 : len(idx)*(q+1)/4] {
+			if !math.IsNaN(est[i].total) {
+				got += est[i].total
+				truth += reqs[i].truth.Energy
+			}
+		}
+		if truth > 0 {
+			shares[q] = got / truth
+		}
+	}
+	return shares
 }
 
 // costliestCut is the least true energy among the costliest tenth (rounded

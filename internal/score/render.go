@@ -50,6 +50,8 @@ func (r Report) MarkdownSection() string {
 		s := row.stats
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | %d |\n", row.name, s.Count, orDash(s, s.Median), orDash(s, s.P90), orDash(s, s.Max), weighted(s), s.Missing, s.ZeroTruth)
 	}
+	fmt.Fprintf(&b, "\nShare of the true energy taken, by quartile of prompt tokens (shortest first): gpuviz %s, baseline %s.\n",
+		quartiles(r.Energy.ByPrompt), quartiles(r.Baseline.ByPrompt))
 
 	b.WriteString("\n| label | spans | GPU s | agreement | trivial label | trivial agreement | one-label ceiling | no label |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.labelRows() {
@@ -83,6 +85,7 @@ func (r Report) Text() string {
 	for _, row := range r.energyRows() {
 		fmt.Fprintf(w, "  %s\t%s\t%s\t(n=%d)\n", row.name, spread(row.stats), weighted(row.stats), row.stats.Count)
 	}
+	fmt.Fprintf(w, "  by prompt quartile\tshare of the true energy: gpuviz %s, baseline %s\n", quartiles(r.Energy.ByPrompt), quartiles(r.Baseline.ByPrompt))
 	fmt.Fprintf(w, "label agreement\tgpuviz, trivial, one-label ceiling\n")
 	for _, row := range r.labelRows() {
 		fmt.Fprintf(w, "  %s\t%s, %s %s, %s\n", row.name, agreement(row.score), row.score.Trivial, trivial(row.score), ceiling(row.score))
@@ -168,6 +171,18 @@ func spread(s ErrorStats) string {
 func median(s ErrorStats) string { return orDash(s, s.Median) }
 
 func weighted(s ErrorStats) string { return orDash(s, s.Weighted) }
+
+// quartiles writes EnergyErrors.ByPrompt, a dash for an empty quartile.
+func quartiles(q [4]float64) string {
+	cells := make([]string, len(q))
+	for i, v := range q {
+		cells[i] = "–"
+		if v > 0 {
+			cells[i] = fmt.Sprintf("%.3f", v)
+		}
+	}
+	return strings.Join(cells, " / ")
+}
 
 func agreement(l LabelScore) string {
 	if l.Seconds == 0 {

@@ -14,6 +14,7 @@ func sampleReport() Report {
 			Prefill:   ErrorStats{Count: 39, Median: 0.05},
 			Decode:    ErrorStats{Count: 39, Median: 0.032},
 			Costliest: ErrorStats{Count: 4, Median: 0.012, P90: 0.02, Max: 0.03, Weighted: 0.011},
+			ByPrompt:  [4]float64{0.81, 0.9, 1.0004, 1.08},
 		},
 		Baseline: EnergyErrors{
 			Request: ErrorStats{Count: 39, Median: 0.12, P90: 0.301, Max: 2.005, Weighted: 0.14},
@@ -48,6 +49,7 @@ func TestMarkdownSection(t *testing.T) {
 		"| baseline request | 39 | 12.0% | 30.1% | 200.5% | 14.0% | 0 | 0 |\n",
 		"| gpuviz costliest tenth | 4 | 1.2% | 2.0% | 3.0% | 1.1% | 0 | 0 |\n",
 		"| baseline costliest tenth | 0 | – | – | – | – | 0 | 0 |\n",
+		"\nShare of the true energy taken, by quartile of prompt tokens (shortest first): gpuviz 0.810 / 0.900 / 1.000 / 1.080, baseline – / – / – / –.\n",
 		"| request | 39 | 10.0 | 81.2% | memory_bound | 64.0% | 90.0% | 0 |\n",
 		// Rows and columns in infersim.Labels order, unknown last.
 		"| truth \\ gpuviz | compute_bound | memory_bound | unknown |\n|---|---|---|---|\n" +
@@ -79,6 +81,7 @@ func TestText(t *testing.T) {
 		"97.5% (39/40) enriched; 2 aborted, 1 extra enriched spans",
 		"gpuviz request            3.1% / 8.0% / 40.0%     2.7%   (n=39)\n",
 		"gpuviz costliest tenth    1.2% / 2.0% / 3.0%      1.1%   (n=4)\n",
+		"  by prompt quartile        share of the true energy: gpuviz 0.810 / 0.900 / 1.000 / 1.080, baseline – / – / – / –\n",
 		"phases                    77.0%, memory_bound 50.1%, 85.5%\n",
 		"= 0.998",
 	} {

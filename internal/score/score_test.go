@@ -37,7 +37,7 @@ func TestCoverageAndSpanChoice(t *testing.T) {
 	// 1: a GenAI client span, exported first, and the server span, both
 	// enriched: the server span is the estimate, the client span an extra.
 	f.request(1, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0, Scheduled: t0 + 100*ms, FirstToken: t0 + 200*ms, Finished: t0 + 500*ms,
-		Energy: 8, PrefillEnergy: 2, DecodeEnergy: 6})
+		PromptTokens: 900, Energy: 8, PrefillEnergy: 2, DecodeEnergy: 6})
 	f.span(1, 0x11, "chat", t0, t0+510*ms, map[string]any{attrFamily: "genai", attrEnergy: 12.0})
 	f.span(1, 1, "llm_request", t0, t0+500*ms, enriched(10, attrPrefillEnergy, 3.0, attrDecodeEnergy, 6.0, attrBottleneck, compute))
 	// 2: aborted, no span.
@@ -49,7 +49,7 @@ func TestCoverageAndSpanChoice(t *testing.T) {
 	// 4: the enriched span has another ID than the truth's; aggregate and
 	// phase spans beside it are no request spans.
 	f.request(4, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0 + 200*ms, Scheduled: t0 + 300*ms, FirstToken: t0 + 400*ms, Finished: t0 + 800*ms,
-		Energy: 20, PrefillEnergy: 0, DecodeEnergy: 20})
+		PromptTokens: 100, Energy: 20, PrefillEnergy: 0, DecodeEnergy: 20})
 	f.span(4, 0x44, "llm_request", t0+200*ms, t0+800*ms, enriched(23, attrPrefillEnergy, 1.0, attrDecodeEnergy, 22.0))
 	f.span(4, 0x45, "decode", t0+400*ms, t0+500*ms, map[string]any{attrFamily: "tgi", attrEnergy: 100.0})
 	f.span(4, 0x46, "compute", t0+300*ms, t0+800*ms, map[string]any{attrFamily: "triton", attrEnergy: 100.0})
@@ -64,12 +64,14 @@ func TestCoverageAndSpanChoice(t *testing.T) {
 	// Request errors |10−8|/8 = 0.25 and |23−20|/20 = 0.15, weighted
 	// (2 + 3) / (8 + 20); prefill 1/2 and request 4's true 0; decode 0 and
 	// 2/20, weighted 2 / (6 + 20). The costliest tenth of two requests is
-	// request 4 alone.
+	// request 4 alone. By prompt, request 4's 100 tokens come first: of
+	// two requests, the second and fourth quartiles hold one each.
 	want := EnergyErrors{
 		Request:   ErrorStats{Count: 2, Median: 0.2, P90: 0.24, Max: 0.25, Weighted: 5.0 / 28},
 		Prefill:   ErrorStats{Count: 1, ZeroTruth: 1, Median: 0.5, P90: 0.5, Max: 0.5, Weighted: 0.5},
 		Decode:    ErrorStats{Count: 2, Median: 0.05, P90: 0.09, Max: 0.1, Weighted: 2.0 / 26},
 		Costliest: ErrorStats{Count: 1, Median: 0.15, P90: 0.15, Max: 0.15, Weighted: 0.15},
+		ByPrompt:  [4]float64{0, 23.0 / 20, 0, 10.0 / 8},
 	}
 	if diff := cmp.Diff(want, rep.Energy, approx); diff != "" {
 		t.Errorf("energy errors (-want +got):\n%s", diff)
@@ -222,6 +224,8 @@ func TestBaselineSplitsIntervalsByOverlap(t *testing.T) {
 		Prefill:   ErrorStats{Count: 2, Median: 0.25, P90: 1.0/6 + 0.9*(1.0/6), Max: 1.0 / 3, Weighted: 7.0 / 27},
 		Decode:    ErrorStats{Count: 2, Median: 1.0 / 12, P90: 0.15, Max: 1.0 / 6, Weighted: 8.0 / 183},
 		Costliest: ErrorStats{Count: 1, Median: 1.0 / 6, P90: 1.0 / 6, Max: 1.0 / 6, Weighted: 1.0 / 6},
+		// Equal prompts keep the truth's order: A, then B.
+		ByPrompt: [4]float64{0, 7.0 / 6, 0, 5.0 / 6},
 	}
 	if diff := cmp.Diff(wantErr, f.score(t, Options{BaselineInterval: time.Second}).Baseline, approx); diff != "" {
 		t.Errorf("baseline errors (-want +got):\n%s", diff)
