@@ -22,8 +22,9 @@ type ErrorStats struct {
 }
 
 // EnergyErrors are an estimator's errors on whole requests and per phase,
-// and on the costliest tenth of the requests: the ones a bill or a slow,
-// expensive request's investigation is about.
+// on the costliest tenth of the requests (the ones a bill or a slow,
+// expensive request's investigation is about), and how much it takes by
+// prompt length.
 type EnergyErrors struct {
 	Request ErrorStats `json:"request"`
 	Prefill ErrorStats `json:"prefill"`
@@ -58,7 +59,8 @@ func gpuvizEstimates(reqs []request) []estimate {
 // energyErrors scores est (one per request) over the enriched requests.
 func energyErrors(reqs []request, est []estimate) EnergyErrors {
 	var total, prefill, decode, costliest errorSample
-	cut := costliestCut(reqs)
+	scored := withEnergy(reqs)
+	cut := costliestCut(reqs, scored)
 	for i, r := range reqs {
 		if !r.enriched {
 			continue
@@ -71,19 +73,26 @@ func energyErrors(reqs []request, est []estimate) EnergyErrors {
 		}
 	}
 	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats(), Costliest: costliest.stats(),
-		ByPrompt: byPrompt(reqs, est)}
+		ByPrompt: byPrompt(reqs, est, scored)}
 }
 
-// byPrompt is EnergyErrors.ByPrompt: the quartiles are the truth's (the
-// enriched requests with energy, by prompt tokens, ties in the order of
-// reqs), so every estimator is read over the same requests.
-func byPrompt(reqs []request, est []estimate) [4]float64 {
+// withEnergy returns the indexes of the enriched requests with true
+// energy: the truth's set, so the costliest tenth and the prompt quartiles
+// are the same requests for every estimator.
+func withEnergy(reqs []request) []int {
 	var idx []int
 	for i, r := range reqs {
 		if r.enriched && r.truth.Energy > 0 {
 			idx = append(idx, i)
 		}
 	}
+	return idx
+}
+
+// byPrompt is EnergyErrors.ByPrompt over the requests scored (indexes into
+// reqs), in quartiles by prompt tokens, ties in the order of reqs.
+func byPrompt(reqs []request, est []estimate, scored []int) [4]float64 {
+	idx := slices.Clone(scored)
 	slices.SortStableFunc(idx, func(a, b int) int { return reqs[a].truth.PromptTokens - reqs[b].truth.PromptTokens })
 	var shares [4]float64
 	for q := range shares {
@@ -102,17 +111,15 @@ func byPrompt(reqs []request, est []estimate) [4]float64 {
 }
 
 // costliestCut is the least true energy among the costliest tenth (rounded
-// up) of the enriched requests with energy: the same set for every
-// estimator, since it is the truth's. +Inf where there are none.
-func costliestCut(reqs []request) float64 {
-	var energies []float64
-	for _, r := range reqs {
-		if r.enriched && r.truth.Energy > 0 {
-			energies = append(energies, r.truth.Energy)
-		}
-	}
-	if len(energies) == 0 {
+// up) of the requests scored (indexes into reqs); +Inf where there are
+// none.
+func costliestCut(reqs []request, scored []int) float64 {
+	if len(scored) == 0 {
 		return math.Inf(1)
+	}
+	energies := make([]float64, len(scored))
+	for k, i := range scored {
+		energies[k] = reqs[i].truth.Energy
 	}
 	slices.Sort(energies)
 	return energies[len(energies)-(len(energies)+9)/10]
