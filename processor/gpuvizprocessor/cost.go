@@ -14,9 +14,10 @@ const (
 )
 
 // contextTokensPerToken is how many tokens of context a decode step reads
-// from the KV cache in the HBM time one token's math and weight share take:
-// about 1,000 for Llama-3-class models with grouped-query attention at
-// 16-bit KV on H100/H200-class GPUs (docs/attribution.md).
+// from the KV cache in the time one token's math takes: about 1,000 for
+// Llama-3-class models with grouped-query attention at 16-bit KV on
+// H100/H200-class GPUs, between an 8B model's ~720 and a 70B model's
+// ~2,500 at TP 8 (docs/attribution.md).
 const contextTokensPerToken = 1000
 
 // costPieces estimates what a request cost its GPUs over time, as pieces
