@@ -167,12 +167,15 @@ type Ledger struct {
 	// tensorAt and dramAt are Config's TensorAtLimit and DRAMAtLimit.
 	tensorAt, dramAt float64
 	n                int64
-	lo, hi           int64 // bins [lo, hi) are addressable, circular over absolute indexes
-	started          bool
-	groups           []*Group
-	gpus             []*GPU
-	mark             uint64 // stamps what Groups has seen in one call
-	version          uint64 // changes whenever a GPU changes group
+	// netReach is how many bins on each side a bin's predicted weight
+	// still to come is netted against (Group.toCome).
+	netReach int64
+	lo, hi   int64 // bins [lo, hi) are addressable, circular over absolute indexes
+	started  bool
+	groups   []*Group
+	gpus     []*GPU
+	mark     uint64 // stamps what Groups has seen in one call
+	version  uint64 // changes whenever a GPU changes group
 }
 
 // Group is GPUs whose bins share their weight: every request admitted to
@@ -219,8 +222,14 @@ type GPU struct {
 // NewLedger returns empty books; cfg must be valid.
 func NewLedger(cfg Config) *Ledger {
 	n := int64((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
-	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n, tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit}
+	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n, netReach: int64(activitySpread / cfg.Resolution),
+		tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit}
 }
+
+// activitySpread is how far one sampling tick's activity reaches across
+// bins: the receiver's default 250 ms tick, whose GPM interval every bin it
+// touches reads, so bins up to that far apart share a prediction's error.
+const activitySpread = 250 * time.Millisecond
 
 // Index returns the bin holding Unix time t (ns).
 func (l *Ledger) Index(t int64) int64 { return floorDiv(t, l.width) }
@@ -686,15 +695,41 @@ func (g *GPU) learnFloor(watts float64) {
 
 // finalWeight estimates the weight bin pb will have once every request
 // that ran in it has arrived: from its GPUs' activity where all of them
-// measured it and the group's load model has learned, else from the
-// arrival curve; never less than what has been admitted.
+// measured it and the group's load model has learned (what was admitted
+// and the weight still to come, toCome), else from the arrival curve;
+// never less than what has been admitted.
 func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 	if sb.activity.gpus == gpus {
 		if w, ok := grp.load.predict(sb.activity); ok {
-			return max(sb.weight, w)
+			return sb.weight + grp.toCome(pb.i, w-sb.weight, gpus)
 		}
 	}
 	return sb.weight / grp.arrival.known(pb)
+}
+
+// toCome is the weight still to come in bin i, whose prediction exceeds
+// what was admitted by excess. A tick's activity is spread over the bins it
+// touches, while each bin's admitted weight is its own, so a bin predicted
+// above its weight often has a neighbour predicted below it by the same
+// work. The excess is scaled by the bins' net excess within netReach over
+// their gross (positive) excess: a neighbour's surplus offsets it, a
+// neighbour's own excess does not add to it (docs/attribution.md).
+func (grp *Group) toCome(i int64, excess float64, gpus uint16) float64 {
+	if excess <= 0 {
+		return 0
+	}
+	l := grp.l
+	var net, gross float64
+	for j := max(i-l.netReach, l.lo); j <= min(i+l.netReach, l.hi-1); j++ {
+		b := grp.at(j)
+		if b.activity.gpus != gpus {
+			continue
+		}
+		p, _ := grp.load.predict(b.activity)
+		net += p - b.weight
+		gross += max(0, p-b.weight)
+	}
+	return excess * max(0, net) / gross
 }
 
 func (a *groupActivity) add(mb *gpuBin) {

@@ -74,13 +74,13 @@ func freezeActive(b book, from, to, watts, tensor, dram float64) {
 	}
 }
 
-// Once the books have learned how a bin's final weight follows its GPUs'
-// activity, a request released while its neighbours' spans are still to
-// come leaves them what the activity says they did, not what the arrival
-// curve says on average.
-func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
+// learnedBook returns books that have learned, over 30 s of final bins of
+// two requests each, that a request's 0.1 s in a bin (weight 0.1) shows as
+// 0.002 tensor- and 0.001 DRAM-activity-seconds.
+func learnedBook(t *testing.T) book {
+	t.Helper()
 	b := testBook(1)
-	for k := range 300 { // 30 s of bins: two requests each, activity 0.02 s per unit of weight
+	for k := range 300 {
 		s := 0.1 * float64(k)
 		early, lateOne := []Piece{{at(s), at(s + 0.1), 1}}, []Piece{{at(s), at(s + 0.1), 1}}
 		admit(b, early, at(s+0.1+0.5))
@@ -91,8 +91,16 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	}
 	b.Finalize(b.Index(at(30)))
 	assert.InDelta(t, 0, b.Totals().Correction, 1e-9*b.Totals().Measured)
-
 	require.GreaterOrEqual(t, b.group.load.n, float64(minLoadBins), "learned")
+	return b
+}
+
+// Once the books have learned how a bin's final weight follows its GPUs'
+// activity, a request released while its neighbours' spans are still to
+// come leaves them what the activity says they did, not what the arrival
+// curve says on average.
+func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
+	b := learnedBook(t)
 	// Alone so far, in bins whose activity is four such requests'.
 	alone := []Piece{{at(40), at(41), 1}}
 	admit(b, alone, at(41.5))
@@ -109,4 +117,35 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	s[0] = 0
 	release(b, other, at(47), s)
 	assert.InDelta(t, 50, s[0], 5, "about half: the arrival curve's estimate")
+}
+
+// A tick's activity is read by every bin it touches, while each bin's
+// admitted weight is its own: where a bin's activity says more than was
+// admitted and a neighbour's says less, the neighbour's surplus offsets the
+// excess, and only what is left waits for requests still to come. A
+// neighbour's own excess adds nothing.
+func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		neighbour float64 // the right bin's activity, in requests
+		want      float64 // J the left request gets of its bin's 10
+	}{
+		{"the neighbour ran unseen what the left bin read", 0, 10},
+		{"half of it", 0.5, 10 / 1.5},
+		{"the neighbour read exactly its own", 1, 5},
+		{"the neighbour's excess is its own", 2, 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := learnedBook(t)
+			left, right := []Piece{{at(40), at(40.1), 1}}, []Piece{{at(40.1), at(40.2), 1}}
+			admit(b, left, at(40.5))
+			admit(b, right, at(40.5))
+			freeze(b, 30, 40, 100)
+			freezeActive(b, 40, 40.1, 100, 0.004, 0.002) // two requests' activity, one admitted
+			freezeActive(b, 40.1, 40.2, 100, tc.neighbour*0.002, tc.neighbour*0.001)
+			s := make([]float64, 1)
+			release(b, left, at(41), s)
+			assert.InDelta(t, tc.want, s[0], 1e-6)
+		})
+	}
 }
