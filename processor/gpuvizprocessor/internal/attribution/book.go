@@ -45,7 +45,7 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 64
+	GroupBinBytes = 80
 	GPUBinBytes   = 32
 )
 
@@ -114,6 +114,11 @@ type groupBin struct {
 	// How many of the group's GPUs froze the bin waiting (idle or
 	// host_bound), with energy measured, with a label, and booked it final.
 	waiting, frozen, known, labelled, final uint16
+	// toCome is the bin's weight still to come (Group.toCome) as of the
+	// ledger's epoch toComeAt: the requests released in one round read it
+	// once, not once each.
+	toCome   float64
+	toComeAt uint64
 }
 
 // gpuBin is one GPU's own part of a bin.
@@ -176,6 +181,10 @@ type Ledger struct {
 	gpus     []*GPU
 	mark     uint64 // stamps what Groups has seen in one call
 	version  uint64 // changes whenever a GPU changes group
+	// epoch changes with anything a bin's weight still to come reads: a
+	// request admitted, a bin frozen or learned, the window moved, a group
+	// changed. It starts at 1, so a bin never computed is stale.
+	epoch uint64
 }
 
 // Group is GPUs whose bins share their weight: every request admitted to
@@ -223,7 +232,7 @@ type GPU struct {
 func NewLedger(cfg Config) *Ledger {
 	n := int64((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
 	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n, netReach: int64(activitySpread / cfg.Resolution),
-		tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit}
+		tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit, epoch: 1}
 }
 
 // activitySpread is how far one sampling tick's activity reaches across
@@ -249,6 +258,7 @@ func (l *Ledger) Add() *GPU {
 	g.group = grp
 	l.gpus = append(l.gpus, g)
 	l.version++
+	l.epoch++
 	return g
 }
 
@@ -264,6 +274,7 @@ func (l *Ledger) Remove(g *GPU) {
 	}
 	g.group = nil
 	l.version++
+	l.epoch++
 }
 
 func deleteOne[T comparable](s []T, x T) []T {
@@ -341,6 +352,7 @@ func (l *Ledger) split(grp *Group) *Group {
 	out.recount()
 	l.groups = append(l.groups, out)
 	l.version++
+	l.epoch++
 	return out
 }
 
@@ -354,6 +366,7 @@ func (l *Ledger) merge(into, from *Group) {
 	into.recount()
 	l.groups = deleteOne(l.groups, from)
 	l.version++
+	l.epoch++
 }
 
 // recount rebuilds the shared bins' tallies of the GPUs' own from them.
@@ -406,6 +419,9 @@ func (l *Ledger) clip(from, to int64) (int64, int64) {
 // to what the ledger keeps. The window starts half a horizon before from,
 // so requests that began before the first thing it saw still fit.
 func (l *Ledger) reach(from, to int64) (int64, int64) {
+	if !l.started || to > l.hi {
+		l.epoch++
+	}
 	if !l.started {
 		l.started = true
 		l.lo = max(min(from, to-l.n/2), to-l.n)
@@ -535,6 +551,7 @@ func (grp *Group) Admit(r *Request) {
 		return
 	}
 	grp.admitted = true
+	grp.l.epoch++
 	lo, hi := grp.l.reach(r.lo, r.hi+1)
 	if hi > lo {
 		grp.count(lo, min(hi, r.hi), 1, 1)
@@ -700,8 +717,12 @@ func (g *GPU) learnFloor(watts float64) {
 // never less than what has been admitted.
 func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 	if sb.activity.gpus == gpus {
+		if sb.toComeAt == grp.l.epoch {
+			return sb.weight + sb.toCome
+		}
 		if w, ok := grp.load.predict(sb.activity); ok {
-			return sb.weight + grp.toCome(pb.i, w-sb.weight, gpus)
+			sb.toCome, sb.toComeAt = grp.toCome(pb.i, w-sb.weight, gpus), grp.l.epoch
+			return sb.weight + sb.toCome
 		}
 	}
 	return sb.weight / grp.arrival.known(pb)
@@ -817,6 +838,7 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 		return
 	}
 	mb.frozen, mb.known, mb.label = true, known, labelIndex(label)
+	g.l.epoch++
 	sb := g.group.at(i)
 	sb.frozen++
 	if known {
@@ -876,6 +898,7 @@ func (g *GPU) Finalize(to int64) {
 // is waiting or they are not frozen (they are being dropped).
 func (g *GPU) finalize(to int64, force bool) {
 	l := g.l
+	l.epoch++ // the load model learns
 	to = min(to, l.hi)
 	w := float64(l.width) / 1e9
 	for ; g.finalTo < to; g.finalTo++ {

@@ -149,3 +149,27 @@ func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
 		})
 	}
 }
+
+// A release reads the weight still to come as the books stand: a request
+// admitted after one release changes what the next one reads (the books
+// compute it once per round and keep it only until they change).
+func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
+	b := learnedBook(t)
+	left, right := []Piece{{at(40), at(40.1), 1}}, []Piece{{at(40.1), at(40.2), 1}}
+	admit(b, left, at(40.5))
+	admit(b, right, at(40.5))
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)   // two requests' activity, one admitted
+	freezeActive(b, 40.1, 40.2, 100, 0.001, 0.0005) // half a request's, one admitted
+	s := make([]float64, 1)
+	release(b, left, at(41), s)
+	assert.InDelta(t, 10/1.5, s[0], 1e-6, "half the excess is the neighbour's surplus")
+
+	// Half a request more in the left bin: its excess is now what the
+	// neighbour's surplus offsets, and nothing is left to come.
+	extra := []Piece{{at(40), at(40.1), 0.5}}
+	admit(b, extra, at(41))
+	s[0] = 0
+	release(b, extra, at(41), s)
+	assert.InDelta(t, 10*0.05/0.15, s[0], 1e-6)
+}
