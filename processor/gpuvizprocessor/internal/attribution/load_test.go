@@ -119,6 +119,22 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	assert.InDelta(t, 50, s[0], 5, "about half: the arrival curve's estimate")
 }
 
+// neighbours returns learned books with one request admitted to each of two
+// adjacent bins, [40, 40.1) s and [40.1, 40.2) s, both frozen at 100 W:
+// the left one's activity is two requests', the right one's that of right
+// requests (its request is not released). It returns the left request.
+func neighbours(t *testing.T, right float64) (book, []Piece) {
+	t.Helper()
+	b := learnedBook(t)
+	left := []Piece{{at(40), at(40.1), 1}}
+	admit(b, left, at(40.5))
+	admit(b, []Piece{{at(40.1), at(40.2), 1}}, at(40.5))
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
+	freezeActive(b, 40.1, 40.2, 100, right*0.002, right*0.001)
+	return b, left
+}
+
 // A tick's activity is read by every bin it touches, while each bin's
 // admitted weight is its own: where a bin's activity says more than was
 // admitted and a neighbour's says less, the neighbour's surplus offsets the
@@ -136,13 +152,7 @@ func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
 		{"the neighbour's excess is its own", 2, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b := learnedBook(t)
-			left, right := []Piece{{at(40), at(40.1), 1}}, []Piece{{at(40.1), at(40.2), 1}}
-			admit(b, left, at(40.5))
-			admit(b, right, at(40.5))
-			freeze(b, 30, 40, 100)
-			freezeActive(b, 40, 40.1, 100, 0.004, 0.002) // two requests' activity, one admitted
-			freezeActive(b, 40.1, 40.2, 100, tc.neighbour*0.002, tc.neighbour*0.001)
+			b, left := neighbours(t, tc.neighbour)
 			s := make([]float64, 1)
 			release(b, left, at(41), s)
 			assert.InDelta(t, tc.want, s[0], 1e-6)
@@ -154,13 +164,7 @@ func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
 // admitted after one release changes what the next one reads (the books
 // compute it once per round and keep it only until they change).
 func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
-	b := learnedBook(t)
-	left, right := []Piece{{at(40), at(40.1), 1}}, []Piece{{at(40.1), at(40.2), 1}}
-	admit(b, left, at(40.5))
-	admit(b, right, at(40.5))
-	freeze(b, 30, 40, 100)
-	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)   // two requests' activity, one admitted
-	freezeActive(b, 40.1, 40.2, 100, 0.001, 0.0005) // half a request's, one admitted
+	b, left := neighbours(t, 0.5)
 	s := make([]float64, 1)
 	release(b, left, at(41), s)
 	assert.InDelta(t, 10/1.5, s[0], 1e-6, "half the excess is the neighbour's surplus")
