@@ -177,3 +177,22 @@ func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
 	release(b, extra, at(41), s)
 	assert.InDelta(t, 10*0.05/0.15, s[0], 1e-6)
 }
+
+// So does a bin frozen after a release: the neighbour frozen since, whose
+// activity shows a surplus, offsets the excess the first release kept.
+func TestTheWeightStillToComeFollowsWhatIsFrozen(t *testing.T) {
+	b := learnedBook(t)
+	left := []Piece{{at(40), at(40.1), 1}}
+	admit(b, left, at(40.5))
+	admit(b, []Piece{{at(40.1), at(40.2), 1}}, at(40.5))
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 40.1, 100, 0.004, 0.002) // two requests' activity, one admitted
+	s := make([]float64, 1)
+	release(b, left, at(41), s)
+	assert.InDelta(t, 5, s[0], 1e-6, "the neighbour not frozen yet: half is left to come")
+
+	freezeActive(b, 40.1, 40.2, 100, 0, 0) // the neighbour read none of its request's work
+	s[0] = 0
+	release(b, left, at(41), s)
+	assert.InDelta(t, 10, s[0], 1e-6)
+}
