@@ -45,7 +45,7 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 80
+	GroupBinBytes = 88
 	GPUBinBytes   = 32
 )
 
@@ -74,6 +74,11 @@ const MaxGroupGPUs = math.MaxUint16
 type Piece struct {
 	Start, End int64   // Unix ns
 	Rate       float64 // cost per second; 0 for time that runs nothing (a queue)
+	// Shared is cost per second of what the requests of each engine step
+	// share (the step's weight read, one step per generated token): in a
+	// bin it is divided among the requests present, those still to come
+	// included. Counted only where Rate is not 0.
+	Shared float64
 }
 
 // Totals are a GPU's books over its final bins.
@@ -99,6 +104,7 @@ type groupBin struct {
 	// present is Σ overlap (s) of admitted requests' costed pieces: the
 	// weight of a bin its GPUs spent waiting (Release).
 	present float64
+	shared  float64 // Σ shared cost × overlap (s) of admitted requests
 	// shareAll is the share given to requests released while every GPU of
 	// the group had the bin frozen and none final: theirs alike.
 	shareAll float64
@@ -471,6 +477,7 @@ type pieceBin struct {
 	piece  int32
 	class  int32   // age class at the time the Request was computed
 	weight float64 // rate × overlap, s
+	shared float64 // shared cost × overlap, s
 	secs   float64 // overlap, s
 	frac   float64 // where within its age class the bin's age lies, 0..1
 }
@@ -508,7 +515,7 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 			class, frac = ageBelow(max(0, float64(now-(i+1)*width)/1e9), class)
 			secs := float64(hi-lo) / 1e9
 			w := p.Rate * secs
-			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, secs: secs, frac: frac})
+			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, shared: p.Shared * secs, secs: secs, frac: frac})
 			r.byClass[class] += w
 			r.all += w
 		}
@@ -569,6 +576,7 @@ func (grp *Group) Admit(r *Request) {
 		sb := grp.at(pb.i)
 		sb.weight += pb.weight
 		sb.present += pb.secs
+		sb.shared += pb.shared
 	}
 	a.learned++
 	a.stale = true // recomputed when next read: admits far outnumber reads of it
@@ -647,7 +655,7 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		if sb.weight <= 0 || (sb.known == 0 && sb.labelled == 0) {
 			continue
 		}
-		f := l.ratio * pb.weight / grp.finalWeight(pb, sb, all)
+		f := grp.share(pb, sb, all)
 		if sb.waiting > 0 && sb.present > 0 {
 			// Some GPU waited through the bin: each takes its own share.
 			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present
@@ -672,6 +680,22 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		grp.count(lo, hi, 0, -1)
 	}
 	return known, seconds
+}
+
+// share is a request's share of bin pb by cost. The requests admitted to
+// the bin take together what their weight is of its final weight (and of
+// the sampling ratio); that is split between them by weight plus shared
+// cost, each request's shared cost divided by how many requests were
+// present in the bin: those admitted, over the share they take
+// (docs/attribution.md).
+func (grp *Group) share(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
+	l := grp.l
+	if sb.shared <= 0 || sb.present <= 0 {
+		return l.ratio * pb.weight / grp.finalWeight(pb, sb, gpus)
+	}
+	taken := l.ratio * sb.weight / grp.finalWeight(pb, sb, gpus)
+	perRequest := taken * float64(l.width) / 1e9 / sb.present
+	return taken * (pb.weight + perRequest*pb.shared) / (sb.weight + perRequest*sb.shared)
 }
 
 // waitingShare is the share of GPU g's bin i that it drew waiting, where

@@ -104,7 +104,7 @@ func TestAWaitingBinSharesItsFloorByTimeAndTheRestByCost(t *testing.T) {
 			// Its floor: a second with nobody, at 100 W, made final.
 			freeze(b, 0, 1, 100)
 			b.Finalize(b.Index(at(1)))
-			a, other := []Piece{{at(1), at(2), 9}}, []Piece{{at(1), at(2), 1}}
+			a, other := []Piece{{at(1), at(2), 9, 0}}, []Piece{{at(1), at(2), 1, 0}}
 			admit(b, a, at(2))
 			admit(b, other, at(2))
 			for i := b.Index(at(1)); i < b.Index(at(2)); i++ {
@@ -141,8 +141,8 @@ func TestTheFloorFollowsTheLeastPower(t *testing.T) {
 
 func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
 	b := testBook(1)
-	queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
-	other := []Piece{{at(0), at(2), 1}}
+	queued := []Piece{{at(0), at(1), 0, 0}, {at(1), at(2), 3, 0}}
+	other := []Piece{{at(0), at(2), 1, 0}}
 	admit(b, queued, longAfter)
 	admit(b, other, longAfter)
 	freeze(b, 0, 2, 100) // 100 W: 100 J per second
@@ -158,6 +158,76 @@ func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
 	closeTo(t, 200, tot.Attributed)
 	closeTo(t, 0, tot.Idle)
 	closeTo(t, 0, tot.Correction)
+}
+
+// A bin's shared cost (the weight read of the steps its requests shared)
+// is divided among the requests present: over one second of 100 J, a
+// prefill at weight 10 a bin beside decodes at weight 1 and shared cost 40
+// a bin, with every request known.
+func TestSharedCostIsDividedAmongTheRequestsPresent(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		ratio           float64
+		decodes         int
+		shared          float64 // each decode's, per second
+		prefill, decode float64 // J each, of the 100 J drawn
+	}{
+		{"nothing shared: by weight", 1, 2, 0, 100 * 10.0 / 12, 100 * 1.0 / 12},
+		// Three requests present: a decode takes 1 + 40/3 a bin.
+		{"two decodes and a prefill", 1, 2, 400, 100 * 10 / (10 + 2*(1+40.0/3)), 100 * (1 + 40.0/3) / (10 + 2*(1+40.0/3))},
+		// Alone with the prefill, a decode pays half the read.
+		{"one decode and a prefill", 1, 1, 400, 100 * 10.0 / 31, 100 * 21.0 / 31},
+		// Sampling at half: the requests present are twice those seen,
+		// and the seen take half the bin.
+		{"sampled at half", 0.5, 2, 400, 50 * 10 / (10 + 2*(1+40.0/6)), 50 * (1 + 40.0/6) / (10 + 2*(1+40.0/6))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(tc.ratio)
+			prefill := []Piece{{at(0), at(1), 100, 0}}
+			decode := []Piece{{at(0), at(1), 10, tc.shared}}
+			admit(b, prefill, longAfter)
+			for range tc.decodes {
+				admit(b, decode, longAfter)
+			}
+			freeze(b, 0, 1, 100)
+			sp, sd := make([]float64, 1), make([]float64, 1)
+			release(b, prefill, longAfter, sp)
+			for range tc.decodes {
+				release(b, decode, longAfter, sd)
+			}
+			closeTo(t, tc.prefill, sp[0])
+			closeTo(t, tc.decode*float64(tc.decodes), sd[0])
+			b.Finalize(b.Index(at(1)))
+			closeTo(t, 0, b.Totals().Correction)
+		})
+	}
+}
+
+// The requests present in a bin count those still to come: where half a
+// bin's weight has not arrived, the two admitted stand for four, so the
+// decode's shared cost is divided by four, not two.
+func TestSharedCostCountsTheRequestsStillToCome(t *testing.T) {
+	b := testBook(1)
+	for k := range 300 { // as TestWeightStillToArriveIsLeftForIt: half the weight comes 10 s late
+		s := 0.1 * float64(k)
+		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
+		admit(b, early, at(s+0.1+0.5))
+		admit(b, lateOne, at(s+0.1+10))
+		freeze(b, s, s+0.1, 100)
+		release(b, early, at(s+0.1+12), make([]float64, 1))
+		release(b, lateOne, at(s+0.1+12), make([]float64, 1))
+	}
+	prefill, decode := []Piece{{at(40), at(40.1), 1, 0}}, []Piece{{at(40), at(40.1), 1, 40}}
+	admit(b, prefill, at(40.6))
+	admit(b, decode, at(40.6))
+	freeze(b, 30, 40.1, 100)
+	sp, sd := make([]float64, 1), make([]float64, 1)
+	release(b, prefill, at(40.6), sp)
+	release(b, decode, at(40.6), sd)
+	taken := (sp[0] + sd[0]) / 10 // of the bin's 10 J
+	require.InDelta(t, 0.5, taken, 0.1, "about half the weight is still to come")
+	perRequest := taken * 0.1 / 0.2 // the bin's width over the admitted requests' 0.2 s there
+	assert.InDelta(t, (0.1+perRequest*4)/0.1, sd[0]/sp[0], 1e-9)
 }
 
 func TestOrderIndependentWithinTheWindow(t *testing.T) {
@@ -189,7 +259,9 @@ func orderIndependent(t *testing.T, newBook func(*testing.T) book, from, prefill
 		q, p, d := s+rng.Float64(), 0.0, 0.0
 		p = q + 0.05 + rng.Float64()*0.3
 		d = p + 0.5 + rng.Float64()*3
-		reqs[i] = []Piece{{at(s), at(q), 0}, {at(q), at(p), prefill * (1 + 2*rng.Float64())}, {at(p), at(d), decode * (1 + 0.5*rng.Float64())}}
+		reqs[i] = []Piece{{at(s), at(q), 0, 0}, {at(q), at(p), prefill * (1 + 2*rng.Float64()), 0}, {at(p), at(d), 0, 0}}
+		reqs[i][2].Rate = decode * (1 + 0.5*rng.Float64())
+		reqs[i][2].Shared = 40 * reqs[i][2].Rate // a step's weight read, shared
 	}
 	run := func(order []int) []float64 {
 		b := newBook(t)
@@ -225,8 +297,8 @@ func orderIndependent(t *testing.T, newBook func(*testing.T) book, from, prefill
 
 func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 	b := testBook(1)
-	early := []Piece{{at(0), at(2), 1}}
-	late := []Piece{{at(1), at(2), 1}}
+	early := []Piece{{at(0), at(2), 1, 0}}
+	late := []Piece{{at(1), at(2), 1, 0}}
 	admit(b, early, longAfter)
 	freeze(b, 0, 3, 100)
 	s := make([]float64, 1)
@@ -247,7 +319,7 @@ func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 
 func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 	b := testBook(0.25)
-	r := []Piece{{at(0), at(1), 1}}
+	r := []Piece{{at(0), at(1), 1, 0}}
 	admit(b, r, longAfter)
 	freeze(b, 0, 1, 100)
 	s := make([]float64, 1)
@@ -261,7 +333,7 @@ func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 
 func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 	b := testBook(1)
-	r := []Piece{{at(0.5), at(1), 1}}
+	r := []Piece{{at(0.5), at(1), 1, 0}}
 	admit(b, r, longAfter)
 	freeze(b, 0, 2, 100)
 	b.Finalize(b.Index(at(2)))
@@ -274,8 +346,8 @@ func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 
 func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	b := testBook(1)
-	admit(b, []Piece{{at(0), at(1), 1}}, longAfter)
-	admit(b, []Piece{{at(600), at(601), 1}}, longAfter) // ten minutes later: the first is dropped
+	admit(b, []Piece{{at(0), at(1), 1, 0}}, longAfter)
+	admit(b, []Piece{{at(600), at(601), 1, 0}}, longAfter) // ten minutes later: the first is dropped
 	lo, hi := b.l.clip(b.Index(at(0)), b.Index(at(601)))
 	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
 	assert.Greater(t, lo, b.Index(at(1)))
@@ -288,7 +360,7 @@ func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 	b := testBook(1)
 	for k := range 300 { // 30 s of bins, each shared by an early and a late request
 		s := 0.1 * float64(k)
-		early, lateOne := []Piece{{at(s), at(s + 0.1), 1}}, []Piece{{at(s), at(s + 0.1), 1}}
+		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
 		admit(b, early, at(s+0.1+0.5))
 		admit(b, lateOne, at(s+0.1+10))
 		freeze(b, s, s+0.1, 100)
@@ -297,7 +369,7 @@ func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 	}
 	b.Finalize(b.Index(at(30)))
 	assert.InDelta(t, 0, b.Totals().Correction, 1e-9*b.Totals().Measured)
-	alone := []Piece{{at(40), at(41), 1}}
+	alone := []Piece{{at(40), at(41), 1, 0}}
 	admit(b, alone, at(41.5))
 	freeze(b, 30, 41, 100)
 	s := make([]float64, 1)
@@ -312,8 +384,8 @@ func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 func TestTimeIsSplitLikeTheEnergy(t *testing.T) {
 	for _, ratio := range []float64{1, 0.5} {
 		b := testBook(ratio)
-		queued := []Piece{{at(0), at(1), 0}, {at(1), at(2), 3}}
-		other := []Piece{{at(0), at(3), 1}}
+		queued := []Piece{{at(0), at(1), 0, 0}, {at(1), at(2), 3, 0}}
+		other := []Piece{{at(0), at(3), 1, 0}}
 		admit(b, queued, longAfter)
 		admit(b, other, longAfter)
 		// Before 0: nothing reported; [0, 2): 100 W; [2, 3): no energy, but
@@ -352,8 +424,8 @@ func TestTimeIsSplitLikeTheEnergy(t *testing.T) {
 // shares as (negative) correction, and still close.
 func TestLateRequestsTimeIsCorrected(t *testing.T) {
 	b := testBook(1)
-	early := []Piece{{at(0), at(2), 1}}
-	late := []Piece{{at(1), at(2), 1}}
+	early := []Piece{{at(0), at(2), 1, 0}}
+	late := []Piece{{at(1), at(2), 1, 0}}
 	admit(b, early, longAfter)
 	freeze(b, 0, 2, 100)
 	_, s := b.Release(cost(b, early), make([]float64, 1))
@@ -447,7 +519,7 @@ func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
 			q := s + 0.3*rng.Float64()
 			p := q + 0.05 + 0.2*rng.Float64()
 			rq := &request{
-				pieces:    []Piece{{at(s), at(q), 0}, {at(q), at(p), 400 + 400*rng.Float64()}, {at(p), at(end), 30}},
+				pieces:    []Piece{{at(s), at(q), 0, 0}, {at(q), at(p), 400 + 400*rng.Float64(), 0}, {at(p), at(end), 30, 0}},
 				set:       sets(now),
 				releaseAt: now + 0.5 + 3*rng.Float64(),
 			}
@@ -525,7 +597,7 @@ func TestGroupsMergeOnlyWhereNothingWasAdmitted(t *testing.T) {
 	require.Len(t, groups, 1)
 	assert.Same(t, a.group, b.group)
 	var r Request
-	r.Cost([]Piece{{at(0), at(1), 1}}, l.width, longAfter)
+	r.Cost([]Piece{{at(0), at(1), 1, 0}}, l.width, longAfter)
 	groups[0].Admit(&r)
 	v := l.Version()
 	assert.Len(t, l.Groups([]*GPU{a, b}, nil), 1)
@@ -547,9 +619,9 @@ func TestAStalledGPUsBinsAreBookedAtTheHorizon(t *testing.T) {
 	live, stalled := book{l.Add()}, book{l.Add()}
 	var told []int64 // the stalled GPU's bins, as they became final
 	stalled.OnFinal(func(bin int64, _ bottleneck.Label) { told = append(told, bin) })
-	released := []Piece{{at(2), at(3), 1}}
+	released := []Piece{{at(2), at(3), 1, 0}}
 	admit(stalled, released, at(3))
-	admit(stalled, []Piece{{at(8), at(9), 1}}, at(9)) // never released
+	admit(stalled, []Piece{{at(8), at(9), 1, 0}}, at(9)) // never released
 	freeze(live, 0, 10, 100)
 	freeze(stalled, 0, 10, 300)
 	shares := make([]float64, 1)
@@ -614,7 +686,7 @@ func TestALateRequestIsPresentFromWhereFinalisationStands(t *testing.T) {
 	idle(0, 5)
 	b.Finalize(b.Index(at(5)))
 	require.Equal(t, b.Index(at(5)), b.FinalTo())
-	late := []Piece{{at(4), at(8), 1}}
+	late := []Piece{{at(4), at(8), 1, 0}}
 	admit(b, late, at(9))
 	idle(5, 12)
 	require.True(t, release(b, late, at(12), make([]float64, 1)))

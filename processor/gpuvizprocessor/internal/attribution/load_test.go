@@ -82,7 +82,7 @@ func learnedBook(t *testing.T) book {
 	b := testBook(1)
 	for k := range 300 {
 		s := 0.1 * float64(k)
-		early, lateOne := []Piece{{at(s), at(s + 0.1), 1}}, []Piece{{at(s), at(s + 0.1), 1}}
+		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
 		admit(b, early, at(s+0.1+0.5))
 		admit(b, lateOne, at(s+0.1+10))
 		freezeActive(b, s, s+0.1, 100, 0.004, 0.002)
@@ -102,7 +102,7 @@ func learnedBook(t *testing.T) book {
 func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	b := learnedBook(t)
 	// Alone so far, in bins whose activity is four such requests'.
-	alone := []Piece{{at(40), at(41), 1}}
+	alone := []Piece{{at(40), at(41), 1, 0}}
 	admit(b, alone, at(41.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 41, 100, 0.008, 0.004)
@@ -111,7 +111,7 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	assert.InDelta(t, 25, s[0], 1e-6, "a quarter of 100 J: the activity is four requests'")
 
 	// Where a GPU measured no activity, the arrival curve answers.
-	other := []Piece{{at(45), at(46), 1}}
+	other := []Piece{{at(45), at(46), 1, 0}}
 	admit(b, other, at(46.5))
 	freeze(b, 41, 46, 100)
 	s[0] = 0
@@ -126,9 +126,9 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 func neighbours(t *testing.T, right float64) (book, []Piece) {
 	t.Helper()
 	b := learnedBook(t)
-	left := []Piece{{at(40), at(40.1), 1}}
+	left := []Piece{{at(40), at(40.1), 1, 0}}
 	admit(b, left, at(40.5))
-	admit(b, []Piece{{at(40.1), at(40.2), 1}}, at(40.5))
+	admit(b, []Piece{{at(40.1), at(40.2), 1, 0}}, at(40.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
 	freezeActive(b, 40.1, 40.2, 100, right*0.002, right*0.001)
@@ -171,7 +171,7 @@ func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
 
 	// Half a request more in the left bin: its excess is now what the
 	// neighbour's surplus offsets, and nothing is left to come.
-	extra := []Piece{{at(40), at(40.1), 0.5}}
+	extra := []Piece{{at(40), at(40.1), 0.5, 0}}
 	admit(b, extra, at(41))
 	s[0] = 0
 	release(b, extra, at(41), s)
@@ -182,9 +182,9 @@ func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
 // activity shows a surplus, offsets the excess the first release kept.
 func TestTheWeightStillToComeFollowsWhatIsFrozen(t *testing.T) {
 	b := learnedBook(t)
-	left := []Piece{{at(40), at(40.1), 1}}
+	left := []Piece{{at(40), at(40.1), 1, 0}}
 	admit(b, left, at(40.5))
-	admit(b, []Piece{{at(40.1), at(40.2), 1}}, at(40.5))
+	admit(b, []Piece{{at(40.1), at(40.2), 1, 0}}, at(40.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 40.1, 100, 0.004, 0.002) // two requests' activity, one admitted
 	s := make([]float64, 1)
