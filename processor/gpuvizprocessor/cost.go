@@ -14,23 +14,31 @@ const (
 )
 
 // contextTokensPerToken is how many tokens of context a decode step reads
-// from the KV cache in the time one token's math takes: about 1,000 for
-// Llama-3-class models with grouped-query attention at 16-bit KV on
-// H100/H200-class GPUs, between an 8B model's ~720 and a 70B model's
-// ~2,500 at TP 8 (docs/attribution.md).
-const contextTokensPerToken = 1000
+// from the KV cache in the time one token's math takes: about 2,500 for a
+// 70B Llama-3-class model with grouped-query attention at 16-bit KV on an
+// H200, at the attainable peaks (docs/attribution.md).
+const contextTokensPerToken = 2500
+
+// stepWeightTokens is what reading the weights once costs a decode step,
+// in tokens' math, shared by the requests of the step: the read takes
+// about 170 tokens' math on an H200 (2 bytes a parameter against 2 FLOP),
+// at about two thirds of the power of math, less what the token's own
+// math already counts at a typical batch (docs/attribution.md).
+const stepWeightTokens = 70
 
 // costPieces estimates what a request cost its GPUs over time, as pieces
 // at a constant rate: requests running in the same bin share its energy in
-// proportion. An engine step's time goes mostly into reading the weights
-// once for every token it processes and into each token's math, so a
-// request's cost rate is the tokens per second it pushed through the GPU:
-// its prompt tokens over its prefill, its generated tokens over its decode.
-// Queue time runs nothing and costs nothing. A request whose phases are
-// unknown costs at a decode stream's rate over its whole window.
+// proportion. A token costs its math and a read of its context's KV cache,
+// so a request's cost rate is the tokens per second it pushed through the
+// GPU: its prompt tokens over its prefill, its generated tokens over its
+// decode, these weighted by their context. Each generated token also takes
+// a step, whose weight read the step's requests share: a decode's shared
+// cost. Queue time runs nothing and costs nothing. A request whose phases
+// are unknown costs as a decode stream over its whole window.
 func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Piece {
 	if len(req.Phases) == 0 {
-		return append(dst, attribution.Piece{Start: req.Start.UnixNano(), End: req.End.UnixNano(), Rate: defaultDecodeTokensPerSecond})
+		return append(dst, attribution.Piece{Start: req.Start.UnixNano(), End: req.End.UnixNano(),
+			Rate: defaultDecodeTokensPerSecond, Shared: stepWeightTokens * defaultDecodeTokensPerSecond})
 	}
 	for _, ph := range req.Phases {
 		p := attribution.Piece{Start: ph.Start.UnixNano(), End: ph.End.UnixNano()}
@@ -44,6 +52,7 @@ func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Pi
 			// token also reads its context's KV cache: on average the
 			// prompt and half the output.
 			p.Rate = tokenRate(req.OutputTokens-1, secs, defaultDecodeTokensPerSecond)
+			p.Shared = stepWeightTokens * p.Rate
 			if req.InputTokens >= 0 && req.OutputTokens >= 0 {
 				p.Rate *= 1 + (float64(req.InputTokens)+float64(req.OutputTokens)/2)/contextTokensPerToken
 			}
@@ -52,6 +61,7 @@ func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Pi
 			if req.InputTokens < 0 || req.OutputTokens < 0 {
 				p.Rate = defaultDecodeTokensPerSecond
 			}
+			p.Shared = stepWeightTokens * tokenRate(req.OutputTokens, secs, defaultDecodeTokensPerSecond)
 		}
 		dst = append(dst, p)
 	}
