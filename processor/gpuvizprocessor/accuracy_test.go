@@ -53,6 +53,7 @@ var (
 	accuracyWait    = flag.Duration("accuracy.settle", 0, "attribution.settle_window for the run (0: the default), max_wait and horizon raised to fit: what holding spans longer buys")
 	accuracySamples = flag.Duration("accuracy.samples", 0, "the receiver's samples.interval for the run (0: the default): what a finer sampling clock buys")
 	accuracyBins    = flag.Duration("accuracy.resolution", 0, "attribution.resolution for the run (0: the default): what finer books buy")
+	accuracyModel   = flag.String("accuracy.model", "h200", "the simulated GPU (nvmlsim's models): how the estimate's H200-derived constants carry to other GPUs")
 )
 
 // accuracyEpoch anchors the runs: seed i of a scenario runs the episode
@@ -61,9 +62,8 @@ var (
 var accuracyEpoch = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 
 const (
-	accuracyModel = "h200"
-	accuracyGPUs  = 8
-	accuracyHost  = "sim-node-1"
+	accuracyGPUs = 8
+	accuracyHost = "sim-node-1"
 	// tick is the load generator's: every 200 ms, the spans of the
 	// requests that finished up to settle ago.
 	accuracyTick   = 200 * time.Millisecond
@@ -117,12 +117,12 @@ func TestAccuracy(t *testing.T) {
 // defaults.
 func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infersim.Truth, pipelineOut) {
 	t.Helper()
-	node, err := nvmlsim.NewNode(accuracyModel, scenario, accuracyGPUs, seed)
+	node, err := nvmlsim.NewNode(*accuracyModel, scenario, accuracyGPUs, seed)
 	require.NoError(t, err)
 	episode := int64(node.Scenario().Episode)
 	start := (accuracyEpoch.UnixNano()+episode-1)/episode*episode + int64(offset)*episode
 	rcfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
-	rcfg.Simulated = gpuvizreceiver.SimulatedConfig{Model: accuracyModel, GPUs: accuracyGPUs, Seed: seed, Scenario: scenario}
+	rcfg.Simulated = gpuvizreceiver.SimulatedConfig{Model: *accuracyModel, GPUs: accuracyGPUs, Seed: seed, Scenario: scenario}
 	if *accuracySamples > 0 {
 		rcfg.Samples.Interval = *accuracySamples
 	}
@@ -265,7 +265,7 @@ func writeAccuracyDoc(path string, seeds []uint64, reports []score.Report) error
 	var b strings.Builder
 	b.WriteString(docBegin + "\n\n")
 	fmt.Fprintf(&b, "Seeds %v (never used while tuning), one 10-minute episode each, pooled per scenario; %s × %d, receiver and processor defaults.\n\n",
-		seeds, accuracyModel, accuracyGPUs)
+		seeds, *accuracyModel, accuracyGPUs)
 	b.WriteString(score.MarkdownHeader())
 	for _, r := range reports {
 		b.WriteString(r.MarkdownRow())
