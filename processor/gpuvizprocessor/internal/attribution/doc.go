@@ -16,9 +16,12 @@
 // bins (load.go), where every GPU measured it; else the weight admitted so
 // far scaled up by the share of a bin's weight that has usually arrived by
 // the bin's age (learned from the ages at which admitted weight arrived).
-// ratio is
-// the sampling ratio (with head sampling the visible requests stand for
-// 1/ratio as many). Requests released together see the same weight, moment
+// ratio is the sampling ratio (with head sampling the visible requests
+// stand for 1/ratio as many). A piece may also carry a shared cost, what
+// the requests of an engine step share (its weight read): where a bin has
+// some, the share its admitted requests take together, ratio × W / Ŵ, is
+// split between them by w_r + s_r / n, n the requests present in the bin
+// (those admitted over the share they take). Requests released together see the same weight, moment
 // and curve, so the caller's settle groups split as if their spans had
 // arrived at once, whatever the order or batching.
 //
