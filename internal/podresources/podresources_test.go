@@ -2,6 +2,7 @@ package podresources
 
 import (
 	"fmt"
+	"io/fs"
 	"testing"
 	"time"
 
@@ -146,10 +147,13 @@ func TestWatcherFollowsTheKubelet(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	w := NewWatcher(Config{Socket: "unix://" + k.Path, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, Horizon: time.Hour, MaxVersions: 100},
 		resolveIndex, zap.New(core))
-	// The socket does not exist yet: one warning, however many refreshes.
+	// The socket does not exist yet: one line, however many refreshes, and
+	// no dial (the error is the missing file's, not gRPC's).
 	require.NoError(t, w.Start())
 	defer w.Shutdown()
 	require.Eventually(t, func() bool { err, _ := w.Status(); return err != nil }, 5*time.Second, 5*time.Millisecond)
+	err, _ := w.Status()
+	assert.ErrorIs(t, err, fs.ErrNotExist)
 	time.Sleep(100 * time.Millisecond)
 	assert.Equal(t, 1, logs.FilterMessageSnippet("mapping off").Len())
 	_, ok := w.History().Latest()

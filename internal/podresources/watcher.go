@@ -132,11 +132,18 @@ func (w *Watcher) Shutdown() {
 	w.stop = nil
 }
 
-// refresh lists the pod resources once and records them.
+// refresh lists the pod resources once and records them. Where the socket
+// does not exist it is not dialled: gRPC would log every reconnect of its
+// backoff as a warning, on every machine outside Kubernetes.
 func (w *Watcher) refresh(client podresourcesv1.PodResourcesListerClient) {
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-	defer cancel()
-	resp, err := client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	var resp *podresourcesv1.ListPodResourcesResponse
+	_, err := os.Stat(strings.TrimPrefix(w.cfg.Socket, "unix://"))
+	absent := errors.Is(err, fs.ErrNotExist)
+	if !absent {
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+		resp, err = client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+		cancel()
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
@@ -144,7 +151,7 @@ func (w *Watcher) refresh(client podresourcesv1.PodResourcesListerClient) {
 		if !w.failing {
 			w.failing = true
 			fields := []zap.Field{zap.String("socket", w.cfg.Socket), zap.Duration("interval", w.cfg.Interval), zap.Error(err)}
-			if _, statErr := os.Stat(strings.TrimPrefix(w.cfg.Socket, "unix://")); errors.Is(statErr, fs.ErrNotExist) {
+			if absent {
 				// Not on Kubernetes, or the socket is not mounted: not a fault.
 				w.logger.Info("Kubernetes pod mapping off: no kubelet PodResources socket; looking again every interval", fields...)
 			} else {
