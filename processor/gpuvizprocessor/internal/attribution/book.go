@@ -690,10 +690,11 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 // (docs/attribution.md).
 func (grp *Group) share(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 	l := grp.l
+	final := grp.finalWeight(pb, sb, gpus)
 	if sb.shared <= 0 || sb.present <= 0 {
-		return l.ratio * pb.weight / grp.finalWeight(pb, sb, gpus)
+		return l.ratio * pb.weight / final
 	}
-	taken := l.ratio * sb.weight / grp.finalWeight(pb, sb, gpus)
+	taken := l.ratio * sb.weight / final
 	perRequest := taken * float64(l.width) / 1e9 / sb.present
 	return taken * (pb.weight + perRequest*pb.shared) / (sb.weight + perRequest*sb.shared)
 }

@@ -207,16 +207,7 @@ func TestSharedCostIsDividedAmongTheRequestsPresent(t *testing.T) {
 // bin's weight has not arrived, the two admitted stand for four, so the
 // decode's shared cost is divided by four, not two.
 func TestSharedCostCountsTheRequestsStillToCome(t *testing.T) {
-	b := testBook(1)
-	for k := range 300 { // as TestWeightStillToArriveIsLeftForIt: half the weight comes 10 s late
-		s := 0.1 * float64(k)
-		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
-		admit(b, early, at(s+0.1+0.5))
-		admit(b, lateOne, at(s+0.1+10))
-		freeze(b, s, s+0.1, 100)
-		release(b, early, at(s+0.1+12), make([]float64, 1))
-		release(b, lateOne, at(s+0.1+12), make([]float64, 1))
-	}
+	b := halfLate(t, func(b book, from, to float64) { freeze(b, from, to, 100) })
 	prefill, decode := []Piece{{at(40), at(40.1), 1, 0}}, []Piece{{at(40), at(40.1), 1, 40}}
 	admit(b, prefill, at(40.6))
 	admit(b, decode, at(40.6))
@@ -353,22 +344,32 @@ func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	assert.Greater(t, lo, b.Index(at(1)))
 }
 
-// Once final bins show that half of a bin's weight arrives ten seconds
-// after it, a request released a second after its bins takes half their
-// energy, leaving the other half to the requests still running.
-func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
+// halfLate returns books over 30 s of final bins, each shared by a request
+// whose span came half a second after it and one whose span came ten
+// seconds after, at weight 0.1 each: half of a bin's weight arrives late.
+// freezeBin freezes the bins of [from, to) s.
+func halfLate(t *testing.T, freezeBin func(b book, from, to float64)) book {
+	t.Helper()
 	b := testBook(1)
-	for k := range 300 { // 30 s of bins, each shared by an early and a late request
+	for k := range 300 {
 		s := 0.1 * float64(k)
 		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
 		admit(b, early, at(s+0.1+0.5))
 		admit(b, lateOne, at(s+0.1+10))
-		freeze(b, s, s+0.1, 100)
+		freezeBin(b, s, s+0.1)
 		release(b, early, at(s+0.1+12), make([]float64, 1)) // by 12 s everything has arrived
 		release(b, lateOne, at(s+0.1+12), make([]float64, 1))
 	}
 	b.Finalize(b.Index(at(30)))
 	assert.InDelta(t, 0, b.Totals().Correction, 1e-9*b.Totals().Measured)
+	return b
+}
+
+// Once final bins show that half of a bin's weight arrives ten seconds
+// after it, a request released a second after its bins takes half their
+// energy, leaving the other half to the requests still running.
+func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
+	b := halfLate(t, func(b book, from, to float64) { freeze(b, from, to, 100) })
 	alone := []Piece{{at(40), at(41), 1, 0}}
 	admit(b, alone, at(41.5))
 	freeze(b, 30, 41, 100)

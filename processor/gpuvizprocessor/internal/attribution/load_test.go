@@ -79,18 +79,7 @@ func freezeActive(b book, from, to, watts, tensor, dram float64) {
 // 0.002 tensor- and 0.001 DRAM-activity-seconds.
 func learnedBook(t *testing.T) book {
 	t.Helper()
-	b := testBook(1)
-	for k := range 300 {
-		s := 0.1 * float64(k)
-		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
-		admit(b, early, at(s+0.1+0.5))
-		admit(b, lateOne, at(s+0.1+10))
-		freezeActive(b, s, s+0.1, 100, 0.004, 0.002)
-		release(b, early, at(s+0.1+12), make([]float64, 1))
-		release(b, lateOne, at(s+0.1+12), make([]float64, 1))
-	}
-	b.Finalize(b.Index(at(30)))
-	assert.InDelta(t, 0, b.Totals().Correction, 1e-9*b.Totals().Measured)
+	b := halfLate(t, func(b book, from, to float64) { freezeActive(b, from, to, 100, 0.004, 0.002) })
 	require.GreaterOrEqual(t, b.group.load.n, float64(minLoadBins), "learned")
 	return b
 }
