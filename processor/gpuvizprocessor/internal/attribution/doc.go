@@ -21,9 +21,10 @@
 // the requests of an engine step share (its weight read): where a bin has
 // some, the share its admitted requests take together, ratio × W / Ŵ, is
 // split between them by w_r + s_r / n, n the requests present in the bin
-// (those admitted over the share they take). Requests released together see the same weight, moment
-// and curve, so the caller's settle groups split as if their spans had
-// arrived at once, whatever the order or batching.
+// (those admitted over the share they take). Requests released together
+// see the same weight, moment and curve, so the caller's settle groups
+// split as if their spans had arrived at once, whatever the order or
+// batching.
 //
 // A bin becomes final once no admitted request over it is waiting for its
 // release and the caller says so (Finalize): its energy is then booked as
