@@ -19,12 +19,12 @@ const (
 // H200, at the attainable peaks (docs/attribution.md).
 const contextTokensPerToken = 2500
 
-// stepWeightTokens is what reading the weights once costs a decode step,
-// in tokens' math, shared by the requests of the step: the read takes
-// about 170 tokens' math on an H200 (2 bytes a parameter against 2 FLOP),
-// at about two thirds of the power of math, less what the token's own
-// math already counts at a typical batch (docs/attribution.md).
-const stepWeightTokens = 70
+// stepWeightTokens is what reading the weights once costs an engine step,
+// in tokens' math: about 170 on an H200 (2 bytes a parameter against 2
+// FLOP) and about 15 for the step's launch. The books give a decode-only
+// step's read to its decodes and a chunked step's to its chunk
+// (attribution.Group.steps, docs/attribution.md).
+const stepWeightTokens = 185
 
 // costPieces estimates what a request cost its GPUs over time, as pieces
 // at a constant rate: requests running in the same bin share its energy in
@@ -33,8 +33,9 @@ const stepWeightTokens = 70
 // GPU: its prompt tokens over its prefill, its generated tokens over its
 // decode, these weighted by their context. Each generated token also takes
 // a step, whose weight read the step's requests share: a decode's shared
-// cost. Queue time runs nothing and costs nothing. A request whose phases
-// are unknown costs as a decode stream over its whole window.
+// cost. A prefill is marked a chunk: while it runs, its engine's steps
+// carry its prompt. Queue time runs nothing and costs nothing. A request
+// whose phases are unknown costs as a decode stream over its whole window.
 func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Piece {
 	if len(req.Phases) == 0 {
 		return append(dst, attribution.Piece{Start: req.Start.UnixNano(), End: req.End.UnixNano(),
@@ -47,6 +48,7 @@ func costPieces(req inference.Request, dst []attribution.Piece) []attribution.Pi
 		case inference.PhaseQueue:
 		case inference.PhasePrefill:
 			p.Rate = tokenRate(req.InputTokens, secs, defaultPrefillTokensPerSecond)
+			p.Chunk = true
 		case inference.PhaseDecode:
 			// The first token came out of the prefill. Each generated
 			// token also reads its context's KV cache: on average the

@@ -51,6 +51,7 @@ type heldSpan struct {
 	// matched; nil for a span that takes no share. They live in pieceBuf.
 	pieces   []attribution.Piece
 	pieceBuf [inference.MaxPhases]attribution.Piece
+	life     float64 // its life factor in the books: 1 as admitted, then its release round's (pipeline.reweigh)
 	// result is its result from the release's round (in core.results),
 	// and phaseStats its phases' statistics (in core.phaseResults) with
 	// phase spans on, until annotateBatch writes them; nil for a span left

@@ -111,6 +111,7 @@ func (p *pipeline) admit(hs *heldSpan, now time.Time) {
 	for _, g := range p.groupsOf(hs.set) {
 		g.Admit(&p.cost)
 	}
+	hs.life = 1 // as admitted; its round reweighs it (reweigh)
 }
 
 // gpuRound is one GPU's bins for a round: the timeline's, and the label of
@@ -245,6 +246,7 @@ func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult,
 	for _, gr := range p.groups {
 		p.sum(gr)
 	}
+	p.reweigh(spans, now.UnixNano())
 	for i, hs := range spans {
 		results[i] = spanResult{}
 		var ps *phaseStats
@@ -555,6 +557,28 @@ func (gr *groupRound) binRange(from, to int64) (int, int) {
 	return int(a), int(max(a, z))
 }
 
+// reweigh gives every request of the round its life factor in its books
+// before any is released, so that the round's shares do not depend on the
+// order of its requests. A request in several groups takes their mean.
+func (p *pipeline) reweigh(spans []*heldSpan, now int64) {
+	for _, hs := range spans {
+		if hs.set == nil || len(hs.pieces) == 0 {
+			continue // admit left it out of the books
+		}
+		p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now)
+		groups := p.groupsOf(hs.set)
+		var life float64
+		for _, g := range groups {
+			life += g.Life(&p.cost)
+		}
+		life /= float64(len(groups))
+		for _, g := range groups {
+			g.Reweigh(&p.cost, hs.life, life)
+		}
+		hs.life = life
+	}
+}
+
 // result fills one span's result from its GPU set's sums and its books,
 // and its phases' statistics into ps where phase spans need them.
 func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult, ps *phaseStats) {
@@ -586,6 +610,7 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 	default:
 		var shares [inference.MaxPhases]float64
 		p.cost.Cost(hs.pieces, int64(p.bookCfg.Resolution), now)
+		p.cost.SetLife(hs.life)
 		for _, g := range p.groupsOf(hs.set) {
 			known, secs := g.Release(&p.cost, shares[:])
 			r.energyKnown = r.energyKnown || known

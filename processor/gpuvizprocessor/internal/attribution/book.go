@@ -45,7 +45,7 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 88
+	GroupBinBytes = 112
 	GPUBinBytes   = 32
 )
 
@@ -79,6 +79,9 @@ type Piece struct {
 	// bin it is divided among the requests present, those still to come
 	// included. Counted only where Rate is not 0.
 	Shared float64
+	// Chunk marks a prefill: its engine's steps carry its prompt's chunks
+	// while it runs, which makes them long and compute-bound.
+	Chunk bool
 }
 
 // Totals are a GPU's books over its final bins.
@@ -104,7 +107,10 @@ type groupBin struct {
 	// present is Σ overlap (s) of admitted requests' costed pieces: the
 	// weight of a bin its GPUs spent waiting (Release).
 	present float64
-	shared  float64 // Σ shared cost × overlap (s) of admitted requests
+	// Of admitted requests' pieces: Σ rate × overlap (s) and Σ overlap of
+	// chunks (prefills); Σ rate × overlap and Σ shared cost × overlap of
+	// the others, each times its request's life factor (Group.Life).
+	chunkWeight, chunkSecs, stepWeight, stepShared float64
 	// shareAll is the share given to requests released while every GPU of
 	// the group had the bin frozen and none final: theirs alike.
 	shareAll float64
@@ -201,7 +207,8 @@ type Group struct {
 	members  []*GPU
 	admitted bool // a request was ever admitted: never merged again
 	arrival  arrival
-	load     loadModel
+	load     loadModel // the bins' final weight (finalWeight)
+	cost     loadModel // the bins' final cost in their steps (finalCost)
 	mark     uint64
 }
 
@@ -463,8 +470,10 @@ func (l *Ledger) reach(from, to int64) (int64, int64) {
 // Request for many: Admit and Release only read it.
 type Request struct {
 	lo, hi int64 // bins its whole window overlaps
-	now    int64 // when it was computed
-	bins   []pieceBin
+	// life is its life factor (Group.Life), 1 until set.
+	life float64
+	now  int64 // when it was computed
+	bins []pieceBin
 	// byClass is its weight per age class, all its weight: what every
 	// book's arrival curve learns from it, summed once.
 	byClass [numAges]float64
@@ -479,6 +488,7 @@ type pieceBin struct {
 	weight float64 // rate × overlap, s
 	shared float64 // shared cost × overlap, s
 	secs   float64 // overlap, s
+	chunk  bool    // of a chunk (Piece.Chunk)
 	frac   float64 // where within its age class the bin's age lies, 0..1
 }
 
@@ -486,7 +496,7 @@ type pieceBin struct {
 // bins' ages at now (Unix ns).
 func (r *Request) Cost(pieces []Piece, width, now int64) {
 	r.bins = r.bins[:0]
-	r.lo, r.hi, r.now = 0, 0, now
+	r.lo, r.hi, r.now, r.life = 0, 0, now, 1
 	r.byClass, r.all = [numAges]float64{}, 0
 	if len(pieces) == 0 {
 		return
@@ -515,7 +525,7 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 			class, frac = ageBelow(max(0, float64(now-(i+1)*width)/1e9), class)
 			secs := float64(hi-lo) / 1e9
 			w := p.Rate * secs
-			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, shared: p.Shared * secs, secs: secs, frac: frac})
+			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, shared: p.Shared * secs, secs: secs, frac: frac, chunk: p.Chunk})
 			r.byClass[class] += w
 			r.all += w
 		}
@@ -550,6 +560,10 @@ func ageBelow(secs float64, top int) (int, float64) {
 	return k, (secs - lo) / (ageBounds[k] - lo)
 }
 
+// SetLife sets the life factor r is released with: what it was reweighed
+// with (Group.Reweigh).
+func (r *Request) SetLife(life float64) { r.life = life }
+
 // Admit adds a request, computed at the time of admission, to the group's
 // bins it overlaps: they count it as present and waiting, and its cost as
 // weight.
@@ -576,7 +590,13 @@ func (grp *Group) Admit(r *Request) {
 		sb := grp.at(pb.i)
 		sb.weight += pb.weight
 		sb.present += pb.secs
-		sb.shared += pb.shared
+		if pb.chunk {
+			sb.chunkWeight += pb.weight
+			sb.chunkSecs += pb.secs
+		} else {
+			sb.stepWeight += pb.weight
+			sb.stepShared += pb.shared
+		}
 	}
 	a.learned++
 	a.stale = true // recomputed when next read: admits far outnumber reads of it
@@ -655,7 +675,7 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		if sb.weight <= 0 || (sb.known == 0 && sb.labelled == 0) {
 			continue
 		}
-		f := grp.share(pb, sb, all)
+		f := grp.share(pb, sb, all, r.life)
 		if sb.waiting > 0 && sb.present > 0 {
 			// Some GPU waited through the bin: each takes its own share.
 			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present
@@ -682,21 +702,129 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 	return known, seconds
 }
 
-// share is a request's share of bin pb by cost. The requests admitted to
-// the bin take together what their weight is of its final weight (and of
-// the sampling ratio); that is split between them by weight plus shared
-// cost, each request's shared cost divided by how many requests were
-// present in the bin: those admitted, over the share they take
-// (docs/attribution.md).
-func (grp *Group) share(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
+// share is a request's share of bin pb: its cost in the bin's engine
+// steps (steps) over the bin's final cost (finalCost), of the sampling
+// ratio (docs/attribution.md).
+func (grp *Group) share(pb *pieceBin, sb *groupBin, gpus uint16, life float64) float64 {
 	l := grp.l
 	final := grp.finalWeight(pb, sb, gpus)
-	if sb.shared <= 0 || sb.present <= 0 {
+	st := grp.steps(sb, l.ratio*sb.weight/final)
+	all := st.cost(sb)
+	if all <= 0 {
 		return l.ratio * pb.weight / final
 	}
-	taken := l.ratio * sb.weight / final
-	perRequest := taken * float64(l.width) / 1e9 / sb.present
-	return taken * (pb.weight + perRequest*pb.shared) / (sb.weight + perRequest*sb.shared)
+	own := pb.weight
+	if !pb.chunk {
+		own = life * (st.decode*pb.weight + st.read*pb.shared)
+	}
+	return l.ratio * own / grp.finalCost(pb, sb, gpus, all, final)
+}
+
+// finalCost estimates the cost bin pb's steps will count once every
+// request that ran in it has arrived, all of it admitted, its final
+// weight final (finalWeight). Where the group's GPUs measured the bin's
+// activity, the cost model predicts it (a request's cost follows how its
+// steps ran, which its tokens per second alone do not say), its excess
+// over what was admitted netted as the weight's is (toCome); elsewhere
+// the admitted cost is scaled as the weight is.
+func (grp *Group) finalCost(pb *pieceBin, sb *groupBin, gpus uint16, all, final float64) float64 {
+	if sb.activity.gpus == gpus {
+		c, okC := grp.cost.predict(sb.activity)
+		w, okW := grp.load.predict(sb.activity)
+		if okC && okW {
+			net := 0.0
+			if w > sb.weight {
+				net = (final - sb.weight) / (w - sb.weight)
+			}
+			return all + max(0, c-all)*net
+		}
+	}
+	return all * final / sb.weight
+}
+
+// The engine steps of a bin (docs/attribution.md, "The cost estimate").
+// While a prefill runs, its engine's steps carry its prompt's chunks:
+// compute-bound and about 1/decodeStepRatio as long as a step that only
+// decodes, so a decode makes that much fewer tokens in them, and the
+// chunk, not the decodes, takes the step's weight read. Steps that only
+// decode are memory-bound and draw memoryBoundPower of a compute-bound
+// step's power.
+const (
+	decodeStepRatio  = 0.15
+	memoryBoundPower = 0.64
+)
+
+// binSteps is what a decode's cost counts for in a bin: its own cost
+// (decode), its shared cost (read); and the share of the bin's time its
+// steps carried chunks.
+type binSteps struct{ chunked, decode, read float64 }
+
+// steps reads a bin's steps from the requests admitted to it, who took
+// taken of it: the share of its time its steps carried chunks (the
+// prefills' time there, the part still to come included), and how many
+// decodes shared each of the others' weight read.
+func (grp *Group) steps(sb *groupBin, taken float64) binSteps {
+	if taken <= 0 {
+		return binSteps{decode: 1}
+	}
+	width := float64(grp.l.width) / 1e9
+	chunked := min(1, sb.chunkSecs/width/taken)
+	st := binSteps{chunked: chunked, decode: (1-chunked)*memoryBoundPower + chunked*decodeStepRatio}
+	if decodes := sb.present - sb.chunkSecs; decodes > 0 {
+		st.read = (1 - chunked) * memoryBoundPower * taken * width / decodes
+	}
+	return st
+}
+
+// cost is what the requests admitted to sb cost in its steps st.
+func (st binSteps) cost(sb *groupBin) float64 {
+	return sb.chunkWeight + st.decode*sb.stepWeight + st.read*sb.stepShared
+}
+
+// Life returns request r's life factor in the group: a decode makes fewer
+// tokens in chunked steps, so the tokens per second its span gives
+// understate its rate in the steps that only decode by 1 − c(1 −
+// decodeStepRatio), c the share of its time its bins' steps were chunked
+// (Group.steps). A request's cost counts its life factor in the bins it
+// ran in once it is reweighed.
+func (grp *Group) Life(r *Request) float64 {
+	l := grp.l
+	all := uint16(len(grp.members))
+	var chunked, secs float64
+	for k := range r.bins {
+		pb := &r.bins[k]
+		if pb.chunk || pb.i < l.lo || pb.i >= l.hi {
+			continue
+		}
+		sb := grp.at(pb.i)
+		if sb.weight <= 0 {
+			continue
+		}
+		chunked += pb.secs * grp.steps(sb, l.ratio*sb.weight/grp.finalWeight(pb, sb, all)).chunked
+		secs += pb.secs
+	}
+	if secs <= 0 {
+		return 1
+	}
+	return 1 / (1 - chunked/secs*(1-decodeStepRatio))
+}
+
+// Reweigh moves r's cost in the group's bins from life factor from (1 as
+// admitted) to to.
+func (grp *Group) Reweigh(r *Request, from, to float64) {
+	d := to - from
+	if d == 0 {
+		return
+	}
+	l := grp.l
+	for _, pb := range r.bins {
+		if pb.chunk || pb.i < l.lo || pb.i >= l.hi {
+			continue
+		}
+		sb := grp.at(pb.i)
+		sb.stepWeight += d * pb.weight
+		sb.stepShared += d * pb.shared
+	}
 }
 
 // waitingShare is the share of GPU g's bin i that it drew waiting, where
@@ -939,6 +1067,7 @@ func (g *GPU) finalize(to int64, force bool) {
 			// Its last GPU made it final: the weight is what every
 			// request in it brought.
 			g.group.load.learn(sb.activity, sb.weight)
+			g.group.cost.learn(sb.activity, g.group.steps(sb, l.ratio).cost(sb))
 		}
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel

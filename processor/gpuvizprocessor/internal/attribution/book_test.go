@@ -104,7 +104,7 @@ func TestAWaitingBinSharesItsFloorByTimeAndTheRestByCost(t *testing.T) {
 			// Its floor: a second with nobody, at 100 W, made final.
 			freeze(b, 0, 1, 100)
 			b.Finalize(b.Index(at(1)))
-			a, other := []Piece{{at(1), at(2), 9, 0}}, []Piece{{at(1), at(2), 1, 0}}
+			a, other := []Piece{{Start: at(1), End: at(2), Rate: 9}}, []Piece{{Start: at(1), End: at(2), Rate: 1}}
 			admit(b, a, at(2))
 			admit(b, other, at(2))
 			for i := b.Index(at(1)); i < b.Index(at(2)); i++ {
@@ -141,8 +141,8 @@ func TestTheFloorFollowsTheLeastPower(t *testing.T) {
 
 func TestQueueTakesNoEnergyAndCostRatesShare(t *testing.T) {
 	b := testBook(1)
-	queued := []Piece{{at(0), at(1), 0, 0}, {at(1), at(2), 3, 0}}
-	other := []Piece{{at(0), at(2), 1, 0}}
+	queued := []Piece{{Start: at(0), End: at(1)}, {Start: at(1), End: at(2), Rate: 3}}
+	other := []Piece{{Start: at(0), End: at(2), Rate: 1}}
 	admit(b, queued, longAfter)
 	admit(b, other, longAfter)
 	freeze(b, 0, 2, 100) // 100 W: 100 J per second
@@ -183,8 +183,8 @@ func TestSharedCostIsDividedAmongTheRequestsPresent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := testBook(tc.ratio)
-			prefill := []Piece{{at(0), at(1), 100, 0}}
-			decode := []Piece{{at(0), at(1), 10, tc.shared}}
+			prefill := []Piece{{Start: at(0), End: at(1), Rate: 100}}
+			decode := []Piece{{Start: at(0), End: at(1), Rate: 10, Shared: tc.shared}}
 			admit(b, prefill, longAfter)
 			for range tc.decodes {
 				admit(b, decode, longAfter)
@@ -203,12 +203,73 @@ func TestSharedCostIsDividedAmongTheRequestsPresent(t *testing.T) {
 	}
 }
 
+// While a prefill runs, its engine's steps carry its chunks: the chunk
+// takes the weight read of those steps, a decode counts decodeStepRatio of
+// its cost in a decode-only step there, and its life factor raises its
+// rate in the steps that only decode (Group.steps, Group.Life). One bin,
+// 10 J, every request admitted; the prefill chunk (weight 50) runs for
+// chunked × 0.1 s of it, the decode (weight 1, shared cost 40) for all of it.
+func TestAChunkedStepIsTakenByItsChunk(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		chunked float64 // share of the bin the chunk runs
+	}{
+		{"no chunk", 0}, {"half the bin chunked", 0.5}, {"every step chunked", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(1)
+			decode := []Piece{{Start: at(0), End: at(0.1), Rate: 10, Shared: 400}}
+			var pieces [][]Piece
+			if tc.chunked > 0 {
+				pieces = append(pieces, []Piece{{Start: at(0), End: at(0.1 * tc.chunked), Rate: 500 / tc.chunked, Chunk: true}})
+			}
+			pieces = append(pieces, decode)
+			for _, p := range pieces {
+				admit(b, p, longAfter)
+			}
+			freeze(b, 0, 0.1, 100)
+			// The round reweighs every request before it releases any.
+			reqs := make([]*Request, len(pieces))
+			for k, p := range pieces {
+				reqs[k] = new(Request)
+				reqs[k].Cost(p, b.l.width, longAfter)
+				life := b.group.Life(reqs[k])
+				b.group.Reweigh(reqs[k], 1, life)
+				reqs[k].SetLife(life)
+			}
+			shares := make([][]float64, len(pieces))
+			for k, r := range reqs {
+				shares[k] = make([]float64, 1)
+				b.Release(r, shares[k])
+			}
+			c := tc.chunked
+			life := 1 / (1 - c*(1-decodeStepRatio))
+			perDecode := (1-c)*memoryBoundPower + c*decodeStepRatio
+			read := (1 - c) * memoryBoundPower // × the bin's width over the decode's time there, 1
+			dec := life * (perDecode*1 + read*40)
+			chunk := 0.0 // the chunk's weight
+			if c > 0 {
+				chunk = 50
+			}
+			closeTo(t, 10*dec/(chunk+dec), shares[len(shares)-1][0])
+			if c > 0 {
+				closeTo(t, 10*chunk/(chunk+dec), shares[0][0])
+			}
+			if c == 1 {
+				closeTo(t, 10*1.0/51, shares[1][0]) // its tokens, as if it had decoded alone
+			}
+			b.Finalize(b.Index(at(0.1)))
+			closeTo(t, 0, b.Totals().Correction)
+		})
+	}
+}
+
 // The requests present in a bin count those still to come: where half a
 // bin's weight has not arrived, the two admitted stand for four, so the
 // decode's shared cost is divided by four, not two.
 func TestSharedCostCountsTheRequestsStillToCome(t *testing.T) {
 	b := halfLate(t, func(b book, from, to float64) { freeze(b, from, to, 100) })
-	prefill, decode := []Piece{{at(40), at(40.1), 1, 0}}, []Piece{{at(40), at(40.1), 1, 40}}
+	prefill, decode := []Piece{{Start: at(40), End: at(40.1), Rate: 1}}, []Piece{{Start: at(40), End: at(40.1), Rate: 1, Shared: 40}}
 	admit(b, prefill, at(40.6))
 	admit(b, decode, at(40.6))
 	freeze(b, 30, 40.1, 100)
@@ -250,7 +311,7 @@ func orderIndependent(t *testing.T, newBook func(*testing.T) book, from, prefill
 		q, p, d := s+rng.Float64(), 0.0, 0.0
 		p = q + 0.05 + rng.Float64()*0.3
 		d = p + 0.5 + rng.Float64()*3
-		reqs[i] = []Piece{{at(s), at(q), 0, 0}, {at(q), at(p), prefill * (1 + 2*rng.Float64()), 0}, {at(p), at(d), 0, 0}}
+		reqs[i] = []Piece{{Start: at(s), End: at(q)}, {Start: at(q), End: at(p), Rate: prefill * (1 + 2*rng.Float64())}, {Start: at(p), End: at(d)}}
 		reqs[i][2].Rate = decode * (1 + 0.5*rng.Float64())
 		reqs[i][2].Shared = 40 * reqs[i][2].Rate // a step's weight read, shared
 	}
@@ -288,8 +349,8 @@ func orderIndependent(t *testing.T, newBook func(*testing.T) book, from, prefill
 
 func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 	b := testBook(1)
-	early := []Piece{{at(0), at(2), 1, 0}}
-	late := []Piece{{at(1), at(2), 1, 0}}
+	early := []Piece{{Start: at(0), End: at(2), Rate: 1}}
+	late := []Piece{{Start: at(1), End: at(2), Rate: 1}}
 	admit(b, early, longAfter)
 	freeze(b, 0, 3, 100)
 	s := make([]float64, 1)
@@ -310,7 +371,7 @@ func TestLateRequestGetsItsFairShareAndTheBooksClose(t *testing.T) {
 
 func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 	b := testBook(0.25)
-	r := []Piece{{at(0), at(1), 1, 0}}
+	r := []Piece{{Start: at(0), End: at(1), Rate: 1}}
 	admit(b, r, longAfter)
 	freeze(b, 0, 1, 100)
 	s := make([]float64, 1)
@@ -324,7 +385,7 @@ func TestSamplingRatioLeavesTheUnseenTheirShare(t *testing.T) {
 
 func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 	b := testBook(1)
-	r := []Piece{{at(0.5), at(1), 1, 0}}
+	r := []Piece{{Start: at(0.5), End: at(1), Rate: 1}}
 	admit(b, r, longAfter)
 	freeze(b, 0, 2, 100)
 	b.Finalize(b.Index(at(2)))
@@ -337,8 +398,8 @@ func TestWaitingRequestHoldsFinalisation(t *testing.T) {
 
 func TestHorizonBoundsMemoryAndDropsOldBins(t *testing.T) {
 	b := testBook(1)
-	admit(b, []Piece{{at(0), at(1), 1, 0}}, longAfter)
-	admit(b, []Piece{{at(600), at(601), 1, 0}}, longAfter) // ten minutes later: the first is dropped
+	admit(b, []Piece{{Start: at(0), End: at(1), Rate: 1}}, longAfter)
+	admit(b, []Piece{{Start: at(600), End: at(601), Rate: 1}}, longAfter) // ten minutes later: the first is dropped
 	lo, hi := b.l.clip(b.Index(at(0)), b.Index(at(601)))
 	assert.LessOrEqual(t, hi-lo, int64(len(b.bins)))
 	assert.Greater(t, lo, b.Index(at(1)))
@@ -353,7 +414,7 @@ func halfLate(t *testing.T, freezeBin func(b book, from, to float64)) book {
 	b := testBook(1)
 	for k := range 300 {
 		s := 0.1 * float64(k)
-		early, lateOne := []Piece{{at(s), at(s + 0.1), 1, 0}}, []Piece{{at(s), at(s + 0.1), 1, 0}}
+		early, lateOne := []Piece{{Start: at(s), End: at(s + 0.1), Rate: 1}}, []Piece{{Start: at(s), End: at(s + 0.1), Rate: 1}}
 		admit(b, early, at(s+0.1+0.5))
 		admit(b, lateOne, at(s+0.1+10))
 		freezeBin(b, s, s+0.1)
@@ -370,7 +431,7 @@ func halfLate(t *testing.T, freezeBin func(b book, from, to float64)) book {
 // energy, leaving the other half to the requests still running.
 func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 	b := halfLate(t, func(b book, from, to float64) { freeze(b, from, to, 100) })
-	alone := []Piece{{at(40), at(41), 1, 0}}
+	alone := []Piece{{Start: at(40), End: at(41), Rate: 1}}
 	admit(b, alone, at(41.5))
 	freeze(b, 30, 41, 100)
 	s := make([]float64, 1)
@@ -385,8 +446,8 @@ func TestWeightStillToArriveIsLeftForIt(t *testing.T) {
 func TestTimeIsSplitLikeTheEnergy(t *testing.T) {
 	for _, ratio := range []float64{1, 0.5} {
 		b := testBook(ratio)
-		queued := []Piece{{at(0), at(1), 0, 0}, {at(1), at(2), 3, 0}}
-		other := []Piece{{at(0), at(3), 1, 0}}
+		queued := []Piece{{Start: at(0), End: at(1)}, {Start: at(1), End: at(2), Rate: 3}}
+		other := []Piece{{Start: at(0), End: at(3), Rate: 1}}
 		admit(b, queued, longAfter)
 		admit(b, other, longAfter)
 		// Before 0: nothing reported; [0, 2): 100 W; [2, 3): no energy, but
@@ -425,8 +486,8 @@ func TestTimeIsSplitLikeTheEnergy(t *testing.T) {
 // shares as (negative) correction, and still close.
 func TestLateRequestsTimeIsCorrected(t *testing.T) {
 	b := testBook(1)
-	early := []Piece{{at(0), at(2), 1, 0}}
-	late := []Piece{{at(1), at(2), 1, 0}}
+	early := []Piece{{Start: at(0), End: at(2), Rate: 1}}
+	late := []Piece{{Start: at(1), End: at(2), Rate: 1}}
 	admit(b, early, longAfter)
 	freeze(b, 0, 2, 100)
 	_, s := b.Release(cost(b, early), make([]float64, 1))
@@ -520,7 +581,7 @@ func TestAGroupBooksWhatItsGPUsWouldAlone(t *testing.T) {
 			q := s + 0.3*rng.Float64()
 			p := q + 0.05 + 0.2*rng.Float64()
 			rq := &request{
-				pieces:    []Piece{{at(s), at(q), 0, 0}, {at(q), at(p), 400 + 400*rng.Float64(), 0}, {at(p), at(end), 30, 0}},
+				pieces:    []Piece{{Start: at(s), End: at(q)}, {Start: at(q), End: at(p), Rate: 400 + 400*rng.Float64()}, {Start: at(p), End: at(end), Rate: 30}},
 				set:       sets(now),
 				releaseAt: now + 0.5 + 3*rng.Float64(),
 			}
@@ -598,7 +659,7 @@ func TestGroupsMergeOnlyWhereNothingWasAdmitted(t *testing.T) {
 	require.Len(t, groups, 1)
 	assert.Same(t, a.group, b.group)
 	var r Request
-	r.Cost([]Piece{{at(0), at(1), 1, 0}}, l.width, longAfter)
+	r.Cost([]Piece{{Start: at(0), End: at(1), Rate: 1}}, l.width, longAfter)
 	groups[0].Admit(&r)
 	v := l.Version()
 	assert.Len(t, l.Groups([]*GPU{a, b}, nil), 1)
@@ -620,9 +681,9 @@ func TestAStalledGPUsBinsAreBookedAtTheHorizon(t *testing.T) {
 	live, stalled := book{l.Add()}, book{l.Add()}
 	var told []int64 // the stalled GPU's bins, as they became final
 	stalled.OnFinal(func(bin int64, _ bottleneck.Label) { told = append(told, bin) })
-	released := []Piece{{at(2), at(3), 1, 0}}
+	released := []Piece{{Start: at(2), End: at(3), Rate: 1}}
 	admit(stalled, released, at(3))
-	admit(stalled, []Piece{{at(8), at(9), 1, 0}}, at(9)) // never released
+	admit(stalled, []Piece{{Start: at(8), End: at(9), Rate: 1}}, at(9)) // never released
 	freeze(live, 0, 10, 100)
 	freeze(stalled, 0, 10, 300)
 	shares := make([]float64, 1)
@@ -687,7 +748,7 @@ func TestALateRequestIsPresentFromWhereFinalisationStands(t *testing.T) {
 	idle(0, 5)
 	b.Finalize(b.Index(at(5)))
 	require.Equal(t, b.Index(at(5)), b.FinalTo())
-	late := []Piece{{at(4), at(8), 1, 0}}
+	late := []Piece{{Start: at(4), End: at(8), Rate: 1}}
 	admit(b, late, at(9))
 	idle(5, 12)
 	require.True(t, release(b, late, at(12), make([]float64, 1)))

@@ -91,7 +91,7 @@ func learnedBook(t *testing.T) book {
 func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	b := learnedBook(t)
 	// Alone so far, in bins whose activity is four such requests'.
-	alone := []Piece{{at(40), at(41), 1, 0}}
+	alone := []Piece{{Start: at(40), End: at(41), Rate: 1}}
 	admit(b, alone, at(41.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 41, 100, 0.008, 0.004)
@@ -100,7 +100,7 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	assert.InDelta(t, 25, s[0], 1e-6, "a quarter of 100 J: the activity is four requests'")
 
 	// Where a GPU measured no activity, the arrival curve answers.
-	other := []Piece{{at(45), at(46), 1, 0}}
+	other := []Piece{{Start: at(45), End: at(46), Rate: 1}}
 	admit(b, other, at(46.5))
 	freeze(b, 41, 46, 100)
 	s[0] = 0
@@ -115,9 +115,9 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 func neighbours(t *testing.T, right float64) (book, []Piece) {
 	t.Helper()
 	b := learnedBook(t)
-	left := []Piece{{at(40), at(40.1), 1, 0}}
+	left := []Piece{{Start: at(40), End: at(40.1), Rate: 1}}
 	admit(b, left, at(40.5))
-	admit(b, []Piece{{at(40.1), at(40.2), 1, 0}}, at(40.5))
+	admit(b, []Piece{{Start: at(40.1), End: at(40.2), Rate: 1}}, at(40.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
 	freezeActive(b, 40.1, 40.2, 100, right*0.002, right*0.001)
@@ -160,7 +160,7 @@ func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
 
 	// Half a request more in the left bin: its excess is now what the
 	// neighbour's surplus offsets, and nothing is left to come.
-	extra := []Piece{{at(40), at(40.1), 0.5, 0}}
+	extra := []Piece{{Start: at(40), End: at(40.1), Rate: 0.5}}
 	admit(b, extra, at(41))
 	s[0] = 0
 	release(b, extra, at(41), s)
@@ -171,9 +171,9 @@ func TestTheWeightStillToComeFollowsWhatIsAdmitted(t *testing.T) {
 // activity shows a surplus, offsets the excess the first release kept.
 func TestTheWeightStillToComeFollowsWhatIsFrozen(t *testing.T) {
 	b := learnedBook(t)
-	left := []Piece{{at(40), at(40.1), 1, 0}}
+	left := []Piece{{Start: at(40), End: at(40.1), Rate: 1}}
 	admit(b, left, at(40.5))
-	admit(b, []Piece{{at(40.1), at(40.2), 1, 0}}, at(40.5))
+	admit(b, []Piece{{Start: at(40.1), End: at(40.2), Rate: 1}}, at(40.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 40.1, 100, 0.004, 0.002) // two requests' activity, one admitted
 	s := make([]float64, 1)
