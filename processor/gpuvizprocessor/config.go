@@ -27,7 +27,7 @@ type Config struct {
 	// rate. Default 200,000: 20,000 spans/s held for the
 	// settle window and the second or two their energy takes to arrive,
 	// with room. A held vLLM span is about 2 KB of heap while it waits
-	// (its decoded pdata, and 520 B of the processor's state) and 3.5 KB
+	// (its decoded pdata, and 560 B of the processor's state) and 3.5 KB
 	// while its settle group is released (its 1,032 B result, in a buffer
 	// reused until the hold is empty, and the phase spans and attributes
 	// written on it), so

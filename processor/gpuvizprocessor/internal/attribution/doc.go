@@ -8,23 +8,23 @@
 // Time is cut into fixed bins (Config.Resolution). A request is admitted as
 // pieces, each a stretch at a constant cost rate (its queue at rate 0, its
 // prefill and decode at their estimated rates); admission adds each piece's
-// rate × overlap to the bins' weight. A bin's energy, once measured and
-// frozen, goes to the requests that ran in it in proportion to their weight:
-// request r gets ratio × E × w_r / Ŵ, where Ŵ estimates the bin's final
-// weight (requests still running have not sent their spans): from the
-// GPUs' tensor and DRAM activity over the bin, fitted against earlier final
-// bins (load.go), where every GPU measured it; else the weight admitted so
-// far scaled up by the share of a bin's weight that has usually arrived by
-// the bin's age (learned from the ages at which admitted weight arrived).
-// ratio is the sampling ratio (with head sampling the visible requests
-// stand for 1/ratio as many). A piece may also carry a shared cost, what
-// the requests of an engine step share (its weight read): where a bin has
-// some, the share its admitted requests take together, ratio × W / Ŵ, is
-// split between them by w_r + s_r / n, n the requests present in the bin
-// (those admitted over the share they take). Requests released together
-// see the same weight, moment and curve, so the caller's settle groups
-// split as if their spans had arrived at once, whatever the order or
-// batching.
+// rate × overlap to the bins' weight. Its bins' engine steps price it: a
+// prefill is a chunk, which makes its steps long and takes their weight
+// read; a decode pays less in those steps and shares the read of the
+// others (Group.steps). A bin's energy, once measured and frozen, goes to
+// the requests that ran in it in proportion to that cost: request r gets
+// ratio × E × k_r / K̂, where K̂ estimates the bin's final cost (requests
+// still running have not sent their spans). Where every GPU measured the
+// bin's tensor and DRAM activity, it is fitted against earlier final bins,
+// as the bin's final weight Ŵ is (load.go); else the cost admitted so far
+// is scaled up as the weight is, by the share of a bin's weight that has
+// usually arrived by the bin's age (learned from the ages at which
+// admitted weight arrived). ratio is the sampling ratio (with head
+// sampling the visible requests stand for 1/ratio as many). Requests
+// released together see the same weight, moment and curve, and are given
+// their decodes' life factors (Group.Life) before any is released, so the
+// caller's settle groups split as if their spans had arrived at once,
+// whatever the order or batching.
 //
 // A bin becomes final once no admitted request over it is waiting for its
 // release and the caller says so (Finalize): its energy is then booked as

@@ -185,3 +185,37 @@ func TestTheWeightStillToComeFollowsWhatIsFrozen(t *testing.T) {
 	release(b, left, at(41), s)
 	assert.InDelta(t, 10, s[0], 1e-6)
 }
+
+// What a prefill still to come weighs is not what it costs: its tokens per
+// second are many, its steps few. Books that learned 30 s of bins each run
+// half by a prompt's chunk (weight 50) and wholly by a decode (weight 1,
+// shared cost 40), all at the same activity, see a bin with that activity
+// where only the chunk has arrived. The chunk takes its cost over the
+// bin's final cost in its steps, as it would with the decode admitted, not
+// its weight's share of the bin's final weight (50/51).
+func TestTheCostStillToComeIsPredictedInSteps(t *testing.T) {
+	b := testBook(1)
+	chunkAt := func(s float64) []Piece { return []Piece{{Start: at(s), End: at(s + 0.05), Rate: 1000, Chunk: true}} }
+	decodeAt := func(s float64) []Piece { return []Piece{{Start: at(s), End: at(s + 0.1), Rate: 10, Shared: 400}} }
+	for k := range 300 {
+		s := 0.1 * float64(k)
+		admit(b, chunkAt(s), longAfter)
+		admit(b, decodeAt(s), longAfter)
+		freezeActive(b, s, s+0.1, 100, 0.004, 0.002)
+		release(b, chunkAt(s), longAfter, make([]float64, 1))
+		release(b, decodeAt(s), longAfter, make([]float64, 1))
+	}
+	b.Finalize(b.Index(at(30)))
+	require.GreaterOrEqual(t, b.group.cost.n, float64(minLoadBins), "learned")
+
+	admit(b, chunkAt(40), at(40.5))
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
+	s := make([]float64, 1)
+	release(b, chunkAt(40), at(40.5), s)
+	// The final bins' cost in their steps: the chunk, and the decode at
+	// c = 1/2 with the read of the steps that only decode.
+	c := 0.5
+	decode := ((1-c)*memoryBoundPower+c*decodeStepRatio)*1 + (1-c)*memoryBoundPower*40
+	assert.InDelta(t, 10*50/(50+decode), s[0], 1e-6)
+}
