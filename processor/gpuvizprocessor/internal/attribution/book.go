@@ -207,8 +207,9 @@ type Group struct {
 	members  []*GPU
 	admitted bool // a request was ever admitted: never merged again
 	arrival  arrival
-	load     loadModel // the bins' final weight (finalWeight)
-	cost     loadModel // the bins' final cost in their steps (finalCost)
+	load     loadModel  // the bins' final weight (finalWeight)
+	cost     loadModel  // the bins' final cost in their steps (finalCost)
+	chunks   chunkModel // the bins' final chunked share (steps)
 	mark     uint64
 }
 
@@ -760,15 +761,25 @@ const (
 type binSteps struct{ chunked, decode, read float64 }
 
 // steps reads a bin's steps from the requests admitted to it, who took
-// taken of it: the share of its time its steps carried chunks (the
-// prefills' time there, the part still to come included), and how many
-// decodes shared each of the others' weight read.
+// taken of it (of the sampling ratio): the share of its time its steps
+// carried chunks, and how many decodes shared each of the others' weight
+// read. The chunks admitted give their time in it; the part of the bin
+// still to come is taken as chunked as the bin's activity says the whole
+// is (chunkModel), where every GPU of the group measured it, else as the
+// part admitted.
 func (grp *Group) steps(sb *groupBin, taken float64) binSteps {
 	if taken <= 0 {
 		return binSteps{decode: 1}
 	}
-	width := float64(grp.l.width) / 1e9
+	l := grp.l
+	width := float64(l.width) / 1e9
 	chunked := min(1, sb.chunkSecs/width/taken)
+	if taken < l.ratio && sb.activity.gpus == uint16(len(grp.members)) {
+		if p, ok := grp.chunks.predict(sb.activity); ok {
+			admitted := taken / l.ratio
+			chunked = admitted*chunked + (1-admitted)*p
+		}
+	}
 	st := binSteps{chunked: chunked, decode: (1-chunked)*memoryBoundPower + chunked*decodeStepRatio}
 	if decodes := sb.present - sb.chunkSecs; decodes > 0 {
 		st.read = (1 - chunked) * memoryBoundPower * taken * width / decodes
@@ -1067,7 +1078,9 @@ func (g *GPU) finalize(to int64, force bool) {
 			// Its last GPU made it final: the weight is what every
 			// request in it brought.
 			g.group.load.learn(sb.activity, sb.weight)
-			g.group.cost.learn(sb.activity, g.group.steps(sb, l.ratio).cost(sb))
+			st := g.group.steps(sb, l.ratio)
+			g.group.cost.learn(sb.activity, st.cost(sb))
+			g.group.chunks.learn(sb.activity, st.chunked)
 		}
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel

@@ -15,13 +15,20 @@ type Activity struct {
 // math shows as tensor activity, its weights share and context reads as
 // DRAM activity, so the final weight is close to linear in the two. It is
 // a least-squares fit through the origin over the group's final bins,
-// decayed so that it follows the workload (docs/attribution.md).
+// decayed so that it follows the workload (docs/attribution.md). The
+// same fit of a bin's final cost in its steps predicts that (finalCost).
 type loadModel struct {
-	tt, td, dd, tw, dw float64 // decayed sums of products of tensor, DRAM and weight
-	n                  float64 // bins learned, decayed
+	fit activityFit
 	// ct and cd are the fit's coefficients, refitted as each bin is
 	// learned (a group learns a bin per resolution; releases read many).
 	ct, cd float64
+}
+
+// activityFit is the decayed sums of a least-squares fit through the
+// origin of a bin's value on its tensor and DRAM activity.
+type activityFit struct {
+	tt, td, dd, tv, dv float64 // decayed sums of products of tensor, DRAM and the value
+	n                  float64 // bins learned, decayed
 }
 
 // loadDecay is each learned bin's fading: a half-life of about 1,400
@@ -29,36 +36,48 @@ type loadModel struct {
 // prefill and decode, short enough to follow a change of load.
 const loadDecay = 0.9995
 
-// minLoadBins is how many bins the model needs before it is used.
+// minLoadBins is how many bins a fit needs before it is used.
 const minLoadBins = 100
+
+// add learns a bin's activity and value; solve returns the joint fit's
+// coefficients, ok false while they are undetermined.
+func (f *activityFit) add(a groupActivity, v float64) {
+	t, d := float64(a.tensor), float64(a.dram)
+	f.tt = f.tt*loadDecay + t*t
+	f.td = f.td*loadDecay + t*d
+	f.dd = f.dd*loadDecay + d*d
+	f.tv = f.tv*loadDecay + t*v
+	f.dv = f.dv*loadDecay + d*v
+	f.n = f.n*loadDecay + 1
+}
+
+func (f *activityFit) solve() (ct, cd float64, ok bool) {
+	det := f.tt*f.dd - f.td*f.td
+	if det <= 0 {
+		return 0, 0, false
+	}
+	return (f.tv*f.dd - f.dv*f.td) / det, (f.dv*f.tt - f.tv*f.td) / det, true
+}
 
 // learn adds a final bin, its activity and the weight admitted to it, and
 // refits. Coefficients are kept non-negative: where the joint fit gives
 // one below zero, the other signal alone is fit.
 func (m *loadModel) learn(a groupActivity, weight float64) {
-	t, d := float64(a.tensor), float64(a.dram)
-	m.tt = m.tt*loadDecay + t*t
-	m.td = m.td*loadDecay + t*d
-	m.dd = m.dd*loadDecay + d*d
-	m.tw = m.tw*loadDecay + t*weight
-	m.dw = m.dw*loadDecay + d*weight
-	m.n = m.n*loadDecay + 1
-	if det := m.tt*m.dd - m.td*m.td; det > 0 {
-		m.ct = (m.tw*m.dd - m.dw*m.td) / det
-		m.cd = (m.dw*m.tt - m.tw*m.td) / det
-		if m.ct >= 0 && m.cd >= 0 {
-			return
-		}
+	f := &m.fit
+	f.add(a, weight)
+	if ct, cd, ok := f.solve(); ok && ct >= 0 && cd >= 0 {
+		m.ct, m.cd = ct, cd
+		return
 	}
 	// One signal alone: the one whose fit explains more of the weight.
 	m.ct, m.cd = 0, 0
-	if m.tt > 0 {
-		m.ct = max(0, m.tw/m.tt)
+	if f.tt > 0 {
+		m.ct = max(0, f.tv/f.tt)
 	}
-	if m.dd > 0 {
-		m.cd = max(0, m.dw/m.dd)
+	if f.dd > 0 {
+		m.cd = max(0, f.dv/f.dd)
 	}
-	if m.ct*m.tw >= m.cd*m.dw {
+	if m.ct*f.tv >= m.cd*f.dv {
 		m.cd = 0
 	} else {
 		m.ct = 0
@@ -69,10 +88,36 @@ func (m *loadModel) learn(a groupActivity, weight float64) {
 // activity a; ok is false until it has learned enough, or when the fit
 // says nothing (no activity seen).
 func (m *loadModel) predict(a groupActivity) (float64, bool) {
-	if m.n < minLoadBins || (m.ct == 0 && m.cd == 0) {
+	if m.fit.n < minLoadBins || (m.ct == 0 && m.cd == 0) {
 		return 0, false
 	}
 	return m.ct*float64(a.tensor) + m.cd*float64(a.dram), true
+}
+
+// chunkModel predicts the share of a bin's time its steps carried prompt
+// chunks from its GPUs' activity, fitted through the origin over the
+// group's final bins (their chunks all admitted). A chunked step is
+// compute-bound and a decode-only step memory-bound, so at a given total
+// the share rises with tensor activity and falls with DRAM activity: the
+// fit is left free to give one a negative coefficient. Its prediction is
+// a share, 0 to 1.
+type chunkModel struct {
+	fit    activityFit
+	ct, cd float64
+}
+
+func (m *chunkModel) learn(a groupActivity, share float64) {
+	m.fit.add(a, share)
+	if ct, cd, ok := m.fit.solve(); ok {
+		m.ct, m.cd = ct, cd
+	}
+}
+
+func (m *chunkModel) predict(a groupActivity) (float64, bool) {
+	if m.fit.n < minLoadBins {
+		return 0, false
+	}
+	return min(1, max(0, m.ct*float64(a.tensor)+m.cd*float64(a.dram))), true
 }
 
 // groupActivity is a group bin's activity summed over its GPUs, and how

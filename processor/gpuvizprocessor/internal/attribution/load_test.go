@@ -80,7 +80,7 @@ func freezeActive(b book, from, to, watts, tensor, dram float64) {
 func learnedBook(t *testing.T) book {
 	t.Helper()
 	b := halfLate(t, func(b book, from, to float64) { freezeActive(b, from, to, 100, 0.004, 0.002) })
-	require.GreaterOrEqual(t, b.group.load.n, float64(minLoadBins), "learned")
+	require.GreaterOrEqual(t, b.group.load.fit.n, float64(minLoadBins), "learned")
 	return b
 }
 
@@ -206,7 +206,7 @@ func TestTheCostStillToComeIsPredictedInSteps(t *testing.T) {
 		release(b, decodeAt(s), longAfter, make([]float64, 1))
 	}
 	b.Finalize(b.Index(at(30)))
-	require.GreaterOrEqual(t, b.group.cost.n, float64(minLoadBins), "learned")
+	require.GreaterOrEqual(t, b.group.cost.fit.n, float64(minLoadBins), "learned")
 
 	admit(b, chunkAt(40), at(40.5))
 	freeze(b, 30, 40, 100)
@@ -218,4 +218,28 @@ func TestTheCostStillToComeIsPredictedInSteps(t *testing.T) {
 	c := 0.5
 	decode := ((1-c)*memoryBoundPower+c*decodeStepRatio)*1 + (1-c)*memoryBoundPower*40
 	assert.InDelta(t, 10*50/(50+decode), s[0], 1e-6)
+}
+
+// The chunked share falls with DRAM activity at a given tensor activity
+// (a decode-only step reads, a chunked step computes): its fit keeps a
+// negative coefficient, and its predictions are shares.
+func TestChunkModelFitsTheChunkedShareOfActivity(t *testing.T) {
+	var m chunkModel
+	share := func(x, y float64) float64 { return 2*x - y }
+	for k := range 200 {
+		x, y := 0.2+float64(k%7)/10, float64(k%5)/10
+		if _, ok := m.predict(groupActivity{tensor: float32(x), dram: float32(y)}); k < minLoadBins {
+			assert.False(t, ok, "not used before it has learned %d bins", minLoadBins)
+		}
+		m.learn(groupActivity{tensor: float32(x), dram: float32(y), gpus: 1}, share(x, y))
+	}
+	assert.InDelta(t, 2, m.ct, 1e-4)
+	assert.InDelta(t, -1, m.cd, 1e-4)
+	for _, tc := range []struct{ tensor, dram, want float64 }{
+		{0.3, 0.2, 0.4}, {0.1, 0.5, 0}, {0.8, 0.1, 1},
+	} {
+		got, ok := m.predict(groupActivity{tensor: float32(tc.tensor), dram: float32(tc.dram)})
+		require.True(t, ok)
+		assert.InDelta(t, tc.want, got, 1e-4, "tensor %v, DRAM %v", tc.tensor, tc.dram)
+	}
 }
