@@ -53,6 +53,7 @@ var (
 	accuracyWait    = flag.Duration("accuracy.settle", 0, "attribution.settle_window for the run (0: the default), max_wait and horizon raised to fit: what holding spans longer buys")
 	accuracySamples = flag.Duration("accuracy.samples", 0, "the receiver's samples.interval for the run (0: the default): what a finer sampling clock buys")
 	accuracyBins    = flag.Duration("accuracy.resolution", 0, "attribution.resolution for the run (0: the default): what finer books buy")
+	accuracyFirst   = flag.Duration("accuracy.first", 0, "score only the requests that finished in each run's first this long (0: all): how the books do while they warm up")
 	accuracyModel   = flag.String("accuracy.model", "h200", "the simulated GPU (nvmlsim's models): how the estimate's H200-derived constants carry to other GPUs")
 )
 
@@ -242,7 +243,18 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
 	require.NoError(t, recv.Shutdown(ctx))
-	return node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end), pipelineOut{tracesOut.AllTraces(), intervals}
+	tr := node.Truth(node.Header(sim.Seed, ids, accuracyHost), start, end)
+	if *accuracyFirst > 0 {
+		// Only the requests of the run's first minutes: the books' warm-up.
+		first := tr.Requests[:0]
+		for _, r := range tr.Requests {
+			if r.Finished < start+int64(*accuracyFirst) {
+				first = append(first, r)
+			}
+		}
+		tr.Requests = first
+	}
+	return tr, pipelineOut{tracesOut.AllTraces(), intervals}
 }
 
 const (

@@ -86,6 +86,14 @@ type AttributionConfig struct {
 	// SamplingRatio is the share of requests whose spans reach the
 	// processor (head sampling); the rest keep their energy. Default 1.
 	SamplingRatio float64 `mapstructure:"sampling_ratio"`
+	// WarmupWait is the longest a span is held, after it arrived, while
+	// its GPUs' books have not yet learned how a bin's activity predicts
+	// its final weight: until then energy is split by the arrival curve,
+	// which in a collector's first minute errs several-fold. Held only
+	// while the hold is at most half full; 0 holds nothing. Default 45 s:
+	// finalize_after, the 10 s of bins the fit needs, and a settle window
+	// (docs/attribution.md, "Warming up").
+	WarmupWait time.Duration `mapstructure:"warmup_wait"`
 
 	_ struct{}
 }
@@ -216,7 +224,7 @@ func createDefaultConfig() *Config {
 		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute, Accounting: defaultAccounting()},
 		Attribution: AttributionConfig{
 			SettleWindow: 5 * time.Second, Resolution: 100 * time.Millisecond, Horizon: 5 * time.Minute,
-			FinalizeAfter: 30 * time.Second, SamplingRatio: 1,
+			FinalizeAfter: 30 * time.Second, SamplingRatio: 1, WarmupWait: 45 * time.Second,
 		},
 		ReleaseRetry: 30 * time.Second,
 		Analysis: AnalysisConfig{
@@ -342,6 +350,11 @@ func (cfg *Config) Validate() error {
 	}
 	if a.Horizon < a.FinalizeAfter+cfg.maxHold() {
 		errs = append(errs, fmt.Errorf("attribution.horizon: %v must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (%v)", a.Horizon, a.FinalizeAfter+cfg.maxHold()))
+	}
+	if a.WarmupWait < 0 {
+		errs = append(errs, fmt.Errorf("attribution.warmup_wait: %v must not be negative", a.WarmupWait))
+	} else if a.Horizon < a.FinalizeAfter+a.WarmupWait {
+		errs = append(errs, fmt.Errorf("attribution.horizon: %v must be at least finalize_after + warmup_wait (%v)", a.Horizon, a.FinalizeAfter+a.WarmupWait))
 	}
 	if cfg.Metrics.Enabled && cfg.Metrics.IdleExpiry < cfg.Metrics.Interval {
 		errs = append(errs, fmt.Errorf("metrics.idle_expiry: %v must be at least metrics.interval (%v)", cfg.Metrics.IdleExpiry, cfg.Metrics.Interval))

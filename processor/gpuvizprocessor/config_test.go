@@ -64,6 +64,7 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_ratio":            "attribution: sampling_ratio: 0 must be in (0, 1]",
 		"bad_horizon":          "attribution.horizon: 40s must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (1m30s)",
 		"bad_retry":            "release_retry: -1s must not be negative",
+		"bad_warmup":           "attribution.warmup_wait: -1s must not be negative",
 		"bad_expiry":           "metrics.idle_expiry: 1s must be at least metrics.interval (10s)",
 		"bad_tenants":          "metrics.accounting.max_tenants: 0 must be at least 1",
 		"bad_tenant_attribute": `metrics.accounting.tenant_attribute: " team" has leading or trailing spaces`,

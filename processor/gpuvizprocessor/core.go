@@ -341,9 +341,17 @@ func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time
 }
 
 // ready reports whether every span of the batch has matched, its settle
-// group has closed and its GPUs' energy is in up to its end; the caller
-// holds c.mu. settled caches the sets' settled times for one release.
-func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time) bool {
+// group has closed, its GPUs' energy is in up to its end and their fits
+// are not warming up; the caller holds c.mu. settled caches the sets'
+// settled times for one release, warming the sets' warm-up (nil: no group
+// is warming, or the hold is too full to wait for one).
+func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time, warming map[*gpuSet]bool) bool {
+	if now.Before(b.group.Add(c.cfg.Attribution.SettleWindow)) && now.Before(b.deadline) {
+		return false
+	}
+	if warming != nil && now.Before(b.arrived.Add(c.cfg.Attribution.WarmupWait)) && c.warms(b, now, warming) {
+		return false
+	}
 	if !now.Before(b.deadline) {
 		if b.extended {
 			return true
@@ -383,6 +391,33 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time)
 		}
 	}
 	return true
+}
+
+// warms reports whether a span of b matched GPUs whose fits are warming
+// up (attribution.Group.Warming): until the books have learned how a bin's
+// activity predicts its final weight, the split falls back to the arrival
+// curve, which errs most in a collector's first minute (docs/attribution.md,
+// "Warming up"). ready holds such a batch for at most attribution.warmup_wait
+// after it arrived, and after the group first measured activity. memo caches the sets' answers for one release; the caller holds
+// c.mu.
+func (c *core) warms(b *heldBatch, now time.Time, memo map[*gpuSet]bool) bool {
+	var last *gpuSet
+	for i := range b.spans {
+		set := b.spans[i].set
+		if set == nil || set == last {
+			continue
+		}
+		last = set
+		w, ok := memo[set]
+		if !ok {
+			w = c.pipeline.warming(set, now)
+			memo[set] = w
+		}
+		if w {
+			return true
+		}
+	}
+	return false
 }
 
 // noneToWaitFor settles a span all of whose GPUs are reported failed.
@@ -425,8 +460,13 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	c.mu.Lock()
 	waiting := map[time.Time]bool{} // settle groups with a batch not ready
 	settled := map[*gpuSet]time.Time{}
+	var warming map[*gpuSet]bool
+	if c.hold.n <= c.hold.max/2 && c.pipeline.ledger.Warming(now.UnixNano(), int64(c.cfg.Attribution.WarmupWait)) {
+		// Held for the fits only while the hold is at most half full.
+		warming = map[*gpuSet]bool{}
+	}
 	for _, b := range c.hold.batches {
-		if !b.enriched && !waiting[b.group] && !c.ready(b, now, settled) {
+		if !b.enriched && !waiting[b.group] && !c.ready(b, now, settled, warming) {
 			waiting[b.group] = true
 		}
 	}

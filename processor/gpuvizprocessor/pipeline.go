@@ -20,9 +20,13 @@ type pipeline struct {
 	thresholds    bottleneck.Thresholds
 	bookCfg       attribution.Config
 	finalizeAfter time.Duration
-	ledger        *attribution.Ledger
-	books         map[timeline.Key]*attribution.GPU
-	sets          map[string]*gpuSet
+	// learnAhead: spans are held while their GPUs' fits warm up
+	// (attribution.warmup_wait), so the fits learn before bins are final.
+	learnAhead bool
+	warmupWait time.Duration
+	ledger     *attribution.Ledger
+	books      map[timeline.Key]*attribution.GPU
+	sets       map[string]*gpuSet
 
 	// onFreeze and onFinal are the live view's: told each bin's label as
 	// it freezes, and again once it is final, at the horizon too
@@ -79,9 +83,21 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 	return s.groups
 }
 
+// warming reports whether a group of the set's GPUs is warming up at now
+// (attribution.Group.Warming, within warmup_wait).
+func (p *pipeline) warming(s *gpuSet, now time.Time) bool {
+	for _, g := range p.groupsOf(s) {
+		if g.Warming(now.UnixNano(), int64(p.warmupWait)) {
+			return true
+		}
+	}
+	return false
+}
+
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
+		learnAhead: cfg.Attribution.WarmupWait > 0, warmupWait: cfg.Attribution.WarmupWait,
 		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
@@ -640,6 +656,9 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 		}
 		book := p.book(k)
 		to := p.ledger.Index(settled.Add(-p.finalizeAfter).UnixNano())
+		if p.learnAhead {
+			book.LearnAhead(to) // spans are held while it warms up
+		}
 		from := book.FinalTo()
 		if from == 0 {
 			// The ledger's first GPUs start where finality does; a GPU

@@ -38,6 +38,9 @@ func virtualCore(t *testing.T, tune func(*Config)) (*core, *time.Time, *consumer
 func virtualCoreWith(t *testing.T, set processor.Settings, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
 	t.Helper()
 	cfg := createDefaultConfig()
+	// Spans are released as soon as they settle: the tests of the warm-up
+	// hold ask for it.
+	cfg.Attribution.WarmupWait = 0
 	if tune != nil {
 		tune(cfg)
 	}

@@ -112,9 +112,9 @@ func newPipelines(t *testing.T, tune func(*Config)) *pipelines {
 	t.Helper()
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
-	// Real time: spans are attributed as soon as their energy is in, and
-	// bins final a second behind it.
-	cfg.Attribution.SettleWindow, cfg.Attribution.FinalizeAfter = 0, time.Second
+	// Real time: spans are attributed as soon as their energy is in, not
+	// held while the books warm up, and bins final a second behind it.
+	cfg.Attribution.SettleWindow, cfg.Attribution.FinalizeAfter, cfg.Attribution.WarmupWait = 0, time.Second, 0
 	if tune != nil {
 		tune(cfg)
 	}

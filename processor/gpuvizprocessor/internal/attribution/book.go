@@ -210,7 +210,13 @@ type Group struct {
 	load     loadModel  // the bins' final weight (finalWeight)
 	cost     loadModel  // the bins' final cost in their steps (finalCost)
 	chunks   chunkModel // the bins' final chunked share (steps)
-	mark     uint64
+	// learnedTo is the first bin the fits have not been offered yet
+	// (learn); measured is set once every GPU of the group measured a
+	// bin's activity, measuredFrom that bin (Warming).
+	learnedTo    int64
+	measured     bool
+	measuredFrom int64
+	mark         uint64
 }
 
 // arrival is a group's learned arrival curve. arrived is, per age class,
@@ -351,7 +357,8 @@ func (grp *Group) within(mark uint64) bool {
 // split moves the group's GPUs that carry the ledger's mark to a new group
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
-	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival, load: grp.load}
+	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival,
+		load: grp.load, cost: grp.cost, chunks: grp.chunks, learnedTo: grp.learnedTo, measured: grp.measured, measuredFrom: grp.measuredFrom}
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {
@@ -1019,6 +1026,9 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 	if act.Known {
 		mb.tensor, mb.dram, mb.active = float32(act.TensorSeconds), float32(act.DRAMSeconds), true
 		sb.activity.add(mb)
+		if grp := g.group; !grp.measured && sb.activity.gpus == uint16(len(grp.members)) {
+			grp.measured, grp.measuredFrom = true, i
+		}
 	}
 }
 
@@ -1058,6 +1068,76 @@ func (g *GPU) Finalize(to int64) {
 	g.finalize(to, false)
 }
 
+// LearnAhead has the GPU's group learn, while it is warming up, its bins
+// below to that every GPU froze, released or not (Group.learnAhead): for
+// books whose requests are held until the group has warmed up. Call it
+// before Finalize with the same to.
+func (g *GPU) LearnAhead(to int64) {
+	if g.l.started {
+		g.group.learnAhead(to)
+	}
+}
+
+// learn offers the fits bin i, every GPU of the group having frozen it
+// with activity measured: its weight is what every request in it brought.
+// Each bin is learned once, in order (learnedTo).
+func (grp *Group) learn(i int64) {
+	if i < grp.learnedTo {
+		return
+	}
+	grp.learnedTo = i + 1
+	sb := grp.at(i)
+	all := uint16(len(grp.members))
+	if sb.weight <= 0 || sb.activity.gpus != all {
+		return
+	}
+	l := grp.l
+	grp.load.learn(sb.activity, sb.weight)
+	st := grp.steps(sb, l.ratio)
+	grp.cost.learn(sb.activity, st.cost(sb))
+	grp.chunks.learn(sb.activity, st.chunked)
+}
+
+// learnAhead learns, while the group is warming up, its bins below to
+// that every GPU froze, whether or not a request in them is still held:
+// to lies finalize_after behind the newest energy, so every request that
+// ran in them has been admitted and their weight is complete. Otherwise
+// bins are learned as they become final, once their requests were released
+// with their life factors; but a request held back until the fits have
+// learned (Warming) keeps its bins from becoming final first.
+func (grp *Group) learnAhead(to int64) {
+	l := grp.l
+	all := uint16(len(grp.members))
+	for i := max(grp.learnedTo, l.lo); i < min(to, l.hi) && grp.warming(); i++ {
+		if grp.at(i).frozen < all {
+			return // a GPU's energy is not in yet
+		}
+		grp.learn(i)
+	}
+}
+
+// Warming reports whether a group is warming up at now (Group.Warming).
+func (l *Ledger) Warming(now, wait int64) bool {
+	for _, grp := range l.groups {
+		if grp.Warming(now, wait) {
+			return true
+		}
+	}
+	return false
+}
+
+// Warming reports whether the group's GPUs measure the activity its fits
+// learn from but the fits have not learned enough to be used, at now (Unix
+// ns) within wait (ns) of the first bin they measured: a request released
+// now would be shared by the arrival curve alone (docs/attribution.md,
+// "Warming up"). Past wait the group is not waited for, learned or not:
+// with little traffic the fits take long to learn.
+func (grp *Group) Warming(now, wait int64) bool {
+	return grp.warming() && now < grp.l.Start(grp.measuredFrom)+wait
+}
+
+func (grp *Group) warming() bool { return grp.measured && !grp.load.learned() }
+
 // finalize books bins [finalTo, to); force books them even when a request
 // is waiting or they are not frozen (they are being dropped).
 func (g *GPU) finalize(to int64, force bool) {
@@ -1074,13 +1154,8 @@ func (g *GPU) finalize(to int64, force bool) {
 		g.runPresent, g.runPending = present, pending
 		mb.final = true
 		sb.final++
-		if !force && sb.final == uint16(len(g.group.members)) && sb.weight > 0 && sb.activity.gpus == sb.final {
-			// Its last GPU made it final: the weight is what every
-			// request in it brought.
-			g.group.load.learn(sb.activity, sb.weight)
-			st := g.group.steps(sb, l.ratio)
-			g.group.cost.learn(sb.activity, st.cost(sb))
-			g.group.chunks.learn(sb.activity, st.chunked)
+		if !force && sb.final == uint16(len(g.group.members)) {
+			g.group.learn(g.finalTo) // its last GPU made it final
 		}
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel

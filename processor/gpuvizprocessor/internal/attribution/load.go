@@ -84,11 +84,14 @@ func (m *loadModel) learn(a groupActivity, weight float64) {
 	}
 }
 
+// learned reports whether the model has learned enough bins to predict.
+func (m *loadModel) learned() bool { return m.fit.n >= minLoadBins }
+
 // predict returns the final weight the model expects of a bin with
 // activity a; ok is false until it has learned enough, or when the fit
 // says nothing (no activity seen).
 func (m *loadModel) predict(a groupActivity) (float64, bool) {
-	if m.fit.n < minLoadBins || (m.ct == 0 && m.cd == 0) {
+	if !m.learned() || (m.ct == 0 && m.cd == 0) {
 		return 0, false
 	}
 	return m.ct*float64(a.tensor) + m.cd*float64(a.dram), true
