@@ -245,3 +245,54 @@ func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 		})
 	}
 }
+
+// While a span's GPUs measure activity their books have not learned to
+// read yet, its batch is held (attribution.warmup_wait) rather than split by
+// the arrival curve; it leaves once warmup_wait has passed since the GPUs
+// first measured activity, learned or not, and is not held at all while
+// the hold is more than half full.
+func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		maxPending int
+		held       bool
+	}{
+		{"held", 100, true},
+		{"hold too full", 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, now, sink := virtualCore(t, func(cfg *Config) {
+				cfg.Attribution.WarmupWait = 45 * time.Second
+				cfg.MaxPendingSpans = tc.maxPending
+			})
+			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 25)))
+			send := func(trace byte, at time.Duration) {
+				*now = base.Add(at)
+				td := ptrace.NewTraces()
+				vllmSpan(td, trace, base.Add(at-5*time.Second), 0.2, 0.5, 2, 50)
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			}
+			tick := func(from, to int) {
+				for s := from; s <= to; s++ {
+					c.tick(base.Add(time.Duration(s) * time.Second))
+				}
+			}
+			// The first span leaves as it settles: its release freezes
+			// the first bins, and with them the first activity measured.
+			send(1, 8*time.Second)
+			tick(9, 16)
+			require.Equal(t, 1, sink.SpanCount()/4)
+			send(2, 17*time.Second)
+			tick(18, 26)
+			if !tc.held {
+				assert.Equal(t, 2, sink.SpanCount()/4, "not held: the hold is more than half full")
+				return
+			}
+			tick(27, 44)
+			assert.Equal(t, 1, sink.SpanCount()/4, "held while warming up")
+			tick(45, 52)
+			assert.Equal(t, 2, sink.SpanCount()/4, "let go once warmup_wait has passed since activity was first measured")
+		})
+	}
+}
