@@ -394,11 +394,11 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 }
 
 // warms reports whether a span of b matched GPUs whose fits are warming
-// up (attribution.Group.Warming): until the books have learned how a bin's
+// up (pipeline.warming): until the books have learned how a bin's
 // activity predicts its final weight, the split falls back to the arrival
 // curve, which errs most in a collector's first minute (docs/attribution.md,
 // "Warming up"). ready holds such a batch for at most attribution.warmup_wait
-// after it arrived, and after the group first measured activity. memo caches the sets' answers for one release; the caller holds
+// after it arrived, and after its GPUs were first seen measuring activity. memo caches the sets' answers for one release; the caller holds
 // c.mu.
 func (c *core) warms(b *heldBatch, now time.Time, memo map[*gpuSet]bool) bool {
 	var last *gpuSet
@@ -461,7 +461,7 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	waiting := map[time.Time]bool{} // settle groups with a batch not ready
 	settled := map[*gpuSet]time.Time{}
 	var warming map[*gpuSet]bool
-	if c.hold.n <= c.hold.max/2 && c.pipeline.ledger.Warming(now.UnixNano(), int64(c.cfg.Attribution.WarmupWait)) {
+	if c.cfg.Attribution.WarmupWait > 0 && c.hold.n <= c.hold.max/2 && !c.pipeline.ledger.Learned() {
 		// Held for the fits only while the hold is at most half full.
 		warming = map[*gpuSet]bool{}
 	}

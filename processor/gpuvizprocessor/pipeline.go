@@ -49,6 +49,9 @@ type gpuSet struct {
 	// groups are the ledger's groups that make up gpus, as of version.
 	groups  []*attribution.Group
 	version uint64
+	// measuring is when the set's GPUs were first seen measuring
+	// activity (warming); zero before.
+	measuring time.Time
 }
 
 // set returns the interned set of keys.
@@ -83,11 +86,26 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 	return s.groups
 }
 
-// warming reports whether a group of the set's GPUs is warming up at now
-// (attribution.Group.Warming, within warmup_wait).
+// warming reports whether the set's GPUs are warming up at now: they
+// measure the tensor and DRAM activity the books' fits learn from, a group
+// of them is learning (attribution.Group.Learning: it has not learned, but
+// has the busy bins to learn from), and warmup_wait has not passed since
+// the set was first seen measuring. Past that it is not waited for, learned
+// or not.
 func (p *pipeline) warming(s *gpuSet, now time.Time) bool {
+	if s.measuring.IsZero() {
+		for _, k := range s.keys {
+			if !p.store.Has(k, timeline.TensorActivity) || !p.store.Has(k, timeline.DRAMActivity) {
+				return false
+			}
+		}
+		s.measuring = now
+	}
+	if !now.Before(s.measuring.Add(p.warmupWait)) {
+		return false
+	}
 	for _, g := range p.groupsOf(s) {
-		if g.Warming(now.UnixNano(), int64(p.warmupWait)) {
+		if g.Learning() {
 			return true
 		}
 	}

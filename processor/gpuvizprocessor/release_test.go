@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/featuregate"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -248,51 +249,57 @@ func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 
 // While a span's GPUs measure activity their books have not learned to
 // read yet, its batch is held (attribution.warmup_wait) rather than split by
-// the arrival curve; it leaves once warmup_wait has passed since the GPUs
-// first measured activity, learned or not, and is not held at all while
-// the hold is more than half full.
+// the arrival curve; it leaves once warmup_wait has passed since it arrived
+// or since its GPUs were first seen measuring, learned or not, and is not
+// held at all while the hold is more than half full, where the GPUs
+// measure no activity, or where too few bins are busy for the books to
+// learn from.
 func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name       string
 		maxPending int
+		noGPM      bool
+		decode     float64 // s: 12 s make 127 busy bins, 2 s 27
+		data       int     // s of GPU samples: 70 s put its bins finalize_after behind the newest energy
 		held       bool
 	}{
-		{"held", 100, true},
-		{"hold too full", 1, false},
+		{"held", 100, false, 12, 30, true},
+		{"learned", 100, false, 12, 70, false},
+		{"hold too full", 1, false, 12, 30, false},
+		{"no activity measured", 100, true, 12, 30, false},
+		{"too few busy bins", 100, false, 2, 30, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, now, sink := virtualCore(t, func(cfg *Config) {
 				cfg.Attribution.WarmupWait = 45 * time.Second
 				cfg.MaxPendingSpans = tc.maxPending
 			})
-			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 25)))
-			send := func(trace byte, at time.Duration) {
-				*now = base.Add(at)
-				td := ptrace.NewTraces()
-				vllmSpan(td, trace, base.Add(at-5*time.Second), 0.2, 0.5, 2, 50)
-				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			md := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, tc.data))
+			if tc.noGPM {
+				md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().RemoveIf(func(m pmetric.Metric) bool {
+					return m.Name() == "nvidia.gpu.tensor.activity" || m.Name() == "nvidia.gpu.dram.activity"
+				})
 			}
+			c.ingest.consume(context.Background(), md)
+			*now = base.Add(17 * time.Second)
+			td := ptrace.NewTraces()
+			vllmSpan(td, 1, base.Add(3*time.Second), 0.2, 0.5, tc.decode, 50)
+			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
 			tick := func(from, to int) {
 				for s := from; s <= to; s++ {
 					c.tick(base.Add(time.Duration(s) * time.Second))
 				}
 			}
-			// The first span leaves as it settles: its release freezes
-			// the first bins, and with them the first activity measured.
-			send(1, 8*time.Second)
-			tick(9, 16)
-			require.Equal(t, 1, sink.SpanCount()/4)
-			send(2, 17*time.Second)
-			tick(18, 26)
+			tick(18, 25)
 			if !tc.held {
-				assert.Equal(t, 2, sink.SpanCount()/4, "not held: the hold is more than half full")
+				assert.Equal(t, 4, sink.SpanCount(), "not held")
 				return
 			}
-			tick(27, 44)
-			assert.Equal(t, 1, sink.SpanCount()/4, "held while warming up")
-			tick(45, 52)
-			assert.Equal(t, 2, sink.SpanCount()/4, "let go once warmup_wait has passed since activity was first measured")
+			tick(26, 61)
+			assert.Zero(t, sink.SpanCount(), "held while warming up")
+			tick(62, 66)
+			assert.Equal(t, 4, sink.SpanCount(), "let go once warmup_wait has passed since it arrived")
 		})
 	}
 }

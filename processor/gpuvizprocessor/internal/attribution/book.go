@@ -211,12 +211,10 @@ type Group struct {
 	cost     loadModel  // the bins' final cost in their steps (finalCost)
 	chunks   chunkModel // the bins' final chunked share (steps)
 	// learnedTo is the first bin the fits have not been offered yet
-	// (learn); measured is set once every GPU of the group measured a
-	// bin's activity, measuredFrom that bin (Warming).
-	learnedTo    int64
-	measured     bool
-	measuredFrom int64
-	mark         uint64
+	// (learn); busyBins counts the bins requests were admitted to (Learning).
+	learnedTo int64
+	busyBins  int
+	mark      uint64
 }
 
 // arrival is a group's learned arrival curve. arrived is, per age class,
@@ -358,7 +356,7 @@ func (grp *Group) within(mark uint64) bool {
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
 	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival,
-		load: grp.load, cost: grp.cost, chunks: grp.chunks, learnedTo: grp.learnedTo, measured: grp.measured, measuredFrom: grp.measuredFrom}
+		load: grp.load, cost: grp.cost, chunks: grp.chunks, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {
@@ -596,6 +594,9 @@ func (grp *Group) Admit(r *Request) {
 			continue
 		}
 		sb := grp.at(pb.i)
+		if sb.weight <= 0 && pb.weight > 0 {
+			grp.busyBins++
+		}
 		sb.weight += pb.weight
 		sb.present += pb.secs
 		if pb.chunk {
@@ -1026,9 +1027,6 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 	if act.Known {
 		mb.tensor, mb.dram, mb.active = float32(act.TensorSeconds), float32(act.DRAMSeconds), true
 		sb.activity.add(mb)
-		if grp := g.group; !grp.measured && sb.activity.gpus == uint16(len(grp.members)) {
-			grp.measured, grp.measuredFrom = true, i
-		}
 	}
 }
 
@@ -1068,9 +1066,9 @@ func (g *GPU) Finalize(to int64) {
 	g.finalize(to, false)
 }
 
-// LearnAhead has the GPU's group learn, while it is warming up, its bins
+// LearnAhead has the GPU's group learn, until it has learned, its bins
 // below to that every GPU froze, released or not (Group.learnAhead): for
-// books whose requests are held until the group has warmed up. Call it
+// books whose requests are held until the group has learned. Call it
 // before Finalize with the same to.
 func (g *GPU) LearnAhead(to int64) {
 	if g.l.started {
@@ -1098,17 +1096,17 @@ func (grp *Group) learn(i int64) {
 	grp.chunks.learn(sb.activity, st.chunked)
 }
 
-// learnAhead learns, while the group is warming up, its bins below to
+// learnAhead learns, until the group has learned, its bins below to
 // that every GPU froze, whether or not a request in them is still held:
 // to lies finalize_after behind the newest energy, so every request that
 // ran in them has been admitted and their weight is complete. Otherwise
 // bins are learned as they become final, once their requests were released
 // with their life factors; but a request held back until the fits have
-// learned (Warming) keeps its bins from becoming final first.
+// learned keeps its bins from becoming final first.
 func (grp *Group) learnAhead(to int64) {
 	l := grp.l
 	all := uint16(len(grp.members))
-	for i := max(grp.learnedTo, l.lo); i < min(to, l.hi) && grp.warming(); i++ {
+	for i := max(grp.learnedTo, l.lo); i < min(to, l.hi) && !grp.Learned(); i++ {
 		if grp.at(i).frozen < all {
 			return // a GPU's energy is not in yet
 		}
@@ -1116,27 +1114,28 @@ func (grp *Group) learnAhead(to int64) {
 	}
 }
 
-// Warming reports whether a group is warming up at now (Group.Warming).
-func (l *Ledger) Warming(now, wait int64) bool {
+// Learned reports whether every group requests were admitted to has
+// learned (Group.Learned).
+func (l *Ledger) Learned() bool {
 	for _, grp := range l.groups {
-		if grp.Warming(now, wait) {
-			return true
+		if grp.admitted && !grp.Learned() {
+			return false
 		}
 	}
-	return false
+	return true
 }
 
-// Warming reports whether the group's GPUs measure the activity its fits
-// learn from but the fits have not learned enough to be used, at now (Unix
-// ns) within wait (ns) of the first bin they measured: a request released
-// now would be shared by the arrival curve alone (docs/attribution.md,
-// "Warming up"). Past wait the group is not waited for, learned or not:
-// with little traffic the fits take long to learn.
-func (grp *Group) Warming(now, wait int64) bool {
-	return grp.warming() && now < grp.l.Start(grp.measuredFrom)+wait
-}
+// Learned reports whether the group's fits have learned enough final bins
+// to say how a bin's activity predicts its final weight; until then a
+// request's share comes from the arrival curve alone, which errs most in a
+// collector's first minute (docs/attribution.md, "Warming up").
+func (grp *Group) Learned() bool { return grp.load.learned() }
 
-func (grp *Group) warming() bool { return grp.measured && !grp.load.learned() }
+// Learning reports whether the group has not learned yet but requests
+// were admitted to enough bins that it will once they are old enough to
+// be complete: where there are too few, a request held for it would wait
+// for nothing.
+func (grp *Group) Learning() bool { return !grp.Learned() && grp.busyBins >= minLoadBins }
 
 // finalize books bins [finalTo, to); force books them even when a request
 // is waiting or they are not frozen (they are being dropped).

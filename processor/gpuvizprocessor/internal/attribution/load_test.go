@@ -1,8 +1,6 @@
 package attribution
 
 import (
-	"time"
-
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -246,39 +244,40 @@ func TestChunkModelFitsTheChunkedShareOfActivity(t *testing.T) {
 	}
 }
 
-// A group warms up while its GPUs measure activity and its fits have not
-// learned enough final bins. Requests held back until it has warmed up
-// would keep their bins from becoming final, so while warming the fits
-// learn a bin once it is old enough to be complete, released or not; a bin
-// learned so is not learned again when it becomes final.
+// Until a group's fits have learned enough final bins, requests may be
+// held back (the processor's warmup_wait), which would keep their bins from
+// becoming final: so LearnAhead learns a bin once it is old enough to be
+// complete, released or not, and a bin learned so is not learned again
+// when it becomes final.
 func TestTheFitsLearnWhileTheirRequestsAreHeld(t *testing.T) {
 	b := testBook(1)
+	assert.True(t, b.l.Learned(), "nothing admitted: nothing to learn")
+	assert.False(t, b.group.Learning())
 	var held [][]Piece
 	for s := 0.0; s < 30; s += 0.5 {
 		r := []Piece{{Start: at(s), End: at(s + 1), Rate: 1}}
 		admit(b, r, at(s+1.5))
 		held = append(held, r)
+		assert.Equal(t, s >= 9, b.group.Learning(), "100 busy bins from the request at 9 s on (at %v s)", s)
 	}
-	assert.False(t, b.group.Warming(at(0), int64(time.Minute)), "nothing measured yet: nothing to wait for")
-	assert.False(t, b.l.Warming(at(0), int64(time.Minute)))
+	assert.False(t, b.group.Learned())
+	assert.False(t, b.l.Learned())
 	freezeActive(b, 0, 30.5, 100, 0.004, 0.002)
-	assert.True(t, b.group.Warming(at(0), int64(time.Minute)), "activity measured, nothing learned")
-	assert.False(t, b.group.Warming(at(60), int64(time.Minute)), "not waited for past wait from the first bin measured")
-	assert.True(t, b.l.Warming(at(0), int64(time.Minute)))
 
 	b.Finalize(b.Index(at(5)))
 	assert.Zero(t, b.group.load.fit.n, "without LearnAhead, bins are learned as they become final")
 	b.LearnAhead(b.Index(at(5)))
 	b.Finalize(b.Index(at(5)))
 	assert.Equal(t, b.Index(at(0)), b.FinalTo(), "held requests keep their bins from being final")
-	assert.True(t, b.group.Warming(at(0), int64(time.Minute)), "50 bins learned")
+	assert.False(t, b.group.Learned(), "50 bins learned")
 	assert.InDelta(t, 50, b.group.load.fit.n, 1)
 
 	b.LearnAhead(b.Index(at(20)))
 	b.Finalize(b.Index(at(20)))
-	assert.False(t, b.group.Warming(at(0), int64(time.Minute)), "100 bins learned")
-	assert.False(t, b.l.Warming(at(0), int64(time.Minute)))
-	assert.InDelta(t, 100, b.group.load.fit.n, 1, "warmed up, it learns ahead no more")
+	assert.True(t, b.group.Learned(), "100 bins learned")
+	assert.False(t, b.group.Learning())
+	assert.True(t, b.l.Learned())
+	assert.InDelta(t, 100, b.group.load.fit.n, 1, "learned, it learns ahead no more")
 	assert.Equal(t, b.Index(at(0)), b.FinalTo())
 
 	for _, r := range held {
@@ -291,11 +290,12 @@ func TestTheFitsLearnWhileTheirRequestsAreHeld(t *testing.T) {
 	assert.InDelta(t, 200, b.group.load.fit.n, 10, "bins learned ahead are not learned again as they become final")
 }
 
-// GPUs that measure no activity (no GPM) have no fit to wait for.
-func TestGPUsWithoutActivityNeverWarm(t *testing.T) {
+// Bins whose GPUs measured no activity (no GPM) teach the fits nothing.
+func TestBinsWithoutActivityTeachNothing(t *testing.T) {
 	b := testBook(1)
-	admit(b, []Piece{{Start: at(0), End: at(1), Rate: 1}}, at(1.5))
-	freeze(b, 0, 2, 100)
-	b.Finalize(b.Index(at(2)))
-	assert.False(t, b.group.Warming(at(0), int64(time.Minute)))
+	admit(b, []Piece{{Start: at(0), End: at(20), Rate: 1}}, at(20.5))
+	freeze(b, 0, 21, 100)
+	b.LearnAhead(b.Index(at(21)))
+	assert.Zero(t, b.group.load.fit.n)
+	assert.False(t, b.group.Learned())
 }

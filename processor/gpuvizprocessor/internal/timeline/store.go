@@ -296,6 +296,14 @@ func (s *Store) forget(g *gpu) {
 	}
 }
 
+// Has reports whether GPU k has points of signal sig.
+func (s *Store) Has(k Key, sig Signal) bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.gpus[k]
+	return g != nil && g.sig[sig].n > 0
+}
+
 // Newest returns the newest timestamp of any point of GPU k; false when the
 // GPU is unknown or has no point.
 func (s *Store) Newest(k Key) (time.Time, bool) {
