@@ -252,23 +252,25 @@ func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 // the arrival curve; it leaves once warmup_wait has passed since it arrived
 // or since its GPUs were first seen measuring, learned or not, and is not
 // held at all while the hold is more than half full, where the GPUs
-// measure no activity, or where too few bins are busy for the books to
-// learn from.
+// measure no activity, or where too few requests came, in too few bins,
+// for the books to learn from.
 func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name       string
 		maxPending int
 		noGPM      bool
-		decode     float64 // s: 12 s make 127 busy bins, 2 s 27
-		data       int     // s of GPU samples: 70 s put its bins finalize_after behind the newest energy
+		requests   int     // 0.6 s apart: 20 teach the arrival curve
+		decode     float64 // s: 5 requests decoding 0.3 s are busy in 34 bins, 2 decoding 12 s in 133
+		data       int     // s of GPU samples: 70 s put the bins finalize_after behind the newest energy
 		held       bool
 	}{
-		{"held", 100, false, 12, 30, true},
-		{"learned", 100, false, 12, 70, false},
-		{"hold too full", 1, false, 12, 30, false},
-		{"no activity measured", 100, true, 12, 30, false},
-		{"too few busy bins", 100, false, 2, 30, false},
+		{"held", 1000, false, 20, 0.3, 30, true},
+		{"held, a few long requests", 1000, false, 2, 12, 30, true},
+		{"learned", 1000, false, 20, 0.3, 70, false},
+		{"hold too full", 20, false, 20, 0.3, 30, false},
+		{"no activity measured", 1000, true, 20, 0.3, 30, false},
+		{"too few requests", 1000, false, 5, 0.3, 30, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, now, sink := virtualCore(t, func(cfg *Config) {
@@ -284,7 +286,9 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 			c.ingest.consume(context.Background(), md)
 			*now = base.Add(17 * time.Second)
 			td := ptrace.NewTraces()
-			vllmSpan(td, 1, base.Add(3*time.Second), 0.2, 0.5, tc.decode, 50)
+			for i := range tc.requests {
+				vllmSpan(td, byte(i+1), base.Add(3*time.Second+time.Duration(i)*600*time.Millisecond), 0.2, 0.5, tc.decode, 50)
+			}
 			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
 			tick := func(from, to int) {
 				for s := from; s <= to; s++ {
@@ -293,13 +297,13 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 			}
 			tick(18, 25)
 			if !tc.held {
-				assert.Equal(t, 4, sink.SpanCount(), "not held")
+				assert.Equal(t, 4*tc.requests, sink.SpanCount(), "not held")
 				return
 			}
 			tick(26, 61)
 			assert.Zero(t, sink.SpanCount(), "held while warming up")
 			tick(62, 66)
-			assert.Equal(t, 4, sink.SpanCount(), "let go once warmup_wait has passed since it arrived")
+			assert.Equal(t, 4*tc.requests, sink.SpanCount(), "let go once warmup_wait has passed since it arrived")
 		})
 	}
 }

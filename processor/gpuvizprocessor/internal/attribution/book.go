@@ -1131,11 +1131,14 @@ func (l *Ledger) Learned() bool {
 // collector's first minute (docs/attribution.md, "Warming up").
 func (grp *Group) Learned() bool { return grp.load.learned() }
 
-// Learning reports whether the group has not learned yet but requests
-// were admitted to enough bins that it will once they are old enough to
-// be complete: where there are too few, a request held for it would wait
-// for nothing.
-func (grp *Group) Learning() bool { return !grp.Learned() && grp.busyBins >= minLoadBins }
+// Learning reports whether the group has not learned yet but serves
+// traffic it will learn from: as many requests as its arrival curve needs
+// (minLearned, decayed), or requests in as many bins as its fits need
+// (minLoadBins; a few long requests). With a few short requests only, a
+// request held for it would wait for nothing.
+func (grp *Group) Learning() bool {
+	return !grp.Learned() && (grp.arrival.learned >= minLearned || grp.busyBins >= minLoadBins)
+}
 
 // finalize books bins [finalTo, to); force books them even when a request
 // is waiting or they are not frozen (they are being dropped).
