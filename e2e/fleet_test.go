@@ -77,6 +77,7 @@ const fleetGatewayOverride = `processors:
   gpuviz:
     attribution:
       settle_window: %v
+      warmup_wait: 0s # this test times the join, from the first span on
 extensions:
   health_check: {endpoint: 127.0.0.1:%d}
 service:
