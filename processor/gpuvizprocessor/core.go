@@ -72,6 +72,8 @@ type core struct {
 	// settleOpen is when the current settle group opened: spans arriving
 	// within settle_window of it join it and are released together.
 	settleOpen time.Time
+	// warmingSaid: the log has said once that spans wait for warm-up.
+	warmingSaid bool
 
 	lifeMu  sync.Mutex
 	users   int // components created on this core
@@ -414,6 +416,11 @@ func (c *core) warms(b *heldBatch, now time.Time, memo map[*gpuSet]bool) bool {
 			memo[set] = w
 		}
 		if w {
+			if !c.warmingSaid {
+				c.warmingSaid = true
+				c.logger.Info("holding inference spans while their GPUs' energy books learn to read GPU activity, as after every start (attribution.warmup_wait)",
+					zap.Duration("at_most", c.cfg.Attribution.WarmupWait))
+			}
 			return true
 		}
 	}
