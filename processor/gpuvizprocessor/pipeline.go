@@ -20,9 +20,8 @@ type pipeline struct {
 	thresholds    bottleneck.Thresholds
 	bookCfg       attribution.Config
 	finalizeAfter time.Duration
-	// learnAhead: spans are held while their GPUs' fits warm up
-	// (attribution.warmup_wait), so the fits learn before bins are final.
-	learnAhead bool
+	// warmupWait is attribution.warmup_wait: spans are held while their
+	// GPUs' fits warm up, so the fits learn before bins are final.
 	warmupWait time.Duration
 	ledger     *attribution.Ledger
 	books      map[timeline.Key]*attribution.GPU
@@ -89,7 +88,7 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 // warming reports whether the set's GPUs are warming up at now: they
 // measure the tensor and DRAM activity the books' fits learn from, a group
 // of them is learning (attribution.Group.Learning: it has not learned, but
-// has the busy bins to learn from), and warmup_wait has not passed since
+// has the traffic to learn from), and warmup_wait has not passed since
 // the set was first seen measuring. Past that it is not waited for, learned
 // or not.
 func (p *pipeline) warming(s *gpuSet, now time.Time) bool {
@@ -115,7 +114,7 @@ func (p *pipeline) warming(s *gpuSet, now time.Time) bool {
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
-		learnAhead: cfg.Attribution.WarmupWait > 0, warmupWait: cfg.Attribution.WarmupWait,
+		warmupWait: cfg.Attribution.WarmupWait,
 		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
@@ -674,7 +673,7 @@ func (p *pipeline) finalize(keys []timeline.Key) {
 		}
 		book := p.book(k)
 		to := p.ledger.Index(settled.Add(-p.finalizeAfter).UnixNano())
-		if p.learnAhead {
+		if p.warmupWait > 0 {
 			book.LearnAhead(to) // spans are held while it warms up
 		}
 		from := book.FinalTo()
