@@ -115,7 +115,7 @@ func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
 		warmupWait: cfg.Attribution.WarmupWait,
-		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
+		ledger:     attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
