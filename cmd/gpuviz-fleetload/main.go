@@ -79,7 +79,9 @@ func (f *fanout) consume(ctx context.Context, md pmetric.Metrics) error {
 		for i := range rms.Len() {
 			rms.At(i).Resource().Attributes().PutStr("host.name", host)
 		}
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		// The receiver hands on its last batch as it shuts down, when its
+		// context may be cancelled: that batch is sent all the same.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		_, err := f.client.Export(sctx, pmetricotlp.NewExportRequestFromMetrics(out))
 		cancel()
 		if err != nil {
