@@ -400,8 +400,8 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 // activity predicts its final weight, the split falls back to the arrival
 // curve, which errs most in a collector's first minute (docs/attribution.md,
 // "Warming up"). ready holds such a batch for at most
-// attribution.warmup_wait after it arrived, and after its GPUs were first
-// seen measuring activity. memo caches the sets' answers for one release;
+// attribution.warmup_wait after it arrived, and after its GPUs first had
+// to wait. memo caches the sets' answers for one release;
 // the caller holds c.mu.
 func (c *core) warms(b *heldBatch, now time.Time, memo map[*gpuSet]bool) bool {
 	var last *gpuSet

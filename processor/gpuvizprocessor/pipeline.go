@@ -48,9 +48,9 @@ type gpuSet struct {
 	// groups are the ledger's groups that make up gpus, as of version.
 	groups  []*attribution.Group
 	version uint64
-	// measuring is when the set's GPUs were first seen measuring
-	// activity (warming); zero before.
-	measuring time.Time
+	// warmingSince is when the set first had to wait for its GPUs' fits
+	// (warming); zero before.
+	warmingSince time.Time
 }
 
 // set returns the interned set of keys.
@@ -85,30 +85,28 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 	return s.groups
 }
 
-// warming reports whether the set's GPUs are warming up at now: they
-// measure the tensor and DRAM activity the books' fits learn from, a group
+// warming reports whether the set's GPUs are warming up at now: a group
 // of them is learning (attribution.Group.Learning: it has not learned, but
-// has the traffic to learn from), and warmup_wait has not passed since
-// the set was first seen measuring. Past that it is not waited for, learned
-// or not.
+// has the traffic to learn from), they measure the tensor and DRAM activity
+// the fits learn from, and warmup_wait has not passed since the set first
+// had to wait. Past that it is not waited for, learned or not.
 func (p *pipeline) warming(s *gpuSet, now time.Time) bool {
-	if s.measuring.IsZero() {
+	learning := false
+	for _, g := range p.groupsOf(s) {
+		learning = learning || g.Learning()
+	}
+	if !learning {
+		return false
+	}
+	if s.warmingSince.IsZero() {
 		for _, k := range s.keys {
 			if !p.store.Has(k, timeline.TensorActivity) || !p.store.Has(k, timeline.DRAMActivity) {
 				return false
 			}
 		}
-		s.measuring = now
+		s.warmingSince = now
 	}
-	if !now.Before(s.measuring.Add(p.warmupWait)) {
-		return false
-	}
-	for _, g := range p.groupsOf(s) {
-		if g.Learning() {
-			return true
-		}
-	}
-	return false
+	return now.Before(s.warmingSince.Add(p.warmupWait))
 }
 
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {

@@ -250,7 +250,7 @@ func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 // While a span's GPUs measure activity their books have not learned to
 // read yet, its batch is held (attribution.warmup_wait) rather than split by
 // the arrival curve; it leaves once warmup_wait has passed since it arrived
-// or since its GPUs were first seen measuring, learned or not, and is not
+// or since its GPUs first had to wait, learned or not, and is not
 // held at all while the hold is more than half full, where the GPUs
 // measure no activity, or where too few requests came, in too few bins,
 // for the books to learn from.
