@@ -30,7 +30,8 @@
 #
 # Environment (defaults): RATES ("2000 20000"), PAIRS (3), SECONDS (60, per
 # run; MEASURE_SECONDS also works), WARMUP (10), BIN (_build/otelcol-gpuviz),
-# BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888). Extra arguments go to
+# BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888), LOADGEN (a built
+# examples/loadgen, for a host without Go; built here if unset). Extra arguments go to
 # every collector run, e.g. --set=processors::gpuviz::max_pending_spans=100000.
 #
 #   make build && scripts/measure-processor.sh
@@ -88,7 +89,11 @@ echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --q
   "$("$bin" --version 2>/dev/null | head -1) built $(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ);" \
   "$(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
 
-go build -o "$work/loadgen" ./examples/loadgen || die "go build ./examples/loadgen"
+if [ -n "${LOADGEN:-}" ]; then
+  cp "$LOADGEN" "$work/loadgen" || die "LOADGEN=$LOADGEN: cannot copy it"
+else
+  go build -o "$work/loadgen" ./examples/loadgen || die "go build ./examples/loadgen"
+fi
 
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 alive() { kill -0 "$1" 2>/dev/null; }

@@ -65,9 +65,12 @@ const (
 	// and cuBLAS start on a cold machine can take a minute.
 	requestsLimit = 6 * time.Minute
 	// spanWait bounds the wait for the last spans after the request
-	// workload ends: the processor holds a span until the GPU data covering
-	// its end has arrived (one flush_interval) or its max_wait (20 s) passes.
-	spanWait = 30 * time.Second
+	// workload ends (it returns as soon as all are in): the processor holds a
+	// span until the GPU data covering its end has arrived (one
+	// flush_interval, at most max_wait, 20 s), then for the settle window
+	// (5 s), and while the books warm up for at most warmup_wait (45 s) from
+	// when its GPU first had to wait.
+	spanWait = 75 * time.Second
 )
 
 type options struct {
