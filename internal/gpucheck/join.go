@@ -24,6 +24,7 @@ const (
 	FamilyVLLM      = "vllm"
 	LabelCompute    = "compute_bound"
 	LabelMemory     = "memory_bound"
+	LabelPower      = "power_throttled"
 )
 
 // Phases of a request span, as the processor names them.
@@ -65,6 +66,14 @@ const (
 	// tiles from shared memory and L2 and reads 0.1-0.4; same reasoning for
 	// 0.25 as MinTensorGap.
 	MinDRAMGap = 0.25
+	// MinPowerCapShare is the share of a prefill the GPU itself must report
+	// throttled at its power cap (nvidia.gpu.throttle.active, sw_power_cap,
+	// over the ticks wholly inside the prefill) for power_throttled to be
+	// the right prefill label instead of compute_bound: the processor says
+	// power_throttled for an interval throttled at least half of the time,
+	// and back-to-back bf16 GEMMs reach the cap of some GPUs (an H200 at
+	// 700 W drew 691 W at 1485 MHz, throttled throughout).
+	MinPowerCapShare = 0.5
 )
 
 // Info is a row that reports without asserting (labels of the generate
@@ -73,8 +82,11 @@ const Info Status = "info"
 
 // The GPM metrics the tick rows read.
 const (
-	metricTensor = "nvidia.gpu.tensor.activity"
-	metricDRAM   = "nvidia.gpu.dram.activity"
+	metricTensor   = "nvidia.gpu.tensor.activity"
+	metricDRAM     = "nvidia.gpu.dram.activity"
+	metricThrottle = "nvidia.gpu.throttle.active"
+	attrReason     = "nvidia.gpu.throttle.reason"
+	reasonPowerCap = "sw_power_cap"
 )
 
 // RequestReport is what the join showed for one request.
@@ -135,6 +147,9 @@ func AnalyzeJoin(spans []Span, points []Point, run RequestRun) JoinReport {
 	for _, s := range spans {
 		byID[s.TraceID+"/"+s.SpanID] = s
 	}
+	powerCap := slices.DeleteFunc(slices.Clone(points), func(p Point) bool {
+		return p.Metric != metricThrottle || p.Attrs[attrReason] != reasonPowerCap
+	})
 	synthetic := 0
 	for _, q := range run.Requests {
 		if q.Kind == KindSynthetic {
@@ -145,7 +160,7 @@ func AnalyzeJoin(spans []Span, points []Point, run RequestRun) JoinReport {
 		rr.Rows = append(rr.Rows, enrichedRow(span, ok))
 		if ok && span.Str(AttrFamily) == FamilyVLLM {
 			rr.Rows = append(rr.Rows,
-				labelRow(span, SpanPhasePrefill, LabelCompute, q.Kind == KindSynthetic),
+				prefillRow(span, q, powerCap),
 				labelRow(span, SpanPhaseDecode, LabelMemory, q.Kind == KindSynthetic),
 				energyRow(span, q))
 		}
@@ -194,6 +209,24 @@ func labelRow(span Span, phase, want string, assert bool) Row {
 	default:
 		row.Status = statusOf(got == want)
 	}
+	return row
+}
+
+// prefillRow checks a synthetic request's prefill label: compute_bound,
+// unless the GPU reported itself throttled at its power cap for at least
+// MinPowerCapShare of the prefill, when power_throttled is the right label
+// (the processor ranks a power cap above the unit that would set the pace
+// at full clocks). powerCap are the sw_power_cap throttle points.
+func prefillRow(span Span, q Request, powerCap []Point) Row {
+	if q.Kind != KindSynthetic {
+		return labelRow(span, SpanPhasePrefill, LabelCompute, false)
+	}
+	share, n := tickStats(powerCap, metricThrottle, []window{{q.PrefillStart, q.FirstToken}})
+	if n == 0 || share < MinPowerCapShare {
+		return labelRow(span, SpanPhasePrefill, LabelCompute, true)
+	}
+	row := labelRow(span, SpanPhasePrefill, LabelPower, true)
+	row.Check += fmt.Sprintf(" (power cap %.0f%% of it)", share*100)
 	return row
 }
 

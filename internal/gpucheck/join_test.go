@@ -191,6 +191,67 @@ func TestAnalyzeJoin(t *testing.T) {
 		}, "synthetic-0": goodSynthetic},
 		ticks: goodTicks,
 	}, {
+		name: "a GPU at its power cap in the prefills: power_throttled is right, compute_bound fails",
+		run:  synthRun,
+		spans: func(r RequestRun) []Span {
+			spans := goodSpans(r)
+			for i := range 3 {
+				spans[i] = enrichedSpan(r.Requests[i], LabelPower, LabelMemory, 1010)
+			}
+			return spans
+		},
+		points: func(r RequestRun) []Point {
+			// Capped in the first three requests' prefills only.
+			capped := ticks(r, metricThrottle, tick, func(t int64) float64 {
+				if phaseOf(r, t) == SpanPhasePrefill && t < r.Requests[3].Start {
+					return 1
+				}
+				return 0
+			})
+			for i := range capped {
+				capped[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: reasonPowerCap}
+			}
+			// Another reason throttling throughout decides nothing.
+			other := ticks(r, metricThrottle, tick, func(int64) float64 { return 1 })
+			for i := range other {
+				other[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: "sync_boost"}
+			}
+			return append(append(gpmTicks(r, tick), capped...), other...)
+		},
+		failed: 0,
+		rows: map[string][]string{
+			"synthetic-0": {
+				"PASS span enriched (gpuviz.request.family=vllm)",
+				"PASS prefill label = power_throttled (power cap 100% of it)",
+				"PASS decode label = memory_bound",
+				"PASS energy within 5% of reference",
+			},
+			"synthetic-3": goodSynthetic,
+		},
+		ticks: goodTicks,
+	}, {
+		name:  "a GPU at its power cap in a prefill labelled compute_bound fails",
+		run:   synthRun,
+		spans: goodSpans,
+		points: func(r RequestRun) []Point {
+			capped := ticks(r, metricThrottle, tick, func(t int64) float64 {
+				if phaseOf(r, t) == SpanPhasePrefill && t < r.Requests[1].Start {
+					return 0.8
+				}
+				return 0
+			})
+			for i := range capped {
+				capped[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: reasonPowerCap}
+			}
+			return append(gpmTicks(r, tick), capped...)
+		},
+		failed: 1,
+		rows: map[string][]string{
+			"synthetic-0": append([]string{goodSynthetic[0], "FAIL prefill label = power_throttled (power cap 80% of it)"}, goodSynthetic[2:]...),
+			"synthetic-1": goodSynthetic,
+		},
+		ticks: goodTicks,
+	}, {
 		name: "the generate requests' labels are reported, never failed",
 		run:  synthRun,
 		spans: func(r RequestRun) []Span {
