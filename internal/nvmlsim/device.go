@@ -48,6 +48,34 @@ type Device struct {
 	accAt int64
 	acc   Totals
 	baseJ float64
+	// refreshPhase places the GPU's refresh grid (see refreshed).
+	refreshPhase int64
+}
+
+// refreshPeriod is how often the driver refreshes the energy counter and
+// the instant power field: every 100 ms on an H200 with driver 580, read
+// every 25 ms and every 6 ms (docs/hardware.md). Between refreshes a read
+// gets the last refresh's values.
+const refreshPeriod = int64(100 * time.Millisecond)
+
+// refreshed returns the energy counter (J) and the instant power (W) as the
+// driver last refreshed them, at or before accAt: the energy up to that
+// refresh, and the mean power of the refreshPeriod before it (the H200's
+// field 186 matched that mean within 37 W, a sample of 20 ms within 128 W).
+// The caller holds mu and has accumulated.
+func (d *Device) refreshed() (joules, watts float64) {
+	u := d.accAt - floorMod(d.accAt-d.refreshPhase, refreshPeriod)
+	joules = max(0, d.baseJ+d.acc.Joules-d.work.Integrate(u, d.accAt).Joules) // 0 just after a reset
+	watts = d.work.Integrate(u-refreshPeriod, u).Joules / (float64(refreshPeriod) / float64(time.Second))
+	return joules, watts
+}
+
+func floorMod(a, m int64) int64 {
+	r := a % m
+	if r < 0 {
+		r += m
+	}
+	return r
 }
 
 var _ nvml.Device = (*Device)(nil)
@@ -100,6 +128,7 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 	// days ago at a 250 W average.
 	d.accAt = now().UnixNano()
 	d.baseJ = float64(2+index%3) * 86400 * 250
+	d.refreshPhase = int64(index) * int64(37*time.Millisecond) % refreshPeriod
 	return d
 }
 
@@ -210,12 +239,14 @@ func (d *Device) GetPowerUsage() (uint32, nvml.Return) {
 }
 
 // GetTotalEnergyConsumption implements nvml.Device: millijoules since driver
-// load, the exact integral of the schedule's power.
+// load, the exact integral of the schedule's power up to the driver's last
+// refresh.
 func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.accumulate()
-	return uint64((d.baseJ + d.acc.Joules) * 1000), nvml.SUCCESS
+	j, _ := d.refreshed()
+	return uint64(j * 1000), nvml.SUCCESS
 }
 
 // accumulate brings the cumulative counters up to now. A clock that steps

@@ -66,11 +66,49 @@ func TestReadingsFollowTheEngine(t *testing.T) {
 	assert.True(t, sawCap)
 	tot := node.Integrate(2, from, c.t.UnixNano())
 	e1, _ := d.GetTotalEnergyConsumption()
-	assert.InDelta(t, tot.Joules*1000, float64(e1-e0), 2, "mJ")
+	// The counter as of the driver's last refreshes before each read.
+	refresh := func(t int64) int64 { return t - floorMod(t-d.refreshPhase, refreshPeriod) }
+	counted := node.Integrate(2, refresh(from), refresh(c.t.UnixNano()))
+	assert.InDelta(t, counted.Joules*1000, float64(e1-e0), 2, "mJ")
 	capped1, link1 := field()
 	assert.InDelta(t, tot.CappedSeconds*1e9, float64(capped1-capped0), 2)
 	assert.InDelta(t, tot.NVLinkBytes/1024, float64(link1-link0), 2)
 	assert.InDelta(t, 0.9*float64(mem0.Total), float64(mem0.Used), 0.001*float64(mem0.Total))
+}
+
+// The energy counter and the instant power field move only when the driver
+// refreshes them, every 100 ms: a read in between gets the energy up to the
+// last refresh and the mean power of the 100 ms before it.
+func TestEnergyAndPowerMoveEvery100ms(t *testing.T) {
+	c := newClock()
+	s := mustScenarioServer(t, "bursty", c)
+	node := s.Node()
+	for _, i := range []int{0, 1, 3} {
+		d := s.Device(i)
+		read := func() (mj, mw uint64) {
+			f := []nvml.FieldValue{{FieldId: nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION}, {FieldId: nvml.FI_DEV_POWER_INSTANT}}
+			require.Equal(t, nvml.SUCCESS, d.GetFieldValues(f))
+			return binary.LittleEndian.Uint64(f[0].Value[:]), binary.LittleEndian.Uint64(f[1].Value[:])
+		}
+		// To the next refresh.
+		c.advance(time.Duration(refreshPeriod - floorMod(c.t.UnixNano()-d.refreshPhase, refreshPeriod)))
+		u := c.t.UnixNano()
+		e0, p0 := read()
+		mean := node.Integrate(i, u-refreshPeriod, u).Joules / 0.1
+		assert.InDelta(t, mean*1000, float64(p0), 1, "GPU %d: the mean power of the 100 ms before the refresh", i)
+		for range 9 { // 10 ms to 90 ms after it: nothing moves
+			c.advance(10 * time.Millisecond)
+			e, p := read()
+			assert.Equal(t, e0, e, "GPU %d energy between refreshes", i)
+			assert.Equal(t, p0, p, "GPU %d power between refreshes", i)
+			e2, _ := d.GetTotalEnergyConsumption()
+			assert.Equal(t, e0, e2)
+		}
+		c.advance(10 * time.Millisecond) // the next refresh
+		e1, _ := read()
+		assert.InDelta(t, node.Integrate(i, u, u+refreshPeriod).Joules*1000, float64(e1-e0), 1, "GPU %d", i)
+	}
+	assert.NotEqual(t, s.Device(0).refreshPhase, s.Device(1).refreshPhase, "GPUs refresh on grids of their own")
 }
 
 func TestGPMFollowsTheEngine(t *testing.T) {

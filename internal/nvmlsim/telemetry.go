@@ -36,6 +36,7 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 	defer d.mu.Unlock()
 	d.accumulate()
 	ts := d.accAt / 1000
+	joules, watts := d.refreshed()
 	for i := range values {
 		v := &values[i]
 		v.Timestamp = ts
@@ -44,10 +45,10 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 		var x uint64
 		switch v.FieldId {
 		case nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION:
-			x = uint64((d.baseJ + d.acc.Joules) * 1000) // mJ
+			x = uint64(joules * 1000) // mJ
 		case nvml.FI_DEV_POWER_INSTANT:
 			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
-			x = uint64(d.work.At(d.accAt).PowerW * 1000) // mW, now
+			x = uint64(watts * 1000) // mW
 		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP:
 			x = uint64(d.acc.CappedSeconds * 1e9)
 		case nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN:
