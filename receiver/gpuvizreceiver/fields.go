@@ -152,6 +152,16 @@ func (req *fieldRequest) ask(dev nvml.Device, take, dropped func(*nvml.FieldValu
 	return nvml.SUCCESS
 }
 
+// askFirst is ask for the first n fields only; the others stay asked for,
+// in their order, after those ask kept.
+func (req *fieldRequest) askFirst(n int, dev nvml.Device, take, dropped func(*nvml.FieldValue)) nvml.Return {
+	head := (*req)[:n:n]
+	ret := head.ask(dev, take, dropped)
+	kept := copy((*req)[len(head):], (*req)[n:])
+	*req = (*req)[:len(head)+kept]
+	return ret
+}
+
 // readFields makes the GPU's batched field-value call and records what each
 // field says.
 func (s *gpuScraper) readFields(g *gpu, ts pcommon.Timestamp) nvml.Return {

@@ -205,7 +205,7 @@ func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
 	energy := pointsOf(joinBatches(sink.AllMetrics()), "hw.energy", nil)
 	tensor := pointsOf(joinBatches(sink.AllMetrics()), "nvidia.gpu.tensor.activity", nil)
 	for _, g := range ls.s.gpus {
-		assert.Len(t, energy[g.id], ticks, "an energy point every tick")
+		assert.Len(t, energy[g.id], ticks/4, "an energy point every flush tick (each 4th)")
 		// The fixture's GPM never changes: one run, from the first interval
 		// (ending at tick 2) to the last tick, with its latest point in
 		// every hand-on.
@@ -215,6 +215,15 @@ func TestSamplerHandsOnEveryTickOnce(t *testing.T) {
 		assert.Equal(t, pcommon.NewTimestampFromTime(ls.at), at[len(at)-1], "the run's end, at the last tick")
 	}
 	assert.Equal(t, map[string]int64{"read": int64(ticks * len(ls.s.gpus))}, ls.outcomes(t))
+}
+
+// flushEveryTick is the default configuration flushing at every tick, so
+// that every tick reads the energy counter, whose points count the ticks
+// handed on (the fixture's counter moves at every read).
+func flushEveryTick() *Config {
+	cfg := defaultConfig()
+	cfg.Samples.FlushInterval = cfg.Samples.Interval
+	return cfg
 }
 
 // pointTimes are the timestamps of GPU id's points of metric, in the order
@@ -261,7 +270,7 @@ func TestHungGPUStallsNeitherTheOthersNorTheScrape(t *testing.T) {
 	release := make(chan struct{})
 	hangTicks(device(lib, 1), release)
 	sink := new(consumertest.MetricsSink)
-	ls := startSampler(t, defaultConfig(), lib, sink)
+	ls := startSampler(t, flushEveryTick(), lib, sink)
 
 	ls.tick()
 	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2 }, 5*time.Second, time.Millisecond)
@@ -294,7 +303,7 @@ func TestShutdownAbandonsACallThatNeverReturns(t *testing.T) {
 	release := make(chan struct{})
 	hangTicks(device(lib, 0), release)
 	sink := new(consumertest.MetricsSink)
-	ls := startSampler(t, defaultConfig(), lib, sink)
+	ls := startSampler(t, flushEveryTick(), lib, sink)
 	ls.tick()
 	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 1 }, 5*time.Second, time.Millisecond)
 

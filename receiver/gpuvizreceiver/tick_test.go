@@ -139,21 +139,34 @@ func TestBurstIsVisibleAtTickResolution(t *testing.T) {
 		assert.InDelta(t, 0.85, dram[at], 1e-3, "DRAM at %v", at)
 	}
 
-	// Mean power between consecutive energy points, and the throttled
-	// share between consecutive throttle-time points.
-	energy := tickSeries(m, "hw.energy", nil, t0)
+	// The throttled share between consecutive throttle-time points.
 	throttle := tickSeries(m, "nvidia.gpu.throttle.time", map[string]any{"nvidia.gpu.throttle.reason": "sw_power_cap"}, t0)
-	require.Len(t, energy, int(10*time.Second/interval)+1)
 	for at := interval; at <= 10*time.Second; at += interval {
-		watts := (energy[at] - energy[at-interval]) / interval.Seconds()
 		throttled := (throttle[at] - throttle[at-interval]) / interval.Seconds()
 		if at == burstTick {
-			assert.InDelta(t, share*690+(1-share)*450, watts, 1, "power of the burst's tick")
 			assert.InDelta(t, share, throttled, 1e-3, "throttled share of the burst's tick")
 			continue
 		}
-		assert.InDelta(t, 450, watts, 1, "power at %v", at)
 		assert.InDelta(t, 0, throttled, 1e-3, "throttled share at %v", at)
+	}
+	// The energy counter, read on flush ticks only (0.75 s, 1.75 s, ...):
+	// mean power between them, the burst inside the second that holds it.
+	flush := defaultConfig().Samples.FlushInterval
+	var energy []float64
+	forEachPointTS(m, func(name string, _ map[string]any, _ pcommon.Timestamp, v float64) {
+		if name == "hw.energy" {
+			energy = append(energy, v)
+		}
+	})
+	require.Len(t, energy, 11, "the flush ticks handed on, 0.75 s to 10.75 s")
+	for i := 1; i < len(energy); i++ {
+		watts := (energy[i] - energy[i-1]) / flush.Seconds()
+		if i == 1 { // 0.75 s to 1.75 s
+			b := burstLen.Seconds() / flush.Seconds()
+			assert.InDelta(t, b*690+(1-b)*450, watts, 1, "power of the second holding the burst")
+			continue
+		}
+		assert.InDelta(t, 450, watts, 1, "power of second %d", i)
 	}
 
 	// Read once per 10 s scrape, the burst is a blur.
@@ -179,13 +192,14 @@ func TestTickFallsBackWhereTheDriverLacksAField(t *testing.T) {
 	}
 	m := joinBatches(batches)
 	// The fixture's dedicated calls: 123456789 mJ + 1 J a call, 412345 mW.
-	assert.Equal(t, []float64{123457.789, 123458.789, 123459.789, 123460.789, 123461.789, 123462.789, 123463.789},
-		pointsOf(m, "hw.energy", nil)[dev.UUID])
+	// The energy counter on the flush tick (the 4th) only; the 8th's is
+	// handed on at the next flush.
+	assert.Equal(t, []float64{123457.789}, pointsOf(m, "hw.energy", nil)[dev.UUID])
 	// A run: its first point (tick 1) and its latest at each hand-on (ticks 3 and 7).
 	assert.Equal(t, []float64{412.345, 412.345, 412.345}, pointsOf(m, "hw.power", nil)[dev.UUID])
 	// Ticks 1-7 were handed on (a flush carries the ticks before it), and
 	// every tick, the first included, fell back.
-	assert.Len(t, dev.GetTotalEnergyConsumptionCalls(), 8, "the fallback from the tick that found the field missing on")
+	assert.Len(t, dev.GetTotalEnergyConsumptionCalls(), 2, "the fallback on flush ticks, from the first that found the field missing on")
 	assert.Len(t, dev.GetPowerUsageCalls(), 8)
 	assert.Len(t, dev.GetFieldValuesCalls(), 8, "the throttle times are still fields")
 }

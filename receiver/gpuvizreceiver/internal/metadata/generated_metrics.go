@@ -729,7 +729,7 @@ type metricHwEnergy struct {
 // init fills hw.energy metric with initial data.
 func (m *metricHwEnergy) init() {
 	m.data.SetName("hw.energy")
-	m.data.SetDescription("Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read every tick, each point at the driver's own timestamp for the value.")
+	m.data.SetDescription("Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read on flush ticks (every flush_interval), not every tick, as a read costs milliseconds of CPU inside the driver and the counter moves only every 100 ms (an H200 with driver 580, docs/hardware.md); each point at the driver's own timestamp for the value.")
 	m.data.SetUnit("J")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)

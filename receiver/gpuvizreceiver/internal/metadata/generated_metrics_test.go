@@ -496,7 +496,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.energy"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read every tick, each point at the driver's own timestamp for the value.", mi.Description())
+						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read on flush ticks (every flush_interval), not every tick, as a read costs milliseconds of CPU inside the driver and the counter moves only every 100 ms (an H200 with driver 580, docs/hardware.md); each point at the driver's own timestamp for the value.", mi.Description())
 						assert.Equal(t, "J", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -528,7 +528,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.energy"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read every tick, each point at the driver's own timestamp for the value.", mi.Description())
+						assert.Equal(t, "Energy consumed by the GPU since the driver was loaded, from NVML's total-energy counter (Volta and newer). With samples on, read on flush ticks (every flush_interval), not every tick, as a read costs milliseconds of CPU inside the driver and the counter moves only every 100 ms (an H200 with driver 580, docs/hardware.md); each point at the driver's own timestamp for the value.", mi.Description())
 						assert.Equal(t, "J", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
