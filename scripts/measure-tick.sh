@@ -10,7 +10,9 @@
 # `go tool pprof -top tick.pprof`).
 #
 # Environment (defaults): BIN (_build/otelcol-gpuviz), INTERVAL (250ms),
-# WINDOW (12), ROUNDS (2), OUT (_build; writes OUT/tick-cost/).
+# WINDOW (12), ROUNDS (2), VARIANTS (all: samples_off tick no_energy
+# no_throttle no_power no_gpm), PROFILE (1; 0 skips it), OUT (_build; writes
+# OUT/tick-cost/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-_build/otelcol-gpuviz}
@@ -44,7 +46,7 @@ config() {
     'service:' '  extensions: [pprof]' '  telemetry: {metrics: {level: none}}' '  pipelines:' \
     '    metrics: {receivers: [gpuviz], exporters: [debug]}'
 }
-order=(samples_off tick no_energy no_throttle no_power no_gpm)
+read -ra order <<<"${VARIANTS:-samples_off tick no_energy no_throttle no_power no_gpm}"
 hz=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -69,6 +71,8 @@ for r in $(seq "$rounds"); do
   done
 done
 
+[ "${PROFILE:-1}" != 0 ] || exit 0
+config tick >"$dir/tick.yaml"
 "$bin" --config "$dir/tick.yaml" >"$dir/profile.log" 2>&1 &
 pid=$!
 sleep 4
