@@ -367,7 +367,16 @@ def synthetic_requests(torch, device, args, uuid):
         r.first_token = time.time_ns()
         busy_for(torch, device, args.decode_seconds, lambda: dst.copy_(src), 10)
         r.end = time.time_ns()
-        r.prompt_tokens, r.output_tokens = 1, 1
+        # The tokens a 70B-class model would have handled in the same GPU
+        # time on one Hopper GPU: its prefill at about 4,096 tokens a second
+        # (140 GFLOP a token, bf16 GEMMs near their power-capped rate), its
+        # decode a token per 30 ms (the weights read once a step). The
+        # processor shares energy by token cost and learns how that cost
+        # shows in tensor and DRAM activity; counts that say nothing about
+        # the work (1 and 1 here before) mislead it once it has learned
+        # (docs/hardware.md, "Token counts that match the work").
+        r.prompt_tokens = round((r.first_token - r.prefill_start) / 1e9 * 4096)
+        r.output_tokens = max(1, round((r.end - r.first_token) / 1e9 / 0.03))
         send_spans(args.otlp_endpoint, uuid, [r])
         log("%s: prefill %.2f s, decode %.2f s" % (r.id, (r.first_token - r.prefill_start) / 1e9, (r.end - r.first_token) / 1e9))
         done.append(r)
@@ -552,12 +561,17 @@ def main():
         report({"power_reference": {"source": source, "samples": len(samples),
                                     "median_period_s": periods[len(periods) // 2] if periods else 0,
                                     "max_period_s": periods[-1] if periods else 0}})
-        refs = reference_energies(samples, [(r.start, r.end) for r in reqs])
-        for rec, ref in zip(records, refs):
+        # From prefill on: a queued request runs nothing, and the processor
+        # gives its queue no energy; the queue's energy is reported apart.
+        refs = reference_energies(samples, [(r.prefill_start, r.end) for r in reqs])
+        queues = reference_energies(samples, [(r.start, r.prefill_start) for r in reqs])
+        for rec, ref, queue in zip(records, refs, queues):
             if ref is None:
                 log("%s: the power samples do not cover its window: no reference" % rec["id"])
                 continue
             rec["reference_energy_j"], rec["reference_window_energy_j"] = ref[0], ref[1]
+            if queue is not None:
+                rec["reference_queue_energy_j"] = queue[1]
             if ref[2] > 0.2:
                 log("%s: power samples up to %.0f ms apart in its window" % (rec["id"], ref[2] * 1e3))
     for rec in records:

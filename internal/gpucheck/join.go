@@ -39,9 +39,10 @@ func PhaseLabelAttr(phase string) string { return attrPhasePrefix + phase + ".bo
 // Thresholds of the join check, each with why it has that value.
 const (
 	// MaxEnergyError: the processor attributes the energy counter's
-	// increments (mJ, read every 250 ms tick) over the request's window,
-	// interpolated at its edges; the reference integrates instant power
-	// polled every 10-20 ms. Over a request of several seconds the two
+	// increments (mJ, read every flush, 1 s) over the request's running
+	// window, split inside a second by instant power at every 250 ms tick;
+	// the reference integrates instant power polled every 10-20 ms (an
+	// H200 refreshes it every 100 ms). Over a request of several seconds the two
 	// agree to a percent or two when both are right; 5% fails a counter
 	// read at the wrong scale, a window shifted by a tick or more, or
 	// energy split between the wrong requests (a batch of four sharing

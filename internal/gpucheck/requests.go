@@ -34,14 +34,17 @@ type Request struct {
 	// synthetic ones).
 	Batch int `json:"batch"`
 	// ReferenceEnergyJ is the workload's own measurement: instant power it
-	// polled itself, integrated over the request's window, each moment's
-	// energy split equally between the requests running then (the rule the
-	// processor applies, at the poller's resolution). Nil when the workload
-	// could not poll power (no pynvml).
+	// polled itself, integrated from the request's prefill to its end (its
+	// queue runs nothing, and the processor gives it no energy), each
+	// moment's energy split equally between the requests running then (the
+	// rule the processor applies, at the poller's resolution). Nil when the
+	// workload could not poll power (no pynvml).
 	ReferenceEnergyJ *float64 `json:"reference_energy_j"`
-	// ReferenceWindowEnergyJ is the whole GPU's energy over the window,
-	// unshared: for the reader, not compared.
+	// ReferenceWindowEnergyJ is the whole GPU's energy over the same
+	// stretch, unshared, and ReferenceQueueEnergyJ over the request's queue:
+	// for the reader, not compared.
 	ReferenceWindowEnergyJ *float64 `json:"reference_window_energy_j,omitempty"`
+	ReferenceQueueEnergyJ  *float64 `json:"reference_queue_energy_j,omitempty"`
 }
 
 // Skip is a part of the workload that could not run, and why (a Python

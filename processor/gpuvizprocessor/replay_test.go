@@ -1,0 +1,248 @@
+package gpuvizprocessor
+
+import (
+	"cmp"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+
+	"github.com/gpuviz/gpuviz/internal/gpucheck"
+)
+
+// A hardware check recorded on a real H200 (scripts/gpu-check, 2026-12-04,
+// driver 580.159.04; docs/hardware.md): the GPU metrics the processor
+// reads, as the collector exported them, the request spans the workload
+// sent (the processor's own attributes removed) and the workload's
+// reference energy per request, integrated from instant power polled every
+// 10 ms over the request's whole window, its queue included. The collector
+// read the energy counter on flush ticks (perflush) or on every 250 ms tick
+// (pertick).
+type hardwareRun struct {
+	Points   []recordedPoint `json:"points"`
+	Spans    []recordedSpan  `json:"spans"`
+	Requests []struct {
+		ID           string  `json:"id"`
+		Kind         string  `json:"kind"`
+		SpanID       string  `json:"span_id"`
+		Start        int64   `json:"start_unix_nano"`
+		PrefillStart int64   `json:"prefill_start_unix_nano"`
+		Batch        int     `json:"batch"`
+		Reference    float64 `json:"reference_energy_j"`
+	} `json:"requests"`
+}
+
+type recordedPoint struct {
+	Metric string            `json:"metric"`
+	Attrs  map[string]string `json:"attributes"`
+	Time   int64             `json:"time_unix_nano"`
+	Value  float64           `json:"value"`
+}
+
+type recordedSpan struct {
+	Name    string         `json:"name"`
+	TraceID string         `json:"trace_id"`
+	SpanID  string         `json:"span_id"`
+	Start   int64          `json:"start_unix_nano"`
+	End     int64          `json:"end_unix_nano"`
+	Attrs   map[string]any `json:"attributes"`
+}
+
+func loadHardwareRun(t *testing.T, name string) hardwareRun {
+	t.Helper()
+	f, err := os.Open("testdata/h200/gpucheck-" + name + ".json.gz")
+	require.NoError(t, err)
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	require.NoError(t, err)
+	var run hardwareRun
+	require.NoError(t, json.NewDecoder(zr).Decode(&run))
+	return run
+}
+
+// replayHardwareRun feeds a recorded run through the processor with its
+// default configuration, on a virtual clock in 50 ms steps: each metric
+// point at its timestamp, each span 100 ms after it ended. It returns the
+// energy the processor gave each span, by span ID.
+func replayHardwareRun(t *testing.T, run hardwareRun) map[string]float64 {
+	t.Helper()
+	c, now, sink := virtualCore(t, func(cfg *Config) {
+		cfg.Attribution.WarmupWait = createDefaultConfig().Attribution.WarmupWait
+	})
+	points, spans := run.Points, run.Spans
+	slices.SortStableFunc(points, func(a, b recordedPoint) int { return cmp.Compare(a.Time, b.Time) })
+	slices.SortStableFunc(spans, func(a, b recordedSpan) int { return cmp.Compare(a.End, b.End) })
+	const step, spanDelay = int64(50 * time.Millisecond), int64(100 * time.Millisecond)
+	end := max(points[len(points)-1].Time, spans[len(spans)-1].End) + int64(2*time.Minute)
+	pi, si := 0, 0
+	for at := points[0].Time; at <= end; at += step {
+		*now = time.Unix(0, at)
+		if pi < len(points) && points[pi].Time <= at {
+			md := pmetric.NewMetrics()
+			rm := md.ResourceMetrics().AppendEmpty()
+			rm.Resource().Attributes().PutStr("host.name", "h200-replay")
+			ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+			for ; pi < len(points) && points[pi].Time <= at; pi++ {
+				p := points[pi]
+				m := ms.AppendEmpty()
+				m.SetName(p.Metric)
+				dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+				dp.SetTimestamp(pcommon.Timestamp(p.Time))
+				dp.SetDoubleValue(p.Value)
+				for k, v := range p.Attrs {
+					dp.Attributes().PutStr(k, v)
+				}
+			}
+			c.ingest.consume(context.Background(), md)
+		}
+		if si < len(spans) && spans[si].End+spanDelay <= at {
+			td := ptrace.NewTraces()
+			rs := td.ResourceSpans().AppendEmpty()
+			rs.Resource().Attributes().PutStr("host.name", "h200-replay")
+			ss := rs.ScopeSpans().AppendEmpty().Spans()
+			for ; si < len(spans) && spans[si].End+spanDelay <= at; si++ {
+				s := spans[si]
+				sp := ss.AppendEmpty()
+				sp.SetName(s.Name)
+				sp.SetKind(ptrace.SpanKindServer)
+				var tid pcommon.TraceID
+				var sid pcommon.SpanID
+				require.Equal(t, len(tid), unhex(t, tid[:], s.TraceID))
+				require.Equal(t, len(sid), unhex(t, sid[:], s.SpanID))
+				sp.SetTraceID(tid)
+				sp.SetSpanID(sid)
+				sp.SetStartTimestamp(pcommon.Timestamp(s.Start))
+				sp.SetEndTimestamp(pcommon.Timestamp(s.End))
+				for k, v := range s.Attrs {
+					putJSONAttr(sp.Attributes(), k, v)
+				}
+			}
+			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+		}
+		c.tick(*now)
+	}
+	out := map[string]float64{}
+	for _, td := range sink.AllTraces() {
+		forEachSpan(td, func(sp ptrace.Span) {
+			if e, ok := sp.Attributes().Get("gpuviz.energy"); ok {
+				out[sp.SpanID().String()] = e.Double()
+			}
+		})
+	}
+	return out
+}
+
+func unhex(t *testing.T, dst []byte, s string) int {
+	b, err := hex.DecodeString(s)
+	require.NoError(t, err)
+	return copy(dst, b)
+}
+
+// putJSONAttr sets a span attribute as OTLP JSON decoded it: whole numbers
+// are the workload's integer attributes (token counts), except latencies.
+func putJSONAttr(m pcommon.Map, k string, v any) {
+	switch x := v.(type) {
+	case string:
+		m.PutStr(k, x)
+	case bool:
+		m.PutBool(k, x)
+	case float64:
+		if x == math.Trunc(x) && !strings.Contains(k, "latency") {
+			m.PutInt(k, int64(x))
+		} else {
+			m.PutDouble(k, x)
+		}
+	case []any:
+		s := m.PutEmptySlice(k)
+		for _, e := range x {
+			s.AppendEmpty().SetStr(fmt.Sprint(e))
+		}
+	}
+}
+
+// sentTokens gives the recorded synthetic spans the token counts
+// scripts/gpu-requests.py now sends for the same GPU time (4,096 prompt
+// tokens a second of prefill, an output token per 30 ms of decode) instead
+// of the 1 and 1 it sent then, which said nothing about the work: once the
+// books had learned how cost shows in activity, they gave those prefills a
+// third of their energy (docs/hardware.md).
+func sentTokens(run *hardwareRun) {
+	for _, s := range run.Spans {
+		if s.Attrs["gen_ai.request.model"] != "gpucheck-synthetic" {
+			continue
+		}
+		prefill, _ := s.Attrs["gen_ai.latency.time_in_model_prefill"].(float64)
+		decode, _ := s.Attrs["gen_ai.latency.time_in_model_decode"].(float64)
+		s.Attrs["gen_ai.usage.prompt_tokens"] = math.Round(prefill * 4096)
+		s.Attrs["gen_ai.usage.completion_tokens"] = max(1, math.Round(decode/0.03))
+	}
+}
+
+// queueEnergy is the energy of a request's queue [from, to] by the
+// recorded hw.power points whose stretch (the 250 ms tick before each) lies
+// inside it: the recorded references include the queues, which the
+// processor gives no energy, and the GPU idles through them.
+func queueEnergy(t *testing.T, run hardwareRun, from, to int64) float64 {
+	if to <= from {
+		return 0
+	}
+	var sum float64
+	var n int
+	for _, p := range run.Points {
+		if p.Metric == "hw.power" && p.Time-int64(250*time.Millisecond) >= from && p.Time <= to {
+			sum += p.Value
+			n++
+		}
+	}
+	require.NotZero(t, n, "a power point inside the queue")
+	return sum / float64(n) * float64(to-from) / 1e9
+}
+
+// TestHardwareRunReplays: the processor, on what a real H200 measured,
+// gives each synthetic request (2 s of bf16 GEMMs, 4 s of HBM copies, alone
+// on the GPU) its energy within gpu-check's 5% of the workload's own
+// reference, whether the energy counter was read every tick or every
+// second. The generate requests (a batch of four on a small model, 1.7-3 s,
+// near idle power) are logged, not asserted: their errors are the energy
+// counter's 100 ms refresh at their edges (docs/hardware.md).
+func TestHardwareRunReplays(t *testing.T) {
+	for _, name := range []string{"pertick", "perflush"} {
+		t.Run(name, func(t *testing.T) {
+			run := loadHardwareRun(t, name)
+			sentTokens(&run)
+			got := replayHardwareRun(t, run)
+			batches := map[string][2]float64{}
+			for _, q := range run.Requests {
+				e, ok := got[q.SpanID]
+				if !assert.True(t, ok, "%s enriched", q.ID) {
+					continue
+				}
+				ref := q.Reference - queueEnergy(t, run, q.Start, q.PrefillStart)
+				t.Logf("%-14s %8.1f J vs %8.1f J (%+.1f%%)", q.ID, e, ref, 100*(e/ref-1))
+				if q.Kind == gpucheck.KindSynthetic {
+					assert.InEpsilon(t, ref, e, gpucheck.MaxEnergyError, q.ID)
+				} else {
+					b := q.ID[:strings.LastIndex(q.ID, "-")]
+					batches[b] = [2]float64{batches[b][0] + e, batches[b][1] + ref}
+				}
+			}
+			for _, b := range slices.Sorted(maps.Keys(batches)) {
+				t.Logf("%-14s %8.1f J vs %8.1f J (%+.1f%%), the batch", b, batches[b][0], batches[b][1], 100*(batches[b][0]/batches[b][1]-1))
+			}
+		})
+	}
+}
