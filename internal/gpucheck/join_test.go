@@ -3,6 +3,7 @@ package gpucheck
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -112,6 +113,21 @@ func gpmTicks(run RequestRun, step time.Duration) []Point {
 		ticks(run, metricDRAM, step, func(t int64) float64 { return level[phaseOf(run, t)][1] })...)
 }
 
+// throttleTicks are throttle-share ticks of reason: share in the
+// synthetic prefills that end before until, 0 elsewhere.
+func throttleTicks(run RequestRun, reason string, share float64, until int64) []Point {
+	points := ticks(run, metricThrottle, tick, func(t int64) float64 {
+		if phaseOf(run, t) == SpanPhasePrefill && t < until {
+			return share
+		}
+		return 0
+	})
+	for i := range points {
+		points[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: reason}
+	}
+	return points
+}
+
 // rowsOfRequest lists a request's rows as "STATUS check".
 func rowsOfRequest(t *testing.T, rep JoinReport, id string) []string {
 	t.Helper()
@@ -201,20 +217,12 @@ func TestAnalyzeJoin(t *testing.T) {
 			return spans
 		},
 		points: func(r RequestRun) []Point {
-			// Capped in the first three requests' prefills only.
-			capped := ticks(r, metricThrottle, tick, func(t int64) float64 {
-				if phaseOf(r, t) == SpanPhasePrefill && t < r.Requests[3].Start {
-					return 1
-				}
-				return 0
-			})
-			for i := range capped {
-				capped[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: reasonPowerCap}
-			}
-			// Another reason throttling throughout decides nothing.
-			other := ticks(r, metricThrottle, tick, func(int64) float64 { return 1 })
+			// Capped in the first three requests' prefills only; another
+			// reason throttling throughout decides nothing.
+			capped := throttleTicks(r, reasonPowerCap, 1, r.Requests[3].Start)
+			other := throttleTicks(r, "sync_boost", 1, math.MaxInt64)
 			for i := range other {
-				other[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: "sync_boost"}
+				other[i].Value = 1
 			}
 			return append(append(gpmTicks(r, tick), capped...), other...)
 		},
@@ -234,16 +242,7 @@ func TestAnalyzeJoin(t *testing.T) {
 		run:   synthRun,
 		spans: goodSpans,
 		points: func(r RequestRun) []Point {
-			capped := ticks(r, metricThrottle, tick, func(t int64) float64 {
-				if phaseOf(r, t) == SpanPhasePrefill && t < r.Requests[1].Start {
-					return 0.8
-				}
-				return 0
-			})
-			for i := range capped {
-				capped[i].Attrs = map[string]string{"hw.id": synthGPU, attrReason: reasonPowerCap}
-			}
-			return append(gpmTicks(r, tick), capped...)
+			return append(gpmTicks(r, tick), throttleTicks(r, reasonPowerCap, 0.8, r.Requests[1].Start)...)
 		},
 		failed: 1,
 		rows: map[string][]string{
