@@ -45,7 +45,7 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 112
+	GroupBinBytes = 120
 	GPUBinBytes   = 32
 )
 
@@ -107,6 +107,9 @@ type groupBin struct {
 	// present is Σ overlap (s) of admitted requests' costed pieces: the
 	// weight of a bin its GPUs spent waiting (Release).
 	present float64
+	// covFrom and covTo bound where in the bin (s from its start) admitted
+	// costed pieces ran, once present > 0: the bin's occupied part.
+	covFrom, covTo float32
 	// Of admitted requests' pieces: Σ rate × overlap (s) and Σ overlap of
 	// chunks (prefills); Σ rate × overlap and Σ shared cost × overlap of
 	// the others, each times its request's life factor (Group.Life).
@@ -494,7 +497,9 @@ type pieceBin struct {
 	weight float64 // rate × overlap, s
 	shared float64 // shared cost × overlap, s
 	secs   float64 // overlap, s
-	chunk  bool    // of a chunk (Piece.Chunk)
+	// from and to are where in the bin the overlap lies, s from its start.
+	from, to float32
+	chunk    bool // of a chunk (Piece.Chunk)
 	frac   float64 // where within its age class the bin's age lies, 0..1
 }
 
@@ -531,7 +536,8 @@ func (r *Request) Cost(pieces []Piece, width, now int64) {
 			class, frac = ageBelow(max(0, float64(now-(i+1)*width)/1e9), class)
 			secs := float64(hi-lo) / 1e9
 			w := p.Rate * secs
-			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, shared: p.Shared * secs, secs: secs, frac: frac, chunk: p.Chunk})
+			r.bins = append(r.bins, pieceBin{i: i, piece: int32(k), class: int32(class), weight: w, shared: p.Shared * secs, secs: secs,
+				from: float32(lo-i*width) / 1e9, to: float32(hi-i*width) / 1e9, frac: frac, chunk: p.Chunk})
 			r.byClass[class] += w
 			r.all += w
 		}
@@ -598,6 +604,11 @@ func (grp *Group) Admit(r *Request) {
 			grp.busyBins++
 		}
 		sb.weight += pb.weight
+		if sb.present <= 0 {
+			sb.covFrom, sb.covTo = pb.from, pb.to
+		} else {
+			sb.covFrom, sb.covTo = min(sb.covFrom, pb.from), max(sb.covTo, pb.to)
+		}
 		sb.present += pb.secs
 		if pb.chunk {
 			sb.chunkWeight += pb.weight
@@ -686,8 +697,9 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		}
 		f := grp.share(pb, sb, all, r.life)
 		if sb.waiting > 0 && sb.present > 0 {
-			// Some GPU waited through the bin: each takes its own share.
-			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present
+			// Some GPU waited through the bin: each takes its own share,
+			// the floor power of the part no request covered left idle.
+			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present * sb.occupied(width)
 			for _, g := range grp.members {
 				w := g.waitingShare(pb.i)
 				g.take(pb, w*wait+(1-w)*f, width, shares, &seconds)
@@ -709,6 +721,16 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 		grp.count(lo, hi, 0, -1)
 	}
 	return known, seconds
+}
+
+// occupied is the share of the bin (width s) its admitted requests'
+// costed pieces span, from the first one's start in it to the last one's
+// end: a gap between requests inside one bin counts as occupied.
+func (sb *groupBin) occupied(width float64) float64 {
+	if sb.present <= 0 {
+		return 0
+	}
+	return min(1, float64(sb.covTo-sb.covFrom)/width)
 }
 
 // share is a request's share of bin pb: its cost in the bin's engine
@@ -1162,6 +1184,13 @@ func (g *GPU) finalize(to int64, force bool) {
 		if mb.label == idleLabel && present > 0 {
 			mb.label = hostBoundLabel
 		}
+		// In a bin the GPU waited through, the floor power of the part no
+		// request covered is idle (Release leaves it), at the floor the
+		// releases saw, before this bin moves it.
+		idle := 0.0
+		if sb.weight > 0 && sb.waiting > 0 {
+			idle = g.waitingShare(g.finalTo) * (1 - sb.occupied(w))
+		}
 		if mb.known && mb.energy > 0 {
 			g.learnFloor(mb.energy / w)
 		}
@@ -1174,9 +1203,11 @@ func (g *GPU) finalize(to int64, force bool) {
 			if sb.weight <= 0 {
 				g.totals.IdleSeconds += w
 			} else {
-				g.totals.UnsampledSeconds += w - l.ratio*w
+				rest := w * (1 - idle)
+				g.totals.IdleSeconds += w - rest
+				g.totals.UnsampledSeconds += rest - l.ratio*rest
 				g.totals.AttributedSeconds += share * w
-				g.totals.CorrectionSeconds += l.ratio*w - share*w
+				g.totals.CorrectionSeconds += l.ratio*rest - share*w
 			}
 		}
 		if !mb.known {
@@ -1187,9 +1218,11 @@ func (g *GPU) finalize(to int64, force bool) {
 			g.totals.Idle += mb.energy
 			continue
 		}
-		taken := l.ratio * mb.energy
+		rest := mb.energy * (1 - idle)
+		taken := l.ratio * rest
 		given := share * mb.energy
-		g.totals.Unsampled += mb.energy - taken
+		g.totals.Idle += mb.energy - rest
+		g.totals.Unsampled += rest - taken
 		g.totals.Attributed += given
 		g.totals.Correction += taken - given
 	}

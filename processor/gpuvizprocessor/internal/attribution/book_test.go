@@ -123,6 +123,55 @@ func TestAWaitingBinSharesItsFloorByTimeAndTheRestByCost(t *testing.T) {
 	}
 }
 
+// A bin a waiting GPU's requests only partly cover: the floor power of the
+// part none of them covered is idle, the rest theirs as before. Four
+// requests over the same 30 ms of a bin share 30% of its floor energy (not
+// 100%, nor four times 30%); two requests covering its two halves share all
+// of it; and the books close either way.
+func TestAWaitingBinsUncoveredPartIsIdle(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		windows [][2]float64 // each request's [start, end] in s
+		given   float64      // J all requests get from the bin
+	}{
+		// 100 W floor of a 30 J bin over [1, 1.1) s: 10 J floor, 20 J rest.
+		{"four over its first 30 ms", [][2]float64{{1, 1.03}, {1, 1.03}, {1, 1.03}, {1, 1.03}}, 0.3*10 + 20},
+		{"one over its last 30 ms", [][2]float64{{1.07, 1.1}}, 0.3*10 + 20},
+		{"two halves", [][2]float64{{1, 1.05}, {1.05, 1.1}}, 30},
+		{"two with a gap between them", [][2]float64{{1.01, 1.03}, {1.06, 1.08}}, 0.7*10 + 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(1)
+			freeze(b, 0, 1, 100) // the floor: 100 W
+			b.Finalize(b.Index(at(1)))
+			before := b.Totals()
+			var reqs [][]Piece
+			for _, w := range tc.windows {
+				p := []Piece{{Start: at(w[0]), End: at(w[1]), Rate: 1}}
+				reqs = append(reqs, p)
+				admit(b, p, at(2))
+			}
+			b.Freeze(b.Index(at(1)), 30, true, bottleneck.HostBound, Activity{})
+			given := 0.0
+			for _, p := range reqs {
+				sh := make([]float64, 1)
+				release(b, p, at(3), sh)
+				given += sh[0]
+			}
+			// Where requests lie in a bin is kept in float32: to 1e-6.
+			assert.InDelta(t, tc.given, given, 1e-6)
+			b.Finalize(b.Index(at(1.1)))
+			got := b.Totals()
+			closeTo(t, 30, got.Measured-before.Measured)
+			assert.InDelta(t, 30-tc.given, got.Idle-before.Idle, 1e-6)
+			assert.InDelta(t, tc.given, got.Attributed-before.Attributed, 1e-6)
+			assert.InDelta(t, 0, got.Correction-before.Correction, 1e-6)
+			closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
+			assert.InDelta(t, 0.1*(30-tc.given)/30, got.IdleSeconds-before.IdleSeconds, 1e-6)
+		})
+	}
+}
+
 // The floor drops to a lower bin's power at once and creeps up towards
 // higher ones, so that one busy bin does not lift it.
 func TestTheFloorFollowsTheLeastPower(t *testing.T) {
