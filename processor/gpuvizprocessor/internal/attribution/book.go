@@ -499,8 +499,8 @@ type pieceBin struct {
 	secs   float64 // overlap, s
 	// from and to are where in the bin the overlap lies, s from its start.
 	from, to float32
-	chunk    bool // of a chunk (Piece.Chunk)
-	frac   float64 // where within its age class the bin's age lies, 0..1
+	chunk    bool    // of a chunk (Piece.Chunk)
+	frac     float64 // where within its age class the bin's age lies, 0..1
 }
 
 // Cost fills r with the pieces' cost per bin of resolution width, with the
