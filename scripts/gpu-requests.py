@@ -374,7 +374,7 @@ def synthetic_requests(torch, device, args, uuid):
         # processor shares energy by token cost and learns how that cost
         # shows in tensor and DRAM activity; counts that say nothing about
         # the work (1 and 1 here before) mislead it once it has learned
-        # (docs/hardware.md, "Token counts that match the work").
+        # (docs/hardware.md, "2026-12-04 — NVIDIA H200", the join).
         r.prompt_tokens = round((r.first_token - r.prefill_start) / 1e9 * 4096)
         r.output_tokens = max(1, round((r.end - r.first_token) / 1e9 / 0.03))
         send_spans(args.otlp_endpoint, uuid, [r])
