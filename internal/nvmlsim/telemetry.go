@@ -107,11 +107,14 @@ func (d *Device) GetMaxPcieLinkWidth() (int, nvml.Return) { return 16, nvml.SUCC
 
 // samplePeriod is how often the simulated driver fills its sample buffers
 // (about 1/6 s, a whole number of µs so that NVML's µs timestamps map back
-// to sample times exactly), and sampleBuffer how much history they hold
-// (NVML keeps a bounded ring).
+// to sample times exactly), powerSamplePeriod its power buffer (every 20 ms:
+// an H200 with driver 580 kept a sample every 19.98 ms at the median,
+// docs/hardware.md), and sampleBuffer how much history each holds (NVML
+// keeps a bounded ring).
 const (
-	samplePeriod = int64(166_667 * time.Microsecond)
-	sampleBuffer = 120
+	samplePeriod      = int64(166_667 * time.Microsecond)
+	powerSamplePeriod = int64(20 * time.Millisecond)
+	sampleBuffer      = 120
 )
 
 // GetSamples implements nvml.Device: the samples taken after lastSeen (µs),
@@ -129,14 +132,18 @@ func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.Value
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now().UnixNano()
-	last := now - now%samplePeriod
-	first := max(last-(sampleBuffer-1)*samplePeriod, (int64(lastSeen)*1000/samplePeriod+1)*samplePeriod)
+	period := samplePeriod
+	if kind == nvml.TOTAL_POWER_SAMPLES {
+		period = powerSamplePeriod
+	}
+	last := now - now%period
+	first := max(last-(sampleBuffer-1)*period, (int64(lastSeen)*1000/period+1)*period)
 	if first > last {
 		return nvml.VALUE_TYPE_UNSIGNED_INT, nil, nvml.ERROR_NOT_FOUND
 	}
-	out := make([]nvml.Sample, 0, (last-first)/samplePeriod+1)
-	for t := first; t <= last; t += samplePeriod {
-		tot := d.work.Integrate(t-samplePeriod, t)
+	out := make([]nvml.Sample, 0, (last-first)/period+1)
+	for t := first; t <= last; t += period {
+		tot := d.work.Integrate(t-period, t)
 		var v uint32
 		switch kind {
 		case nvml.GPU_UTILIZATION_SAMPLES:

@@ -107,14 +107,19 @@ func TestSamplesAreBoundedAndNeverRepeat(t *testing.T) {
 	d := mustServer(t, "h100", 1, 3, c).Device(0)
 	var last uint64
 	seen := map[uint64]bool{}
+	var lastUtil uint64
 	for i := range 20 {
-		c.advance(3 * time.Second)
+		c.advance(2 * time.Second)
 		vt, samples, ret := d.GetSamples(nvml.TOTAL_POWER_SAMPLES, last)
 		require.Equal(t, nvml.SUCCESS, ret)
 		assert.Equal(t, nvml.VALUE_TYPE_UNSIGNED_INT, vt)
 		assert.LessOrEqual(t, len(samples), sampleBuffer)
+		_, util, ret := d.GetSamples(nvml.GPU_UTILIZATION_SAMPLES, lastUtil)
+		require.Equal(t, nvml.SUCCESS, ret)
+		lastUtil = util[len(util)-1].TimeStamp
 		if i > 0 {
-			assert.InDelta(t, 18, len(samples), 1, "six a second")
+			assert.InDelta(t, 100, len(samples), 1, "power fifty a second")
+			assert.InDelta(t, 12, len(util), 1, "utilisation six a second")
 		}
 		for _, smp := range samples {
 			assert.Greater(t, smp.TimeStamp, last)

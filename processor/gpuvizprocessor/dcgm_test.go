@@ -523,3 +523,42 @@ func TestDCGMBesideTheReceiver(t *testing.T) {
 	assert.Greater(t, math.Abs(w.Stats[timeline.Utilization].Mean-0.03), 1e-6, "the receiver's utilisation samples, not DCGM's 3 %%")
 	assert.InDelta(t, 1.0, w.Coverage, 1e-9)
 }
+
+// A GPU that sends the driver's power samples has its power from them
+// alone: the tick's hw.power readings (a 100 ms mean every 250 ms on an
+// H200) stop counting once the first sample has arrived, and a GPU that
+// sends none keeps its hw.power.
+func TestPowerSamplesReplaceTheTicksPower(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	points := func(name, id string, from time.Time, step time.Duration, n int, watts float64) pmetric.Metrics {
+		md := pmetric.NewMetrics()
+		m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName(name)
+		dps := m.SetEmptyGauge().DataPoints()
+		for i := range n {
+			dp := dps.AppendEmpty()
+			dp.SetTimestamp(pcommon.NewTimestampFromTime(from.Add(time.Duration(i) * step)))
+			dp.SetDoubleValue(watts)
+			dp.Attributes().PutStr("hw.id", id)
+		}
+		return md
+	}
+	ctx := context.Background()
+	for _, id := range []string{"GPU-a", "GPU-b"} {
+		in.consume(ctx, points("hw.power", id, t0, 250*time.Millisecond, 5, 100)) // 0 to 1 s
+	}
+	// GPU-a's buffer from 1 s on at 20 ms; both GPUs' ticks read 900 W.
+	in.consume(ctx, points("nvidia.gpu.samples.power", "GPU-a", t0.Add(time.Second+20*time.Millisecond), 20*time.Millisecond, 50, 300))
+	for _, id := range []string{"GPU-a", "GPU-b"} {
+		in.consume(ctx, points("hw.power", id, t0.Add(1250*time.Millisecond), 250*time.Millisecond, 4, 900))
+	}
+	a, b := timeline.Key{GPU: "GPU-a"}, timeline.Key{GPU: "GPU-b"}
+	got, ok := last(in, a, timeline.Power, t0.Add(time.Second))
+	require.True(t, ok)
+	assert.InDelta(t, 100, got, 1e-9, "GPU-a before its samples: its ticks")
+	got, _ = last(in, a, timeline.Power, t0.Add(2*time.Second))
+	assert.InDelta(t, 300, got, 1e-9, "GPU-a from its samples on: the samples alone")
+	got, _ = last(in, b, timeline.Power, t0.Add(2*time.Second))
+	assert.InDelta(t, 900, got, 1e-9, "GPU-b sends no samples: its ticks")
+}

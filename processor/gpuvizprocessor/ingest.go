@@ -52,10 +52,21 @@ var handlers = map[string]handler{
 	"nvidia.gpu.sm.activity":                           gauge(timeline.SMActivity),
 	"nvidia.gpu.tensor.activity":                       gauge(timeline.TensorActivity),
 	"nvidia.gpu.dram.activity":                         gauge(timeline.DRAMActivity),
-	"hw.power":                                         gauge(timeline.Power),
-	"nvidia.gpu.samples.power":                         gauge(timeline.Power),
-	"hw.gpu.memory.usage":                              gauge(timeline.MemoryUsed),
-	"hw.gpu.memory.limit":                              gauge(timeline.MemoryLimit),
+	// The driver's power samples, where a GPU sends them, are finer than
+	// the tick's power readings (20 ms against a 100 ms mean every tick on
+	// an H200): from the first one on, the GPU's power comes from them
+	// alone.
+	"hw.power": func(in *ingest, b *ingestBatch, p point) {
+		if !b.state(p.key).powerSamples {
+			b.add(p.key, timeline.Power, p.ts, p.v)
+		}
+	},
+	"nvidia.gpu.samples.power": func(in *ingest, b *ingestBatch, p point) {
+		b.state(p.key).powerSamples = true
+		b.add(p.key, timeline.Power, p.ts, p.v)
+	},
+	"hw.gpu.memory.usage": gauge(timeline.MemoryUsed),
+	"hw.gpu.memory.limit": gauge(timeline.MemoryLimit),
 	"hw.energy": func(in *ingest, b *ingestBatch, p point) {
 		b.energyFrom(sourceReceiver, p.key, p.ts, p.v)
 	},
@@ -179,6 +190,9 @@ const energySlot = timeline.NumSignals
 type gpuIngest struct {
 	backend string // the receiver's gpuviz.backend
 	failed  bool   // the receiver's latest hw.status says failed
+	// powerSamples: the GPU sends the driver's power samples, whose
+	// points replace the tick's hw.power.
+	powerSamples bool
 	// receiverAt is, per signal (and energySlot), the newest timestamp the
 	// gpuviz receiver sent for it: DCGM's points of that signal are
 	// superseded for history.max_span after it (see addFrom).

@@ -16,11 +16,23 @@ var sampleKinds = [...]nvml.SamplingType{
 }
 
 // sampleState remembers, per buffer, the newest sample already emitted, so
-// each sample is emitted exactly once across drains, and which buffers the
-// GPU does not keep.
+// each sample is emitted exactly once across drains, and which buffers are
+// not drained: those the GPU does not keep, and on a GPU with GPM all but
+// power's (powerOnly).
 type sampleState struct {
-	lastSeen    [len(sampleKinds)]uint64 // µs, NVML's clock
-	unsupported [len(sampleKinds)]bool
+	lastSeen [len(sampleKinds)]uint64 // µs, NVML's clock
+	skip     [len(sampleKinds)]bool
+}
+
+// powerOnly drains the power buffer alone: on a GPU with GPM, GPM's
+// activities say more than the other buffers, while the power buffer (a
+// sample every 20 ms on an H200) says where in a flush interval the energy
+// counter's increase went, finer than the tick's power readings (refreshed
+// every 100 ms, docs/accuracy.md).
+func (st *sampleState) powerOnly() {
+	for k, kind := range sampleKinds {
+		st.skip[k] = kind != nvml.TOTAL_POWER_SAMPLES
+	}
 }
 
 func samplesEnabled(m *metadata.MetricsConfig) bool {
@@ -33,7 +45,7 @@ func samplesEnabled(m *metadata.MetricsConfig) bool {
 // buffers: those are not asked again).
 func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 	for k, kind := range sampleKinds {
-		if st.unsupported[k] {
+		if st.skip[k] {
 			continue
 		}
 		vt, samples, ret := dev.GetSamples(kind, st.lastSeen[k])
@@ -42,7 +54,7 @@ func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 		case nvml.ERROR_NOT_FOUND: // nothing newer than lastSeen
 			continue
 		case nvml.ERROR_NOT_SUPPORTED:
-			st.unsupported[k] = true
+			st.skip[k] = true
 			continue
 		default:
 			return ret

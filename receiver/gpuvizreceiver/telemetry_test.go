@@ -252,9 +252,10 @@ func TestNVMLCallsPerScrape(t *testing.T) {
 }
 
 // TestNVMLCallsPerTick pins the sampling clock's calls per GPU: one batched
-// field-value call (energy, instant power, throttle times) and one GPM
-// sample and computation per tick; without GPM, the four driver sample
-// buffers instead, on a tick that ends a flush interval.
+// field-value call (instant power, throttle times, and on a tick that ends
+// a flush interval the energy counter) and one GPM sample and computation
+// per tick, and on that flush tick the driver's power buffer; without GPM,
+// the four driver sample buffers instead.
 func TestNVMLCallsPerTick(t *testing.T) {
 	t.Run("GPM", func(t *testing.T) { testNVMLCallsPerTick(t, true) })
 	t.Run("no GPM", func(t *testing.T) { testNVMLCallsPerTick(t, false) })
@@ -289,7 +290,7 @@ func testNVMLCallsPerTick(t *testing.T, gpm bool) {
 	gpmCalls := len(lib.GpmSampleGetCalls()) + len(lib.GpmMetricsGetCalls()) - gpmBefore
 	t.Logf("NVML calls per GPU per %d ticks: %v + %d GPM calls", perFlush, calls, gpmCalls)
 	if gpm {
-		assert.Equal(t, map[string]int{"GetFieldValues": perFlush}, calls)
+		assert.Equal(t, map[string]int{"GetFieldValues": perFlush, "GetSamples": 1}, calls)
 		assert.Equal(t, 2*perFlush, gpmCalls)
 	} else {
 		assert.Equal(t, map[string]int{"GetFieldValues": perFlush, "GetSamples": len(sampleKinds)}, calls)

@@ -177,8 +177,13 @@ func newTickState(cfg *Config, syms symbols, lib nvml.Interface, handle *atomic.
 		t.gpmStatus.Store(gpmActive)
 		t.wantMIG = migGPMEnabled(m)
 	}
-	if cfg.Samples.Enabled && samplesEnabled(m) && t.gpm == nil {
+	switch {
+	case !cfg.Samples.Enabled:
+	case t.gpm == nil && samplesEnabled(m):
 		t.samples = &sampleState{}
+	case t.gpm != nil && m.NvidiaGpuSamplesPower.Enabled:
+		t.samples = &sampleState{}
+		t.samples.powerOnly()
 	}
 	return t
 }
