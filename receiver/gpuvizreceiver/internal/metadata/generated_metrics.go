@@ -1461,7 +1461,7 @@ type metricHwPower struct {
 // init fills hw.power metric with initial data.
 func (m *metricHwPower) init() {
 	m.data.SetName("hw.power")
-	m.data.SetDescription("Power drawn by the GPU board. With samples on, the instantaneous power (NVML's POWER_INSTANT field) at every tick, at the driver's timestamp; where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).")
+	m.data.SetDescription("Power drawn by the GPU board. With samples on, NVML's POWER_INSTANT field at every tick, at the driver's timestamp (an H200 refreshes it every 100 ms, as the mean of those 100 ms); where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).")
 	m.data.SetUnit("W")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -4710,7 +4710,7 @@ type metricNvidiaGpuSamplesPower struct {
 // init fills nvidia.gpu.samples.power metric with initial data.
 func (m *metricNvidiaGpuSamplesPower) init() {
 	m.data.SetName("nvidia.gpu.samples.power")
-	m.data.SetDescription("The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).")
+	m.data.SetDescription("The driver's own high-rate power samples (every 20 ms on an H200), each as a data point at its NVML timestamp (samples.enabled), drained every flush on every GPU, GPM or not; finer than hw.power, which an H200 refreshes every 100 ms as a 100 ms mean.")
 	m.data.SetUnit("W")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)

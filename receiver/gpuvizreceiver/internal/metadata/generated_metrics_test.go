@@ -961,7 +961,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.power"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Power drawn by the GPU board. With samples on, the instantaneous power (NVML's POWER_INSTANT field) at every tick, at the driver's timestamp; where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).", mi.Description())
+						assert.Equal(t, "Power drawn by the GPU board. With samples on, NVML's POWER_INSTANT field at every tick, at the driver's timestamp (an H200 refreshes it every 100 ms, as the mean of those 100 ms); where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).", mi.Description())
 						assert.Equal(t, "W", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -991,7 +991,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["hw.power"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Power drawn by the GPU board. With samples on, the instantaneous power (NVML's POWER_INSTANT field) at every tick, at the driver's timestamp; where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).", mi.Description())
+						assert.Equal(t, "Power drawn by the GPU board. With samples on, NVML's POWER_INSTANT field at every tick, at the driver's timestamp (an H200 refreshes it every 100 ms, as the mean of those 100 ms); where the driver lacks that field, and with samples off, NVML's power usage, a one-second average on Ampere and newer (except GA100).", mi.Description())
 						assert.Equal(t, "W", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -2839,7 +2839,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["nvidia.gpu.samples.power"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "The driver's own high-rate power samples, each as a data point at its NVML timestamp (samples.enabled).", mi.Description())
+					assert.Equal(t, "The driver's own high-rate power samples (every 20 ms on an H200), each as a data point at its NVML timestamp (samples.enabled), drained every flush on every GPU, GPM or not; finer than hw.power, which an H200 refreshes every 100 ms as a 100 ms mean.", mi.Description())
 					assert.Equal(t, "W", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
