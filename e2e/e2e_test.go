@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/internal/infersim"
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/score"
 	"github.com/gpuviz/gpuviz/internal/stack"
 )
@@ -37,7 +38,29 @@ func env(key, def string) string {
 	return def
 }
 
+// awaitTraffic waits for the next episode of the collector's simulation
+// (examples/e2e: steady on 8 H200s) when a run of the given length
+// starting now would reach into the current episode's drain, the last
+// minute in which no request arrives: a run that did scored 19 requests
+// instead of about 200 and failed (2026-12-04, started at 16:59:01).
+func awaitTraffic(t *testing.T, run time.Duration) {
+	t.Helper()
+	model, err := nvmlsim.LookupModel("h200")
+	require.NoError(t, err)
+	sc, err := infersim.LookupScenario("steady", 8, model.Hardware())
+	require.NoError(t, err)
+	now := time.Now()
+	into := time.Duration(now.UnixNano() % int64(sc.Episode))
+	if into+run+10*time.Second <= sc.Episode-sc.Drain {
+		return
+	}
+	wait := sc.Episode - into + 3*time.Second
+	t.Logf("waiting %s for the simulation's next episode: this one drains before the run would end", wait.Round(time.Second))
+	time.Sleep(wait)
+}
+
 func TestEndToEnd(t *testing.T) {
+	awaitTraffic(t, runFor)
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	work := t.TempDir()
