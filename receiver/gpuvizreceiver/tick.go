@@ -12,12 +12,12 @@ import (
 )
 
 // A tick is the fast readings of one GPU: a GPM sample (per GPU instance in
-// MIG mode), the energy counter, instantaneous power and the cumulative
-// throttle times. The tick that ends a flush interval also drains the
-// driver's sample buffers, on GPUs without GPM (on the others GPM, energy
-// and instant power at every tick say more),
-// and records what no bottleneck label reads (SM occupancy, FP pipe
-// activity, sync-boost time): points cost every exporter downstream. With
+// MIG mode), instantaneous power and the cumulative throttle times. The tick
+// that ends a flush interval also reads the energy counter, drains the
+// driver's sample buffers (on GPUs with GPM the power buffer alone: GPM says
+// more than the others), and records what no bottleneck label reads (SM
+// occupancy, FP pipe activity, sync-boost time): points cost every exporter
+// downstream. With
 // samples.enabled the sampling clock ticks every samples.interval on a
 // goroutine of the GPU's own; otherwise the scrape ticks once per
 // collection interval. Either way one tickState is touched by one goroutine
