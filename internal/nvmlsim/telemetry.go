@@ -36,13 +36,18 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 	defer d.mu.Unlock()
 	d.accumulate()
 	ts := d.accAt / 1000
-	joules, watts := d.refreshed()
+	var joules, watts float64
+	refreshed := false
 	for i := range values {
 		v := &values[i]
 		v.Timestamp = ts
 		v.NvmlReturn = uint32(nvml.SUCCESS)
 		v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
 		var x uint64
+		if !refreshed && (v.FieldId == nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION || v.FieldId == nvml.FI_DEV_POWER_INSTANT) {
+			joules, watts = d.refreshed() // once, and only when asked for
+			refreshed = true
+		}
 		switch v.FieldId {
 		case nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION:
 			x = uint64(joules * 1000) // mJ
