@@ -60,13 +60,16 @@ const refreshPeriod = int64(100 * time.Millisecond)
 
 // refreshed returns the energy counter (J) and the instant power (W) as the
 // driver last refreshed them, at or before accAt: the energy up to that
-// refresh, and the mean power of the refreshPeriod before it (the H200's
-// field 186 matched that mean within 37 W, a sample of 20 ms within 128 W).
-// The caller holds mu and has accumulated.
+// refresh, and the mean power of the powerSamplePeriod (20 ms) before it.
+// The H200's field 186 is one such reading held for 100 ms, not the
+// period's mean: under an ~11 ms on/off load its refreshes varied as much
+// as the 20 ms power samples (standard deviation 51.7 W against 53.1 W)
+// where 100 ms means varied by 9.0 W (docs/hardware.md). The caller holds
+// mu and has accumulated.
 func (d *Device) refreshed() (joules, watts float64) {
 	u := d.accAt - floorMod(d.accAt-d.refreshPhase, refreshPeriod)
 	joules = max(0, d.baseJ+d.acc.Joules-d.work.Integrate(u, d.accAt).Joules) // 0 just after a reset
-	watts = d.work.Integrate(u-refreshPeriod, u).Joules / (float64(refreshPeriod) / float64(time.Second))
+	watts = d.work.Integrate(u-powerSamplePeriod, u).Joules / (float64(powerSamplePeriod) / float64(time.Second))
 	return joules, watts
 }
 

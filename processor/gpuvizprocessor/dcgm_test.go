@@ -525,7 +525,7 @@ func TestDCGMBesideTheReceiver(t *testing.T) {
 }
 
 // A GPU that sends the driver's power samples has its power from them
-// alone: the tick's hw.power readings (a 100 ms mean every 250 ms on an
+// alone: the tick's hw.power readings (one 20 ms reading every 250 ms on an
 // H200) stop counting once the first sample has arrived, and a GPU that
 // sends none keeps its hw.power.
 func TestPowerSamplesReplaceTheTicksPower(t *testing.T) {

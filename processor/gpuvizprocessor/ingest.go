@@ -53,9 +53,9 @@ var handlers = map[string]handler{
 	"nvidia.gpu.tensor.activity":                       gauge(timeline.TensorActivity),
 	"nvidia.gpu.dram.activity":                         gauge(timeline.DRAMActivity),
 	// The driver's power samples, where a GPU sends them, are finer than
-	// the tick's power readings (20 ms against a 100 ms mean every tick on
-	// an H200): from the first one on, the GPU's power comes from them
-	// alone.
+	// the tick's power readings (every 20 ms, against one 20 ms reading
+	// every tick on an H200): from the first one on, the GPU's power comes
+	// from them alone.
 	"hw.power": func(in *ingest, b *ingestBatch, p point) {
 		if !b.state(p.key).powerSamples {
 			b.add(p.key, timeline.Power, p.ts, p.v)

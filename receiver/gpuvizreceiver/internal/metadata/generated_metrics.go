@@ -4710,7 +4710,7 @@ type metricNvidiaGpuSamplesPower struct {
 // init fills nvidia.gpu.samples.power metric with initial data.
 func (m *metricNvidiaGpuSamplesPower) init() {
 	m.data.SetName("nvidia.gpu.samples.power")
-	m.data.SetDescription("The driver's own high-rate power samples (every 20 ms on an H200), each as a data point at its NVML timestamp (samples.enabled), drained every flush on every GPU, GPM or not; finer than hw.power, which an H200 refreshes every 100 ms as a 100 ms mean.")
+	m.data.SetDescription("The driver's own high-rate power samples (every 20 ms on an H200), each as a data point at its NVML timestamp (samples.enabled), drained every flush on every GPU, GPM or not; finer than hw.power, which on an H200 is one such 20 ms reading held for 100 ms.")
 	m.data.SetUnit("W")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)

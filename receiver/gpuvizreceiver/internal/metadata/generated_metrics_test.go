@@ -2839,7 +2839,7 @@ func TestMetricsBuilder(t *testing.T) {
 					validatedMetrics["nvidia.gpu.samples.power"] = true
 					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "The driver's own high-rate power samples (every 20 ms on an H200), each as a data point at its NVML timestamp (samples.enabled), drained every flush on every GPU, GPM or not; finer than hw.power, which an H200 refreshes every 100 ms as a 100 ms mean.", mi.Description())
+					assert.Equal(t, "The driver's own high-rate power samples (every 20 ms on an H200), each as a data point at its NVML timestamp (samples.enabled), drained every flush on every GPU, GPM or not; finer than hw.power, which on an H200 is one such 20 ms reading held for 100 ms.", mi.Description())
 					assert.Equal(t, "W", mi.Unit())
 					dp := mi.Gauge().DataPoints().At(0)
 					assert.Equal(t, start, dp.StartTimestamp())
