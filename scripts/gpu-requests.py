@@ -26,14 +26,23 @@ Requests, one after the other:
                tensor marks the end of prefill for the whole batch. Every
                sequence of a batch shares the batch's window.
 
-Independently of gpuviz, a separate process polls the GPU's instant power
-with pynvml (field NVML_FI_DEV_POWER_INSTANT, 186; else nvmlDeviceGetPowerUsage,
-a 1 s average on recent GPUs, which lags) every ~10 ms. Each request's
-reference energy is that power integrated (trapezoids) over its window, every
-moment's energy split equally between the requests running then, which is the
-processor's attribution rule at the poller's resolution. The energy counter is
-what gpuviz reads, so it cannot serve as the reference. A process, not a
-thread: generate's Python loop holds the GIL and would stretch a thread's
+Independently of gpuviz, a separate process reads the GPU's power with
+pynvml: it drains the driver's power sample buffer (nvmlDeviceGetSamples,
+TOTAL_POWER_SAMPLES: a mean over each ~20 ms on an H200) every 0.5 s, and
+polls instant power (field NVML_FI_DEV_POWER_INSTANT, 186; else
+nvmlDeviceGetPowerUsage, a 1 s average on recent GPUs, which lags) every
+~10 ms. Each request's reference energy is the buffer's power integrated
+over its window (each sample covering the time since the one before), or
+the polled power's (trapezoids) where the driver keeps no buffer, every
+moment's energy split equally between the requests running then. The
+buffer is preferred because on an H200 field 186 holds one ~20 ms reading
+for 100 ms: a poll misses or repeats short bursts (a 40 ms prefill spike),
+which put the polled reference 2-6% under the energy counter on 1-1.5 s
+requests, while the buffer's integral follows the counter within 1% a
+second (docs/hardware.md). The counter is read at the poller's start and
+end, and the buffer's integral over that stretch is reported against it
+(counter_ratio), so every run checks the reference it uses. A process, not
+a thread: generate's Python loop holds the GIL and would stretch a thread's
 polling period.
 
 Standard output is the report gpucheck reads, one JSON object a line:
@@ -58,6 +67,8 @@ import urllib.request
 
 GIB = 1 << 30
 FI_DEV_POWER_INSTANT = 186
+FI_DEV_TOTAL_ENERGY_CONSUMPTION = 83  # mJ
+BUFFER_DRAIN_S = 0.5
 # pynvml's field value union members by NVML value type.
 VALUE_MEMBERS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}
 
@@ -89,7 +100,11 @@ def _poll_power(uuid, period_s, stop, conn):
     """Child process: polls power until stop is set, then sends the samples.
 
     Sends {"ready": source} or {"error": why} first, then at the end
-    {"source": ..., "samples": [(unix_ns, watts), ...]}.
+    {"source": ..., "samples": [(unix_ns, watts), ...], "buffer": [...],
+    "counter": [(unix_ns, joules), ...]}: the polled power, the driver's
+    power samples (unix_ns at the end of the stretch each describes; empty
+    where the driver keeps none) and the energy counter at the start and end
+    (empty where it cannot be read).
     """
     try:
         import pynvml
@@ -115,21 +130,58 @@ def _poll_power(uuid, period_s, stop, conn):
     except Exception as exc:
         conn.send({"error": "%s: %s" % (type(exc).__name__, exc)})
         return
+
+    def energy():
+        try:
+            fv = pynvml.nvmlDeviceGetFieldValues(dev, [FI_DEV_TOTAL_ENERGY_CONSUMPTION])[0]
+            if fv.nvmlReturn == pynvml.NVML_SUCCESS:
+                return [(time.time_ns(), _decode_field(fv) / 1000.0)]
+        except Exception:
+            pass
+        return []
+
+    last_us = 0
+
+    def drain():
+        nonlocal last_us
+        try:
+            _, got = pynvml.nvmlDeviceGetSamples(dev, pynvml.NVML_TOTAL_POWER_SAMPLES, last_us)
+        except Exception:  # no buffer on this GPU or driver
+            return []
+        out = []
+        for x in got:
+            if x.timeStamp > last_us:
+                out.append((x.timeStamp * 1000, x.sampleValue.uiVal / 1000.0))
+        if out:
+            last_us = max(last_us, max(t for t, _ in out) // 1000)
+        return out
+
+    drain()  # what the buffer held before the run
     conn.send({"ready": source})
-    samples = []
+    samples, buffer, counter = [], [], []
     next_at = time.monotonic()
+    next_drain = next_at + BUFFER_DRAIN_S
     while not stop.is_set():
         a = time.time_ns()
         w = read()
         b = time.time_ns()
         samples.append(((a + b) // 2, w))
+        if time.monotonic() >= next_drain:
+            buffer += drain()
+            next_drain += BUFFER_DRAIN_S
+            if not counter and buffer:
+                counter = energy()  # inside what the buffer covers from here on
         next_at += period_s
         delay = next_at - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         else:
             next_at = time.monotonic()  # fell behind: do not burst to catch up
-    conn.send({"source": source, "samples": samples})
+    if counter:
+        counter += energy()
+        time.sleep(0.1)  # the buffer's next samples cover the read
+    buffer += drain()
+    conn.send({"source": source, "samples": samples, "buffer": sorted(buffer), "counter": counter})
     pynvml.nvmlShutdown()
 
 
@@ -154,14 +206,16 @@ class PowerPoller:
         return None
 
     def stop(self):
-        """Stops polling; returns (source, samples), samples in time order."""
+        """Stops polling; returns what the poller sent at the end, its
+        samples in time order."""
         self.stop_event.set()
         if not self.conn.poll(60):
             self.proc.kill()
             raise RuntimeError("the power poller did not hand back its samples")
         msg = self.conn.recv()
         self.proc.join(10)
-        return msg["source"], sorted(msg["samples"])
+        msg["samples"] = sorted(msg["samples"])
+        return msg
 
 
 def power_at(times, watts, t):
@@ -173,6 +227,17 @@ def power_at(times, watts, t):
         return watts[i]
     t0, t1, w0, w1 = times[i - 1], times[i], watts[i - 1], watts[i]
     return w0 + (w1 - w0) * (t - t0) / (t1 - t0)
+
+
+def as_steps(buffer):
+    """The driver's power samples as points reference_energies integrates:
+    each sample is the mean power over the stretch since the one before, so
+    it is held from just after that one to its own time (1 ns ramps join the
+    stretches). The first sample's stretch is unknown and left out."""
+    points = []
+    for (t0, _), (t1, w) in zip(buffer, buffer[1:]):
+        points += [(t0 + 1, w), (t1, w)]
+    return points
 
 
 def reference_energies(samples, windows):
@@ -237,6 +302,11 @@ def self_test():
     # A batch of four sharing one window: a quarter each.
     got = reference_energies(flat, [(0, s)] * 4)
     assert all(abs(g[0] - 25) < 1e-9 and abs(g[1] - 100) < 1e-9 for g in got), got
+    # The driver's samples are steps: 200 W over (1 s, 2 s], 300 W over (2 s, 3 s].
+    steps = as_steps([(s, 100.0), (2 * s, 200.0), (3 * s, 300.0)])
+    got = reference_energies(steps, [(3 * s // 2, 5 * s // 2), (s // 2, s)])
+    assert abs(got[0][1] - 250) < 1e-6, got
+    assert got[1] is None, got
     span = otlp_span("ab" * 16, "cd" * 8, 10, 20, {"b": True, "i": 3, "f": 0.0, "s": "x"})
     kinds = [list(a["value"])[0] for a in span["attributes"]]
     assert kinds == ["boolValue", "intValue", "doubleValue", "stringValue"], kinds
@@ -556,22 +626,41 @@ def main():
     for rec in records:
         rec["reference_energy_j"] = None
     if poller is not None:
-        source, samples = poller.stop()
-        periods = sorted((b - a) / 1e9 for (a, _), (b, _) in zip(samples, samples[1:]))
-        report({"power_reference": {"source": source, "samples": len(samples),
-                                    "median_period_s": periods[len(periods) // 2] if periods else 0,
-                                    "max_period_s": periods[-1] if periods else 0}})
+        got = poller.stop()
+        windows = [(r.prefill_start, r.end) for r in reqs]
+        instant = reference_energies(got["samples"], windows)
+        buffer = as_steps(got["buffer"])
+        # The driver's buffer where it covers every request, else the polls.
+        use_buffer = bool(buffer) and None not in reference_energies(buffer, windows)
+        if use_buffer:
+            points, source = buffer, "nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES)"
+            times = [t for t, _ in got["buffer"]]
+        else:
+            points, source = got["samples"], got["source"]
+            times = [t for t, _ in points]
+        periods = sorted((b - a) / 1e9 for a, b in zip(times, times[1:]))
+        power = {"source": source, "samples": len(times),
+                 "median_period_s": periods[len(periods) // 2] if periods else 0,
+                 "max_period_s": periods[-1] if periods else 0}
+        counter = got["counter"]
+        if use_buffer and len(counter) == 2 and counter[1][1] > counter[0][1]:
+            whole = reference_energies(buffer, [(counter[0][0], counter[1][0])])[0]
+            if whole is not None:
+                power["counter_ratio"] = whole[1] / (counter[1][1] - counter[0][1])
+        report({"power_reference": power})
         # From prefill on: a queued request runs nothing, and the processor
         # gives its queue no energy; the queue's energy is reported apart.
-        refs = reference_energies(samples, [(r.prefill_start, r.end) for r in reqs])
-        queues = reference_energies(samples, [(r.start, r.prefill_start) for r in reqs])
-        for rec, ref, queue in zip(records, refs, queues):
+        refs = reference_energies(points, windows)
+        queues = reference_energies(points, [(r.start, r.prefill_start) for r in reqs])
+        for rec, ref, queue, inst in zip(records, refs, queues, instant):
             if ref is None:
                 log("%s: the power samples do not cover its window: no reference" % rec["id"])
                 continue
             rec["reference_energy_j"], rec["reference_window_energy_j"] = ref[0], ref[1]
             if queue is not None:
                 rec["reference_queue_energy_j"] = queue[1]
+            if use_buffer and inst is not None:
+                rec["reference_instant_energy_j"] = inst[0]
             if ref[2] > 0.2:
                 log("%s: power samples up to %.0f ms apart in its window" % (rec["id"], ref[2] * 1e3))
     for rec in records:

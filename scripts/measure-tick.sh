@@ -5,14 +5,15 @@
 # 10 s collection interval) with the sampling clock off, on at INTERVAL, and
 # on with one group of the tick's reads turned off at a time, alternated for
 # ROUNDS rounds; CPU from /proc/<pid>/stat (utime+stime) over WINDOW seconds
-# after 4 s of start-up, as % of one core. Then, with the clock on, a 15 s
-# CPU profile through the pprof extension (tick.pprof, read it with
-# `go tool pprof -top tick.pprof`).
+# after 4 s of start-up, as % of one core. Then, with the clock on, a CPU
+# profile of PROFILE_SECONDS through the pprof extension (tick.pprof, read it
+# with `go tool pprof -top tick.pprof`; at ~1% of a core, 15 s holds ~15
+# samples, so give it a minute or more to say anything).
 #
 # Environment (defaults): BIN (_build/otelcol-gpuviz), INTERVAL (250ms),
 # WINDOW (12), ROUNDS (2), VARIANTS (all: samples_off tick no_energy
-# no_throttle no_power no_gpm), PROFILE (1; 0 skips it), OUT (_build; writes
-# OUT/tick-cost/).
+# no_throttle no_power no_gpm), PROFILE (1; 0 skips it), PROFILE_SECONDS
+# (15), OUT (_build; writes OUT/tick-cost/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=${BIN:-_build/otelcol-gpuviz}
@@ -76,7 +77,7 @@ config tick >"$dir/tick.yaml"
 "$bin" --config "$dir/tick.yaml" >"$dir/profile.log" 2>&1 &
 pid=$!
 sleep 4
-python3 -c "import urllib.request,sys; open(sys.argv[1],'wb').write(urllib.request.urlopen('http://127.0.0.1:17770/debug/pprof/profile?seconds=15', timeout=30).read())" "$dir/tick.pprof" ||
+python3 -c "import urllib.request,sys; open(sys.argv[1],'wb').write(urllib.request.urlopen('http://127.0.0.1:17770/debug/pprof/profile?seconds='+sys.argv[2], timeout=int(sys.argv[2])+30).read())" "$dir/tick.pprof" "${PROFILE_SECONDS:-15}" ||
   echo "measure-tick: no profile" >&2
 kill "$pid"
 wait "$pid" || true

@@ -10,8 +10,8 @@
 // here, on real hardware, where the simulation-based tests cannot see it.
 // Then as requests sent as vLLM spans: AnalyzeJoin checks what the gpuviz
 // processor wrote on each span (phase bottleneck labels, energy) against the
-// workload's own measurements (phase boundaries, an instant-power energy
-// reference), and that the receiver's sampling-clock ticks separate the
+// workload's own measurements (phase boundaries, an energy reference from
+// the driver's power samples, else polled instant power), and that the receiver's sampling-clock ticks separate the
 // phases.
 //
 // hwreport.go holds what scripts/hardware-report computes: CPU time from

@@ -40,13 +40,15 @@ func PhaseLabelAttr(phase string) string { return attrPhasePrefix + phase + ".bo
 const (
 	// MaxEnergyError: the processor attributes the energy counter's
 	// increments (mJ, read every flush, 1 s) over the request's running
-	// window, split inside a second by instant power at every 250 ms tick;
-	// the reference integrates instant power polled every 10-20 ms (an
-	// H200 refreshes it every 100 ms). Over a request of several seconds the two
-	// agree to a percent or two when both are right; 5% fails a counter
-	// read at the wrong scale, a window shifted by a tick or more, or
-	// energy split between the wrong requests (a batch of four sharing
-	// wrongly is off by 25% or more).
+	// window, split inside a second by the driver's power samples (20 ms on
+	// an H200); the reference integrates the same driver's samples as the
+	// workload drained them itself (within 1% of the counter a second on an
+	// H200), else instant power polled every 10 ms (which an H200 refreshes
+	// every 100 ms). Over a request of a second or more the two agree to a
+	// percent or two when both are right; 5% fails a counter read at the
+	// wrong scale, a window shifted by a tick or more, or energy split
+	// between the wrong requests (a batch of four sharing wrongly is off by
+	// 25% or more).
 	MaxEnergyError = 0.05
 	// MinTickRate is GPM points per second of prefill the capture must
 	// hold. The sampling clock at 250 ms gives 4 per second; scrapes alone
@@ -140,9 +142,13 @@ func (r JoinReport) Incomplete() bool {
 func AnalyzeJoin(spans []Span, points []Point, run RequestRun) JoinReport {
 	rep := JoinReport{GPU: run.GPUUUID, Skipped: run.Skipped}
 	points, rep.Notes = selectGPU(points, run.GPUUUID)
-	if run.Power != nil {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("reference power: %s, %d samples, median period %.1f ms, longest gap %.1f ms",
-			run.Power.Source, run.Power.Samples, run.Power.MedianS*1e3, run.Power.MaxS*1e3))
+	if p := run.Power; p != nil {
+		note := fmt.Sprintf("reference power: %s, %d samples, median period %.1f ms, longest gap %.1f ms",
+			p.Source, p.Samples, p.MedianS*1e3, p.MaxS*1e3)
+		if p.CounterRatio != nil {
+			note += fmt.Sprintf("; their integral over the run is %+.2f%% off the energy counter's", (*p.CounterRatio-1)*100)
+		}
+		rep.Notes = append(rep.Notes, note)
 	}
 	byID := map[string]Span{}
 	for _, s := range spans {
@@ -152,6 +158,7 @@ func AnalyzeJoin(spans []Span, points []Point, run RequestRun) JoinReport {
 		return p.Metric != metricThrottle || p.Attrs[attrReason] != reasonPowerCap
 	})
 	synthetic := 0
+	batches := batchEnergies{}
 	for _, q := range run.Requests {
 		if q.Kind == KindSynthetic {
 			synthetic++
@@ -159,11 +166,23 @@ func AnalyzeJoin(spans []Span, points []Point, run RequestRun) JoinReport {
 		rr := RequestReport{ID: q.ID, Kind: q.Kind}
 		span, ok := byID[strings.ToLower(q.TraceID)+"/"+strings.ToLower(q.SpanID)]
 		rr.Rows = append(rr.Rows, enrichedRow(span, ok))
-		if ok && span.Str(AttrFamily) == FamilyVLLM {
+		enriched := ok && span.Str(AttrFamily) == FamilyVLLM
+		if enriched {
 			rr.Rows = append(rr.Rows,
 				prefillRow(span, q, powerCap),
 				labelRow(span, SpanPhaseDecode, LabelMemory, q.Kind == KindSynthetic),
 				energyRow(span, q))
+		}
+		if q.Batch > 1 {
+			b := batches.of(q)
+			b.members++
+			if e, has := span.Float(AttrEnergy); enriched && has {
+				b.energy += e
+				b.found++
+			}
+			if b.members == q.Batch {
+				rr.Rows = append(rr.Rows, b.row(q))
+			}
 		}
 		rep.Requests = append(rep.Requests, rr)
 	}
@@ -231,26 +250,65 @@ func prefillRow(span Span, q Request, powerCap []Point) Row {
 	return row
 }
 
+// energyRow checks a request's energy against its reference. A request of
+// a batch is reported, not checked: how a batch's energy divides between
+// its sequences is not measured (the reference splits it equally, the
+// processor by each one's tokens); the batch's total is checked instead
+// (batchEnergies).
 func energyRow(span Span, q Request) Row {
-	row := Row{Check: fmt.Sprintf("energy within %.0f%% of reference", MaxEnergyError*100)}
 	got, has := span.Float(AttrEnergy)
+	if q.Batch > 1 && has && q.ReferenceEnergyJ != nil {
+		return Row{Status: Info, Check: "energy (a share of its batch's)",
+			Detail: fmt.Sprintf("%.1f J, an equal share %.1f J (%s)", got, *q.ReferenceEnergyJ, span.Str(AttrEnergySource))}
+	}
+	return compareEnergy("energy", got, has, q.ReferenceEnergyJ, span.Str(AttrEnergySource))
+}
+
+// compareEnergy is the row of an energy check: got (has: the processor
+// wrote one) against ref (nil: the workload could not measure power),
+// source saying where the processor's energy came from.
+func compareEnergy(what string, got float64, has bool, ref *float64, source string) Row {
+	row := Row{Check: fmt.Sprintf("%s within %.0f%% of reference", what, MaxEnergyError*100)}
 	switch {
-	case q.ReferenceEnergyJ == nil:
+	case ref == nil:
 		row.Status, row.Detail = NA, "no reference: the workload could not poll power"
 		if has {
 			row.Detail += fmt.Sprintf(" (gpuviz says %.1f J)", got)
 		}
 	case !has:
 		row.Status, row.Detail = Fail, AttrEnergy+" absent"
-	case *q.ReferenceEnergyJ <= 0:
-		row.Status, row.Detail = Fail, fmt.Sprintf("reference %.3f J is not positive: the power poller saw nothing", *q.ReferenceEnergyJ)
+	case *ref <= 0:
+		row.Status, row.Detail = Fail, fmt.Sprintf("reference %.3f J is not positive: the power poller saw nothing", *ref)
 	default:
-		ref := *q.ReferenceEnergyJ
-		rel := (got - ref) / ref
+		rel := (got - *ref) / *ref
 		row.Status = statusOf(math.Abs(rel) <= MaxEnergyError)
-		row.Detail = fmt.Sprintf("%.1f J vs %.1f J (%+.1f%%, %s)", got, ref, rel*100, span.Str(AttrEnergySource))
+		row.Detail = fmt.Sprintf("%.1f J vs %.1f J (%+.1f%%, %s)", got, *ref, rel*100, source)
 	}
 	return row
+}
+
+// batchEnergies sums the processor's energies over each batch of requests
+// (Batch > 1, sharing one window), keyed by that window.
+type batchEnergies map[window]*batchEnergy
+
+type batchEnergy struct {
+	members, found int
+	energy         float64
+}
+
+func (m batchEnergies) of(q Request) *batchEnergy {
+	k := window{q.PrefillStart, q.End}
+	if m[k] == nil {
+		m[k] = &batchEnergy{}
+	}
+	return m[k]
+}
+
+// row checks the batch's total, on its last request q, against the GPU's
+// whole energy over the batch's window.
+func (b *batchEnergy) row(q Request) Row {
+	found := b.found == b.members
+	return compareEnergy(fmt.Sprintf("batch of %d: energy", b.members), b.energy, found, q.ReferenceWindowEnergyJ, "sum")
 }
 
 // window is a stretch [from, to] in Unix nanoseconds.

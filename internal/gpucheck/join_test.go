@@ -33,7 +33,7 @@ func ptr(f float64) *float64 { return &f }
 
 // synthRun is four synthetic requests back to back from t0 (queue, prefill,
 // decode, a gap) and one batch of two generate requests after them, each
-// with a reference energy of 1000 J.
+// with a reference energy of 1000 J (the batch's window 2000 J).
 func synthRun() RequestRun {
 	run := RequestRun{GPUUUID: synthGPU, Power: &PowerReference{Source: "field 186", Samples: 1000, MedianS: 0.012, MaxS: 0.030}}
 	t := t0
@@ -51,7 +51,7 @@ func synthRun() RequestRun {
 		run.Requests = append(run.Requests, Request{ID: "generate-0-" + string(rune('0'+i)), Kind: KindGenerate, Batch: 2,
 			TraceID: strings.Repeat("c", 31) + string(rune('0'+i)), SpanID: strings.Repeat("d", 15) + string(rune('0'+i)),
 			Start: t, PrefillStart: t, FirstToken: t + int64(50*time.Millisecond), End: t + int64(5*time.Second),
-			PromptTokens: 512, OutputTokens: 1000, ReferenceEnergyJ: ptr(1000)})
+			PromptTokens: 512, OutputTokens: 1000, ReferenceEnergyJ: ptr(1000), ReferenceWindowEnergyJ: ptr(2000)})
 	}
 	return run
 }
@@ -163,9 +163,11 @@ var (
 		"PASS span enriched (gpuviz.request.family=vllm)",
 		"info prefill label",
 		"info decode label",
-		"PASS energy within 5% of reference",
+		"info energy (a share of its batch's)",
 	}
-	goodTicks = []string{
+	// The batch's last request checks the batch's total.
+	goodLastGenerate = append(goodGenerate[:4:4], "PASS batch of 2: energy within 5% of reference")
+	goodTicks        = []string{
 		"PASS tensor ticks in prefill >= 2.0/s",
 		"PASS tensor prefill - decode >= 0.25",
 		"PASS dram decode - prefill >= 0.25",
@@ -187,7 +189,7 @@ func TestAnalyzeJoin(t *testing.T) {
 		run:    synthRun,
 		spans:  goodSpans,
 		points: func(r RequestRun) []Point { return gpmTicks(r, tick) },
-		rows:   map[string][]string{"synthetic-0": goodSynthetic, "synthetic-3": goodSynthetic, "generate-0-1": goodGenerate},
+		rows:   map[string][]string{"synthetic-0": goodSynthetic, "synthetic-3": goodSynthetic, "generate-0-0": goodGenerate, "generate-0-1": goodLastGenerate},
 		ticks:  goodTicks,
 	}, {
 		name: "a prefill labelled power_throttled and a decode labelled compute_bound fail",
@@ -269,7 +271,7 @@ func TestAnalyzeJoin(t *testing.T) {
 			spans[0] = enrichedSpan(r.Requests[0], LabelCompute, LabelMemory, 1060)
 			spans[1] = enrichedSpan(r.Requests[1], LabelCompute, LabelMemory, 951)
 			spans[2] = enrichedSpan(r.Requests[2], LabelCompute, LabelMemory, 940)
-			// A batch's energy given wholly to each sequence: 2x.
+			// A batch's energy given wholly to one sequence: 1.5x the batch's.
 			spans[5] = enrichedSpan(r.Requests[5], LabelCompute, LabelMemory, 2000)
 			return spans
 		},
@@ -279,8 +281,29 @@ func TestAnalyzeJoin(t *testing.T) {
 			"synthetic-0":  append(goodSynthetic[:3:3], "FAIL energy within 5% of reference"),
 			"synthetic-1":  goodSynthetic,
 			"synthetic-2":  append(goodSynthetic[:3:3], "FAIL energy within 5% of reference"),
-			"generate-0-1": append(goodGenerate[:3:3], "FAIL energy within 5% of reference"),
+			"generate-0-1": append(goodGenerate[:4:4], "FAIL batch of 2: energy within 5% of reference"),
 		},
+		ticks: goodTicks,
+	}, {
+		name: "a batch split unevenly passes while its total holds",
+		run:  synthRun,
+		spans: func(r RequestRun) []Span {
+			spans := goodSpans(r)
+			spans[4] = enrichedSpan(r.Requests[4], LabelCompute, LabelMemory, 1500)
+			spans[5] = enrichedSpan(r.Requests[5], LabelCompute, LabelMemory, 520)
+			return spans
+		},
+		points: func(r RequestRun) []Point { return gpmTicks(r, tick) },
+		rows:   map[string][]string{"generate-0-0": goodGenerate, "generate-0-1": goodLastGenerate},
+		ticks:  goodTicks,
+	}, {
+		name:   "a batch with a span missing fails its total",
+		run:    synthRun,
+		spans:  func(r RequestRun) []Span { return goodSpans(r)[:5] },
+		points: func(r RequestRun) []Point { return gpmTicks(r, tick) },
+		failed: 2,
+		rows: map[string][]string{"generate-0-1": {
+			"FAIL span enriched (gpuviz.request.family=vllm)", "FAIL batch of 2: energy within 5% of reference"}},
 		ticks: goodTicks,
 	}, {
 		name: "a span without energy fails; without a reference the row is n/a and the run incomplete",

@@ -33,18 +33,22 @@ type Request struct {
 	// Batch is how many requests shared this one's window (1 for the
 	// synthetic ones).
 	Batch int `json:"batch"`
-	// ReferenceEnergyJ is the workload's own measurement: instant power it
-	// polled itself, integrated from the request's prefill to its end (its
-	// queue runs nothing, and the processor gives it no energy), each
-	// moment's energy split equally between the requests running then (the
-	// rule the processor applies, at the poller's resolution). Nil when the
-	// workload could not poll power (no pynvml).
+	// ReferenceEnergyJ is the workload's own measurement: power it read
+	// itself (the driver's power samples, else instant power it polled;
+	// PowerReference.Source), integrated from the request's prefill to its
+	// end (its queue runs nothing, and the processor gives it no energy),
+	// each moment's energy split equally between the requests running then.
+	// Nil when the workload could not read power (no pynvml).
 	ReferenceEnergyJ *float64 `json:"reference_energy_j"`
 	// ReferenceWindowEnergyJ is the whole GPU's energy over the same
-	// stretch, unshared, and ReferenceQueueEnergyJ over the request's queue:
-	// for the reader, not compared.
+	// stretch, unshared: a batch's total is checked against it.
 	ReferenceWindowEnergyJ *float64 `json:"reference_window_energy_j,omitempty"`
-	ReferenceQueueEnergyJ  *float64 `json:"reference_queue_energy_j,omitempty"`
+	// ReferenceQueueEnergyJ (over the request's queue) and
+	// ReferenceInstantEnergyJ (ReferenceEnergyJ from polled instant power,
+	// where the driver's samples are the source) are for the reader, not
+	// compared.
+	ReferenceQueueEnergyJ   *float64 `json:"reference_queue_energy_j,omitempty"`
+	ReferenceInstantEnergyJ *float64 `json:"reference_instant_energy_j,omitempty"`
 }
 
 // Skip is a part of the workload that could not run, and why (a Python
@@ -54,12 +58,16 @@ type Skip struct {
 	Reason string `json:"reason"`
 }
 
-// PowerReference says how the workload polled power for its reference.
+// PowerReference says how the workload read power for its reference.
+// CounterRatio, where the source is the driver's power samples, is their
+// integral over the workload's run against the energy counter's increase
+// over the same stretch: how far the reference itself is from the counter.
 type PowerReference struct {
-	Source  string  `json:"source"`
-	Samples int     `json:"samples"`
-	MedianS float64 `json:"median_period_s"`
-	MaxS    float64 `json:"max_period_s"`
+	Source       string   `json:"source"`
+	Samples      int      `json:"samples"`
+	MedianS      float64  `json:"median_period_s"`
+	MaxS         float64  `json:"max_period_s"`
+	CounterRatio *float64 `json:"counter_ratio,omitempty"`
 }
 
 // RequestRun is what scripts/gpu-requests.py printed.

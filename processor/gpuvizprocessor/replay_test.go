@@ -35,9 +35,14 @@ import (
 // runs' references cover the request's whole window, its queue included;
 // the third's start at prefill and give the queue's apart (Queue).
 type hardwareRun struct {
-	Points   []recordedPoint `json:"points"`
-	Spans    []recordedSpan  `json:"spans"`
-	Requests []struct {
+	Points []recordedPoint `json:"points"`
+	Spans  []recordedSpan  `json:"spans"`
+	// ReferenceSource is what the references integrate: instant power
+	// polled every 10 ms (the first two runs; absent) or the driver's
+	// power samples (the third), which follow the energy counter within 1%
+	// a second.
+	ReferenceSource string `json:"reference_source"`
+	Requests        []struct {
 		ID           string   `json:"id"`
 		Kind         string   `json:"kind"`
 		SpanID       string   `json:"span_id"`
@@ -215,13 +220,19 @@ func queueEnergy(t *testing.T, run hardwareRun, from, to int64) float64 {
 	return sum / float64(n) * float64(to-from) / 1e9
 }
 
+// driverPowerSamples is how gpu-requests.py names the driver's power
+// sample buffer as its reference's source.
+const driverPowerSamples = "nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES)"
+
 // TestHardwareRunReplays: the processor, on what a real H200 measured,
 // gives each synthetic request (2 s of bf16 GEMMs, 4 s of HBM copies, alone
 // on the GPU) its energy within gpu-check's 5% of the workload's own
 // reference, whether the energy counter was read every tick or every
-// second. The generate requests (a batch of four on a small model, 1.7-3 s,
-// near idle power) are logged, not asserted: their errors are the energy
-// counter's 100 ms refresh at their edges (docs/hardware.md).
+// second, and each batch of four generate requests (1-1.5 s on a small
+// model, near idle power) its energy within 5% where the reference is the
+// driver's power samples. Against the first runs' polled instant power,
+// which misses short bursts (docs/hardware.md), the batches are logged,
+// not asserted; so is each request of a batch, whose share is not measured.
 func TestHardwareRunReplays(t *testing.T) {
 	for _, name := range []string{"pertick", "perflush", "samples"} {
 		t.Run(name, func(t *testing.T) {
@@ -248,6 +259,9 @@ func TestHardwareRunReplays(t *testing.T) {
 			}
 			for _, b := range slices.Sorted(maps.Keys(batches)) {
 				t.Logf("%-14s %8.1f J vs %8.1f J (%+.1f%%), the batch", b, batches[b][0], batches[b][1], 100*(batches[b][0]/batches[b][1]-1))
+				if run.ReferenceSource == driverPowerSamples {
+					assert.InEpsilon(t, batches[b][1], batches[b][0], gpucheck.MaxEnergyError, b)
+				}
 			}
 		})
 	}
