@@ -526,8 +526,9 @@ func TestDCGMBesideTheReceiver(t *testing.T) {
 
 // A GPU that sends the driver's power samples has its power from them
 // alone: the tick's hw.power readings (one 20 ms reading every 250 ms on an
-// H200) stop counting once the first sample has arrived, and a GPU that
-// sends none keeps its hw.power.
+// H200) stop counting once the first sample has arrived, and count again
+// once none has come for history.max_span; a GPU that sends none keeps its
+// hw.power.
 func TestPowerSamplesReplaceTheTicksPower(t *testing.T) {
 	in := newTestIngest(t)
 	t0 := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
@@ -561,4 +562,15 @@ func TestPowerSamplesReplaceTheTicksPower(t *testing.T) {
 	assert.InDelta(t, 300, got, 1e-9, "GPU-a from its samples on: the samples alone")
 	got, _ = last(in, b, timeline.Power, t0.Add(2*time.Second))
 	assert.InDelta(t, 900, got, 1e-9, "GPU-b sends no samples: its ticks")
+
+	// GPU-a's samples stop at 2 s; its ticks go on at 500 W.
+	maxSpan := createDefaultConfig().History.MaxSpan
+	ticks := int((maxSpan - time.Second) / (250 * time.Millisecond))
+	in.consume(ctx, points("hw.power", "GPU-a", t0.Add(2250*time.Millisecond), 250*time.Millisecond, ticks, 500))
+	_, ok = last(in, a, timeline.Power, t0.Add(2*time.Second+maxSpan-time.Second))
+	assert.False(t, ok, "GPU-a's ticks within history.max_span of its last sample: still out")
+	in.consume(ctx, points("hw.power", "GPU-a", t0.Add(time.Second+maxSpan), 250*time.Millisecond, 24, 500))
+	got, ok = last(in, a, timeline.Power, t0.Add(2*time.Second+maxSpan+3*time.Second))
+	require.True(t, ok)
+	assert.InDelta(t, 500, got, 1e-9, "GPU-a's ticks count again once its samples stopped for history.max_span")
 }

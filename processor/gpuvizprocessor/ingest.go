@@ -54,15 +54,17 @@ var handlers = map[string]handler{
 	"nvidia.gpu.dram.activity":                         gauge(timeline.DRAMActivity),
 	// The driver's power samples, where a GPU sends them, are finer than
 	// the tick's power readings (every 20 ms, against one 20 ms reading
-	// every tick on an H200): from the first one on, the GPU's power comes
-	// from them alone.
+	// every tick on an H200): while they come, the GPU's power comes from
+	// them alone, and the tick's readings count again once none has come
+	// for in.supersede (history.max_span).
 	"hw.power": func(in *ingest, b *ingestBatch, p point) {
-		if !b.state(p.key).powerSamples {
+		if at := b.state(p.key).powerSamplesAt; at == 0 || p.ts.UnixNano()-at >= int64(in.supersede) {
 			b.add(p.key, timeline.Power, p.ts, p.v)
 		}
 	},
 	"nvidia.gpu.samples.power": func(in *ingest, b *ingestBatch, p point) {
-		b.state(p.key).powerSamples = true
+		g := b.state(p.key)
+		g.powerSamplesAt = max(g.powerSamplesAt, p.ts.UnixNano())
 		b.add(p.key, timeline.Power, p.ts, p.v)
 	},
 	"hw.gpu.memory.usage": gauge(timeline.MemoryUsed),
@@ -190,9 +192,10 @@ const energySlot = timeline.NumSignals
 type gpuIngest struct {
 	backend string // the receiver's gpuviz.backend
 	failed  bool   // the receiver's latest hw.status says failed
-	// powerSamples: the GPU sends the driver's power samples, whose
-	// points replace the tick's hw.power.
-	powerSamples bool
+	// powerSamplesAt is the newest of the driver's power samples the GPU
+	// sent (Unix ns; 0: never): they replace its tick's hw.power for
+	// in.supersede after it.
+	powerSamplesAt int64
 	// receiverAt is, per signal (and energySlot), the newest timestamp the
 	// gpuviz receiver sent for it: DCGM's points of that signal are
 	// superseded for history.max_span after it (see addFrom).
