@@ -347,15 +347,17 @@ func (p *pipeline) freeze(k timeline.Key, book *attribution.GPU, lo int64, bins 
 
 // activity is a bin's tensor and DRAM activity-seconds, where GPM
 // measured both: their means over what they covered, times the bin's
-// width (seconds).
+// width (seconds); spread as far as the longer of their readings reach.
 func activity(b *timeline.Bin, width float64) attribution.Activity {
 	t, d := b.Covered[timeline.TensorActivity], b.Covered[timeline.DRAMActivity]
 	if t <= 0 || d <= 0 {
 		return attribution.Activity{}
 	}
+	spread := max(b.Stretch[timeline.TensorActivity], b.Stretch[timeline.DRAMActivity])
 	return attribution.Activity{
 		TensorSeconds: b.Integral[timeline.TensorActivity] / t * width,
 		DRAMSeconds:   b.Integral[timeline.DRAMActivity] / d * width,
+		Spread:        time.Duration(spread * float64(time.Second)),
 		Known:         true,
 	}
 }

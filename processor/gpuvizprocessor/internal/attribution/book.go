@@ -147,10 +147,13 @@ type gpuBin struct {
 	// activity measured (active).
 	tensor, dram float32
 	label        uint8 // 1 + the label's index in bottleneck.Labels; 0 none
-	frozen       bool
-	known        bool // energy measured
-	active       bool
-	final        bool
+	// reach is how many bins on each side the readings behind its
+	// activity reach: they share its prediction's error (Group.toCome).
+	reach  uint8
+	frozen bool
+	known  bool // energy measured
+	active bool
+	final  bool
 }
 
 // labelIndex is l as a gpuBin keeps it; a label not in bottleneck.Labels
@@ -187,15 +190,12 @@ type Ledger struct {
 	// tensorAt and dramAt are Config's TensorAtLimit and DRAMAtLimit.
 	tensorAt, dramAt float64
 	n                int64
-	// netReach is how many bins on each side a bin's predicted weight
-	// still to come is netted against (Group.toCome).
-	netReach int64
-	lo, hi   int64 // bins [lo, hi) are addressable, circular over absolute indexes
-	started  bool
-	groups   []*Group
-	gpus     []*GPU
-	mark     uint64 // stamps what Groups has seen in one call
-	version  uint64 // changes whenever a GPU changes group
+	lo, hi           int64 // bins [lo, hi) are addressable, circular over absolute indexes
+	started          bool
+	groups           []*Group
+	gpus             []*GPU
+	mark             uint64 // stamps what Groups has seen in one call
+	version          uint64 // changes whenever a GPU changes group
 	// epoch changes with anything a bin's weight still to come reads: a
 	// request admitted, a bin frozen or learned, the window moved, a group
 	// changed. It starts at 1, so a bin never computed is stale.
@@ -252,14 +252,24 @@ type GPU struct {
 // NewLedger returns empty books; cfg must be valid.
 func NewLedger(cfg Config) *Ledger {
 	n := int64((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
-	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n, netReach: int64(activitySpread / cfg.Resolution),
+	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n,
 		tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit, epoch: 1}
 }
 
-// activitySpread is how far one sampling tick's activity reaches across
-// bins: the receiver's default 250 ms tick, whose GPM interval every bin it
-// touches reads, so bins up to that far apart share a prediction's error.
-const activitySpread = 250 * time.Millisecond
+// defaultSpread is how far activity of unknown spread is taken to reach:
+// the receiver's default 250 ms tick.
+const defaultSpread = 250 * time.Millisecond
+
+// binsReached is how many bins on each side readings of spread reach: a
+// tick's GPM interval is read by every bin it touches, so bins that far
+// apart share a prediction's error. Whole bins only (a 250 ms tick reaches
+// 2 of 100 ms, a 1 s scrape 10), at most 255.
+func (l *Ledger) binsReached(spread time.Duration) uint8 {
+	if spread <= 0 {
+		spread = defaultSpread
+	}
+	return uint8(min(255, (int64(spread)+int64(time.Microsecond))/l.width))
+}
 
 // Index returns the bin holding Unix time t (ns).
 func (l *Ledger) Index(t int64) int64 { return floorDiv(t, l.width) }
@@ -926,16 +936,18 @@ func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 // what was admitted by excess. A tick's activity is spread over the bins it
 // touches, while each bin's admitted weight is its own, so a bin predicted
 // above its weight often has a neighbour predicted below it by the same
-// work. The excess is scaled by the bins' net excess within netReach over
-// their gross (positive) excess: a neighbour's surplus offsets it, a
-// neighbour's own excess does not add to it (docs/attribution.md).
+// work. The excess is scaled by the bins' net excess within the reach of
+// bin i's readings over their gross (positive) excess: a neighbour's
+// surplus offsets it, a neighbour's own excess does not add to it
+// (docs/attribution.md).
 func (grp *Group) toCome(i int64, excess float64, gpus uint16) float64 {
 	if excess <= 0 {
 		return 0
 	}
 	l := grp.l
+	r := int64(grp.at(i).activity.reach)
 	var net, gross float64
-	for j := max(i-l.netReach, l.lo); j <= min(i+l.netReach, l.hi-1); j++ {
+	for j := max(i-r, l.lo); j <= min(i+r, l.hi-1); j++ {
 		b := grp.at(j)
 		if b.activity.gpus != gpus {
 			continue
@@ -951,6 +963,7 @@ func (a *groupActivity) add(mb *gpuBin) {
 	a.tensor += mb.tensor
 	a.dram += mb.dram
 	a.gpus++
+	a.reach = max(a.reach, mb.reach)
 }
 
 // take gives a request share f of the GPU's bin pb, where the group's GPUs
@@ -1048,6 +1061,7 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 	}
 	if act.Known {
 		mb.tensor, mb.dram, mb.active = float32(act.TensorSeconds), float32(act.DRAMSeconds), true
+		mb.reach = g.l.binsReached(act.Spread)
 		sb.activity.add(mb)
 	}
 }

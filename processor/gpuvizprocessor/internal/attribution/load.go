@@ -1,11 +1,17 @@
 package attribution // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 
+import "time"
+
 // Activity is what a GPU's profiling counters (GPM) say it did over one
 // bin: the seconds its tensor pipes and its DRAM were busy (activity ×
 // the bin's width). Known is false without them (before Hopper, or
-// dcgm-exporter without profiling fields).
+// dcgm-exporter without profiling fields). Spread is how far the readings
+// behind it reach: the longest interval one of them describes (the
+// sampling clock's tick, a scrape's interval); 0 when not known, taken as
+// the receiver's default tick.
 type Activity struct {
 	TensorSeconds, DRAMSeconds float64
+	Spread                     time.Duration
 	Known                      bool
 }
 
@@ -123,9 +129,11 @@ func (m *chunkModel) predict(a groupActivity) (float64, bool) {
 	return min(1, max(0, m.ct*float64(a.tensor)+m.cd*float64(a.dram))), true
 }
 
-// groupActivity is a group bin's activity summed over its GPUs, and how
-// many of them measured it.
+// groupActivity is a group bin's activity summed over its GPUs, how many
+// of them measured it, and the farthest its readings reach, in bins on
+// each side (gpuBin.reach).
 type groupActivity struct {
 	tensor, dram float32
 	gpus         uint16
+	reach        uint8
 }

@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -144,6 +145,42 @@ func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
 			b, left := neighbours(t, tc.neighbour)
 			s := make([]float64, 1)
 			release(b, left, at(41), s)
+			assert.InDelta(t, tc.want, s[0], 1e-6)
+		})
+	}
+}
+
+// How far a neighbour's surplus offsets a bin's excess follows how far the
+// readings behind the bin's activity reach: a request 500 ms to the right
+// whose bin read none of its work is out of a 250 ms tick's reach and in a
+// 1 s scrape's. Activity of unknown spread reaches as the default tick's.
+func TestTheNettingReachFollowsTheReadings(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spread time.Duration
+		want   float64 // J the left request gets of its bin's 10
+	}{
+		{"a 250 ms tick: out of reach, half is left to come", 250 * time.Millisecond, 5},
+		{"unknown: as the default tick", 0, 5},
+		{"a 1 s scrape: the surplus offsets the excess", time.Second, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := learnedBook(t)
+			left := []Piece{{Start: at(40), End: at(40.1), Rate: 1}}
+			admit(b, left, at(41))
+			admit(b, []Piece{{Start: at(40.5), End: at(40.6), Rate: 1}}, at(41))
+			freeze(b, 30, 40, 100)
+			lo, hi, ok := b.Unfrozen(b.Index(at(40)), b.Index(at(41)))
+			require.True(t, ok)
+			for i := lo; i < hi; i++ {
+				act := Activity{Spread: tc.spread, Known: true}
+				if i == b.Index(at(40)) {
+					act.TensorSeconds, act.DRAMSeconds = 0.004, 0.002 // two requests' work
+				}
+				b.Freeze(i, 10, true, bottleneck.MemoryBound, act)
+			}
+			s := make([]float64, 1)
+			release(b, left, at(41.5), s)
 			assert.InDelta(t, tc.want, s[0], 1e-6)
 		})
 	}

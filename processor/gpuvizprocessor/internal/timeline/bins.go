@@ -14,7 +14,10 @@ type Bin struct {
 	Integral [NumSignals]float64 // ∫ value dt over the covered part, value·seconds
 	Covered  [NumSignals]float64 // seconds of the bin the signal covers
 	Max      [NumSignals]float64 // max value over the covered part (0 when none)
-	EnergyJ  float64
+	// Stretch is the longest stretch (seconds) a point covering the bin
+	// describes: how far the reading behind the bin reaches (0 when none).
+	Stretch [NumSignals]float64
+	EnergyJ float64
 	// EnergyKnown says the whole bin's energy is known: usable counter
 	// segments (no reset) cover it, else Power covers all of it. When false,
 	// EnergyJ is what is known: the counter's share of the parts its usable
@@ -73,8 +76,8 @@ func (s *Store) Bins(k Key, from time.Time, width time.Duration, n int, dst []Bi
 }
 
 // bins adds the signal's step function over the bins [a+i·w, a+(i+1)·w) to
-// bins[i].Integral, Covered and Max (in seconds): one pass over the points
-// whose stretches overlap them, each visiting the bins it spans.
+// bins[i].Integral, Covered, Max and Stretch (in seconds): one pass over
+// the points whose stretches overlap them, each visiting the bins it spans.
 func (v *series) bins(sig Signal, a, w int64, bins []Bin) {
 	r := v.r
 	i := r.firstAfter(v.lo, a)
@@ -86,6 +89,7 @@ func (v *series) bins(sig Signal, a, w int64, bins []Bin) {
 	for st := v.start(i); st < end; {
 		p := r.at(i)
 		x, y := max(st, a), min(p.ts, end) // x < y
+		stretch := float64(p.ts-st) / float64(time.Second)
 		for hi <= x {
 			j++
 			hi += w
@@ -99,6 +103,7 @@ func (v *series) bins(sig Signal, a, w int64, bins []Bin) {
 				sec := float64(ov) / float64(time.Second)
 				b.Covered[sig] += sec
 				b.Integral[sig] += p.v * sec
+				b.Stretch[sig] = max(b.Stretch[sig], stretch)
 			}
 			if hi >= y {
 				break

@@ -116,6 +116,10 @@ func TestBinsSignals(t *testing.T) {
 	assert.InDelta(t, 1, bins[4].Covered[Utilization], 1e-12, "(9, 10] of (8.5, 10.5]")
 	assert.Zero(t, bins[3].Max[Utilization])
 	assert.Zero(t, bins[3].Covered[Utilization])
+	// How far the readings reach: 1 s apart, the first one's 1 s too.
+	assert.Equal(t, 1.0, bins[0].Stretch[Power])
+	assert.Equal(t, 1.0, bins[4].Stretch[Utilization])
+	assert.Zero(t, bins[3].Stretch[Utilization], "no reading")
 	// A stretch over many bins: utilisation's (70, 100] at 0.25.
 	bins = s.Bins(gpuA, at(60), 4*time.Second, 12, nil)
 	for i, b := range bins {
@@ -125,6 +129,7 @@ func TestBinsSignals(t *testing.T) {
 		assert.InDelta(t, cov*0.25, b.Integral[Utilization], 1e-12, "bin %d", i)
 		if cov > 0 {
 			assert.Equal(t, 0.25, b.Max[Utilization])
+			assert.Equal(t, 30.0, b.Stretch[Utilization], "bin %d: the reading at 100 s, capped at MaxSpan", i)
 		}
 	}
 }
