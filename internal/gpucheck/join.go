@@ -305,10 +305,14 @@ func (m batchEnergies) of(q Request) *batchEnergy {
 }
 
 // row checks the batch's total, on its last request q, against the GPU's
-// whole energy over the batch's window.
+// whole energy over the batch's window; a batch with spans missing or
+// without energy fails, saying how many carried one.
 func (b *batchEnergy) row(q Request) Row {
-	found := b.found == b.members
-	return compareEnergy(fmt.Sprintf("batch of %d: energy", b.members), b.energy, found, q.ReferenceWindowEnergyJ, "sum")
+	row := compareEnergy(fmt.Sprintf("batch of %d: energy", b.members), b.energy, b.found == b.members, q.ReferenceWindowEnergyJ, "sum")
+	if row.Status == Fail && b.found < b.members {
+		row.Detail = fmt.Sprintf("%d of its %d spans carry %s", b.found, b.members, AttrEnergy)
+	}
+	return row
 }
 
 // window is a stretch [from, to] in Unix nanoseconds.

@@ -458,6 +458,8 @@ func TestJoinTable(t *testing.T) {
 
 	table = AnalyzeJoin(goodSpans(run), gpmTicks(run, tick), run).Table()
 	assert.True(t, strings.HasSuffix(table, "\nJOIN: PASS\n"), table)
+	table = AnalyzeJoin(goodSpans(run)[:5], gpmTicks(run, tick), run).Table()
+	assert.Contains(t, table, "FAIL   batch of 2: energy within 5% of reference 1 of its 2 spans carry gpuviz.energy")
 	run.Skipped = []Skip{{Part: "hf_generate", Reason: "transformers is not installed"}}
 	table = AnalyzeJoin(goodSpans(run), gpmTicks(run, tick), run).Table()
 	assert.Contains(t, table, "skipped: hf_generate: transformers is not installed")

@@ -89,8 +89,10 @@ type tickState struct {
 	// counter, when asked for, is its last field, and is asked for on flush
 	// ticks only: a read costs milliseconds of CPU inside the driver (3.5
 	// ms on an H200 with driver 580: 1.4% of a core per GPU at a 250 ms
-	// tick), and the counter moves only every 100 ms. Power at every tick
-	// says where in the flush interval the energy went (docs/hardware.md).
+	// tick), and the counter moves only every 100 ms. Where in the flush
+	// interval the energy went is said by the driver's power samples,
+	// drained at the flush, else by the power read every tick
+	// (docs/hardware.md).
 	req fieldRequest
 	// energyCall and powerCall fall back to the dedicated calls where the
 	// field is missing.
