@@ -156,6 +156,7 @@ type BottleneckConfig struct {
 	ThrottledShare         float64 `mapstructure:"throttled_share"`
 	TensorAtLimit          float64 `mapstructure:"tensor_at_limit"`
 	DRAMAtLimit            float64 `mapstructure:"dram_at_limit"`
+	PowerSwing             float64 `mapstructure:"power_swing"`
 
 	_ struct{}
 }
@@ -219,7 +220,7 @@ func createDefaultConfig() *Config {
 			IdleUtilization: b.IdleUtilization, BusySMActivity: b.BusySMActivity, ComputeTensor: b.ComputeTensor,
 			ComputeSM: b.ComputeSM, MemoryDRAM: b.MemoryDRAM, MemoryControllerBusy: b.MemoryControllerBusy,
 			InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
-			ThrottledShare: b.ThrottledShare, TensorAtLimit: b.TensorAtLimit, DRAMAtLimit: b.DRAMAtLimit,
+			ThrottledShare: b.ThrottledShare, TensorAtLimit: b.TensorAtLimit, DRAMAtLimit: b.DRAMAtLimit, PowerSwing: b.PowerSwing,
 		},
 		Metrics: MetricsConfig{Enabled: true, Interval: 10 * time.Second, MaxModels: 64, IdleExpiry: 10 * time.Minute, Accounting: defaultAccounting()},
 		Attribution: AttributionConfig{
@@ -277,7 +278,7 @@ func (cfg *Config) thresholds() bottleneck.Thresholds {
 		IdleUtilization: b.IdleUtilization, BusySMActivity: b.BusySMActivity, ComputeTensor: b.ComputeTensor,
 		ComputeSM: b.ComputeSM, MemoryDRAM: b.MemoryDRAM, MemoryControllerBusy: b.MemoryControllerBusy,
 		InterconnectFraction: b.InterconnectFraction, MemoryCapacityFraction: b.MemoryCapacityFraction,
-		ThrottledShare: b.ThrottledShare, TensorAtLimit: b.TensorAtLimit, DRAMAtLimit: b.DRAMAtLimit,
+		ThrottledShare: b.ThrottledShare, TensorAtLimit: b.TensorAtLimit, DRAMAtLimit: b.DRAMAtLimit, PowerSwing: b.PowerSwing,
 	}
 }
 

@@ -116,7 +116,10 @@ var handlers = map[string]handler{
 	"hw.temperature":              viewTemperature,
 	"nvidia.gpu.clock.frequency":  viewClock,
 	"nvidia.gpu.samples.sm_clock": viewGauge(view.SMClock, 1e-6),
-	"nvidia.gpu.power.limit":      viewPowerLimit,
+	"nvidia.gpu.power.limit": func(in *ingest, b *ingestBatch, p point) {
+		in.store.SetPowerLimit(p.key, p.v)
+		viewPowerLimit(in, b, p)
+	},
 	"nvidia.gpu.process.memory.usage": func(in *ingest, b *ingestBatch, p point) {
 		if pid, ok := p.attrs.Get("process.pid"); ok && pid.Type() == pcommon.ValueTypeInt {
 			in.store.SetProcess(p.key, pid.Int(), p.ts)

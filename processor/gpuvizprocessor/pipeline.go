@@ -311,6 +311,7 @@ func (p *pipeline) readGPU(k timeline.Key, g *gpuRound) {
 	book := p.book(k)
 	settled, _ := p.store.Settled(k)
 	p.freeze(k, book, g.lo, g.bins, settled)
+	limit, _ := p.store.PowerLimit(k)
 	for i := range g.bins {
 		b := &g.bins[i]
 		if b.EnergyKnown && b.EnergySource != timeline.EnergyCounter {
@@ -318,7 +319,7 @@ func (p *pipeline) readGPU(k timeline.Key, g *gpuRound) {
 		}
 		l := book.Label(g.lo + int64(i))
 		if l == "" {
-			l = p.classify(b, true)
+			l = p.classify(b, limit, true)
 		}
 		g.labels = append(g.labels, l)
 	}
@@ -332,12 +333,13 @@ func (p *pipeline) freeze(k timeline.Key, book *attribution.GPU, lo int64, bins 
 		return
 	}
 	s := settled.UnixNano()
+	limit, _ := p.store.PowerLimit(k)
 	for i := a; i < z; i++ {
 		if p.ledger.Start(i+1) > s {
 			break
 		}
 		b := &bins[i-lo]
-		l := p.classify(b, false)
+		l := p.classify(b, limit, false)
 		book.Freeze(i, b.EnergyJ, b.EnergyKnown, l, activity(b, float64(p.bookCfg.Resolution)/1e9))
 		if p.onFreeze != nil {
 			p.onFreeze(k, p.ledger.Start(i), l)
@@ -362,9 +364,10 @@ func activity(b *timeline.Bin, width float64) attribution.Activity {
 	}
 }
 
-// classify labels one bin; "" when no signal covers it. present says
-// whether a request is known to be in flight.
-func (p *pipeline) classify(b *timeline.Bin, present bool) bottleneck.Label {
+// classify labels one bin of a GPU whose power limit is powerLimit (W, 0
+// when unknown); "" when no signal covers it. present says whether a
+// request is known to be in flight.
+func (p *pipeline) classify(b *timeline.Bin, powerLimit float64, present bool) bottleneck.Label {
 	covered := false
 	for _, c := range b.Covered {
 		covered = covered || c > 0
@@ -372,15 +375,16 @@ func (p *pipeline) classify(b *timeline.Bin, present bool) bottleneck.Label {
 	if !covered {
 		return ""
 	}
-	in := classifierInputs(b)
+	in := classifierInputs(b, float64(p.bookCfg.Resolution)/1e9, powerLimit)
 	if present {
 		in.RequestsInFlight = 1
 	}
 	return bottleneck.Classify(in, p.thresholds)
 }
 
-// classifierInputs turns one bin into the classifier's inputs.
-func classifierInputs(b *timeline.Bin) bottleneck.Inputs {
+// classifierInputs turns one bin, width seconds long, of a GPU whose power
+// limit is powerLimit (W, 0 when unknown) into the classifier's inputs.
+func classifierInputs(b *timeline.Bin, width, powerLimit float64) bottleneck.Inputs {
 	mean := func(sig timeline.Signal) (float64, bool) {
 		if b.Covered[sig] <= 0 {
 			return 0, false
@@ -402,6 +406,10 @@ func classifierInputs(b *timeline.Bin) bottleneck.Inputs {
 	}
 	in.PCIeFraction, in.HasPCIe = linkFraction(mean, timeline.PCIeRx, timeline.PCIeTx, timeline.PCIeCapacity)
 	in.NVLinkFraction, in.HasNVLink = linkFraction(mean, timeline.NVLinkRx, timeline.NVLinkTx, timeline.NVLinkCapacity)
+	if power, ok := mean(timeline.Power); ok && b.ReadingPower > 0 && powerLimit > 0 {
+		in.Power, in.ReadingPower, in.PowerLimit, in.HasPowerDetail = power, b.ReadingPower, powerLimit, true
+		in.ReadingSpan = max(b.Stretch[timeline.TensorActivity], b.Stretch[timeline.PowerThrottled]) / width
+	}
 	return in
 }
 

@@ -418,7 +418,7 @@ func TestNVLinkCapacityMakesAFraction(t *testing.T) {
 			c.ingest.consume(context.Background(), md)
 			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
 			bins := c.store.Bins(k, base.Add(2*time.Second), 100*time.Millisecond, 1, nil)
-			assert.Equal(t, tc.want, c.pipeline.classify(&bins[0], true))
+			assert.Equal(t, tc.want, c.pipeline.classify(&bins[0], 0, true))
 		})
 	}
 }
@@ -504,6 +504,60 @@ func TestActivityIsTheMeansOverTheBin(t *testing.T) {
 			assert.Equal(t, tc.want.Known, got.Known)
 			assert.InDelta(t, tc.want.TensorSeconds, got.TensorSeconds, 1e-12)
 			assert.InDelta(t, tc.want.DRAMSeconds, got.DRAMSeconds, 1e-12)
+		})
+	}
+}
+
+// The driver's 20 ms power samples place each bin within its 250 ms GPM
+// tick (bottleneck rule 0): a tick mixing a prompt's chunk into decodes
+// reads memory bound on average, and the bin that drew the chunk's power
+// reads compute bound, once the power limit says how far watts go.
+func TestPowerSamplesPlaceBinsWithinTheirTick(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	mixed := sample{util: 0.7, tensor: 0.2, dram: 0.4, powerW: 460, memUsed: 60e9}
+	for _, tc := range []struct {
+		name       string
+		limit      float64 // 0: none reported
+		chunk, dec bottleneck.Label
+	}{
+		{"with the power limit", 700, bottleneck.ComputeBound, bottleneck.MemoryBound},
+		{"without it", 0, bottleneck.MemoryBound, bottleneck.MemoryBound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, _ := virtualCore(t, nil)
+			md := gpuMetrics("node-1", "GPU-a", 0, base, 250*time.Millisecond, repeat(mixed, 9))
+			ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+			gauge := func(name string) pmetric.NumberDataPointSlice {
+				m := ms.AppendEmpty()
+				m.SetName(name)
+				return m.SetEmptyGauge().DataPoints()
+			}
+			add := func(dps pmetric.NumberDataPointSlice, ts time.Time, v float64) {
+				p := dps.AppendEmpty()
+				p.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+				p.SetDoubleValue(v)
+				p.Attributes().PutStr("hw.id", "GPU-a")
+			}
+			if tc.limit > 0 {
+				add(gauge("nvidia.gpu.power.limit"), base, tc.limit)
+			}
+			// Every 20 ms: 550 W in the 100 ms from 1 s (the chunk's
+			// steps), 400 W otherwise; the tick's mean stays 460 W.
+			samples := gauge("nvidia.gpu.samples.power")
+			for i := 1; i <= 100; i++ {
+				at := time.Duration(i) * 20 * time.Millisecond
+				w := 400.0
+				if at > time.Second && at <= 1100*time.Millisecond {
+					w = 550
+				}
+				add(samples, base.Add(at), w)
+			}
+			c.ingest.consume(context.Background(), md)
+			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+			limit, _ := c.store.PowerLimit(k)
+			bins := c.store.Bins(k, base.Add(time.Second), 100*time.Millisecond, 2, nil)
+			assert.Equal(t, tc.chunk, c.pipeline.classify(&bins[0], limit, true), "the chunk's bin")
+			assert.Equal(t, tc.dec, c.pipeline.classify(&bins[1], limit, true), "a decode bin")
 		})
 	}
 }

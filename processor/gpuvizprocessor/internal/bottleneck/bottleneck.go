@@ -80,6 +80,16 @@ type Inputs struct {
 	HasThermalThrottled bool
 	// Inference requests known to be running on this GPU in the interval.
 	RequestsInFlight int
+	// Where power is read finer than the other signals (the driver's
+	// 20 ms samples against GPM and throttle readings of 250 ms or more),
+	// rule 0 places the interval within its readings: Power is the
+	// interval's mean power, ReadingPower the mean over the stretches its
+	// readings describe, PowerLimit the limit the driver holds the GPU
+	// under (all W), and ReadingSpan how many times the interval's length
+	// those stretches last (≥ 1).
+	Power, ReadingPower, PowerLimit float64
+	ReadingSpan                     float64
+	HasPowerDetail                  bool
 }
 
 // Thresholds are the bounds the rules compare signals against, each a
@@ -99,6 +109,11 @@ type Thresholds struct {
 	// compare tensor and DRAM activity as shares of these.
 	TensorAtLimit float64
 	DRAMAtLimit   float64
+	// PowerSwing is the power between a GPU at its tensor limit and one at
+	// its DRAM limit, a share of its power limit: rule 0 reads an
+	// interval's power above its activity readings' as that share of a
+	// shift from DRAM to tensor work. 0 turns rule 0 off.
+	PowerSwing float64
 }
 
 // DefaultThresholds returns the default thresholds. The package
@@ -135,6 +150,9 @@ func DefaultThresholds() Thresholds {
 		// bandwidth-bound kernels about 85% of peak HBM bandwidth.
 		TensorAtLimit: 0.7,
 		DRAMAtLimit:   0.85,
+		// An H200 drew 691 W in back-to-back bf16 GEMMs (at its 700 W
+		// cap) and 413 W in a streaming copy: 0.40 of the limit apart.
+		PowerSwing: 0.4,
 	}
 }
 
@@ -163,6 +181,9 @@ func (t Thresholds) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %v must be a share in (0, 1] (0.5 means 50%%)", f.name, f.v))
 		}
 	}
+	if !(t.PowerSwing >= 0 && t.PowerSwing <= 1) {
+		errs = append(errs, fmt.Errorf("power_swing: %v must be a share in [0, 1] (0 turns it off)", t.PowerSwing))
+	}
 	return errors.Join(errs...)
 }
 
@@ -188,6 +209,7 @@ func (s signal) below(bound float64) bool { return s.ok && s.v < bound }
 // [Labels]. Thresholds are assumed valid ([Thresholds.Validate]); with
 // invalid ones Classify still returns a member of Labels.
 func Classify(in Inputs, th Thresholds) Label {
+	placeByPower(&in, th)
 	util := measured(in.Utilization, in.HasUtilization)
 	sm := measured(in.SMActivity, in.HasSMActivity)
 
@@ -278,6 +300,50 @@ func Classify(in Inputs, th Thresholds) Label {
 
 	// Rule 11: busy, but nothing measured says why.
 	return Unknown
+}
+
+// placeByPower is rule 0. GPM activity and throttle times are read over
+// ticks longer than an interval, and under continuous batching a tick mixes
+// compute-bound steps (a prompt's chunk) with memory-bound ones (decodes
+// only), throttled ones with free ones, while the driver's power samples
+// see each interval. Two things move power, and each places the interval
+// within its readings:
+//   - Power rises with tensor work and falls with DRAM work, PowerSwing of
+//     the power limit from one limit to the other: an interval that drew
+//     ΔW more than its readings' stretches ran a share x = ΔW / (PowerSwing
+//     × PowerLimit) more of its time at the tensor limit and less at the
+//     DRAM limit, so its tensor activity moves by x × TensorAtLimit and its
+//     DRAM activity by −x × DRAMAtLimit.
+//   - A board its power limit throttles draws the limit. Readings that
+//     were throttled θ of the time at mean power R ran free at
+//     F = (R − θL) / (1 − θ), so an interval drawing P was throttled
+//     (P − F) / (L − F) of its time, within what the readings allow: no
+//     more than all their throttled time (θ × ReadingSpan) and no less than
+//     what their free time leaves (1 − (1 − θ) × ReadingSpan).
+//
+// Each result is kept in [0, 1]. The package documentation gives the
+// reasoning.
+func placeByPower(in *Inputs, th Thresholds) {
+	p, r, l := in.Power, in.ReadingPower, in.PowerLimit
+	if !in.HasPowerDetail || !(l > 0) || !(r > 0) || !(p >= 0) || math.IsInf(p+r+l, 0) {
+		return
+	}
+	if th.PowerSwing > 0 && in.HasTensorActivity && in.HasDRAMActivity {
+		x := (p - r) / (th.PowerSwing * l)
+		in.TensorActivity = min(1, max(0, in.TensorActivity+x*th.TensorAtLimit))
+		in.DRAMActivity = min(1, max(0, in.DRAMActivity-x*th.DRAMAtLimit))
+	}
+	theta := in.PowerThrottled
+	if !in.HasPowerThrottled || !(theta > 0 && theta < 1) || !(r < l) {
+		return
+	}
+	span := max(1, in.ReadingSpan)
+	free := (r - theta*l) / (1 - theta)
+	if free >= l {
+		return
+	}
+	lo, hi := max(0, 1-(1-theta)*span), min(1, theta*span)
+	in.PowerThrottled = min(hi, max(lo, (p-free)/(l-free)))
 }
 
 // nearestBoundShare is how far towards its bound (ComputeTensor,

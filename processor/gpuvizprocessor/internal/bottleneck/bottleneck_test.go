@@ -264,7 +264,83 @@ func TestDefaultThresholds(t *testing.T) {
 		ThrottledShare:         0.5,
 		TensorAtLimit:          0.7,
 		DRAMAtLimit:            0.85,
+		PowerSwing:             0.4,
 	}, th)
+}
+
+// detail sets rule 0's power readings: the interval's mean, its readings',
+// the limit (W) and how many intervals the readings span.
+func detail(p, r, l, span float64) opt {
+	return func(x *Inputs) {
+		x.Power, x.ReadingPower, x.PowerLimit, x.ReadingSpan, x.HasPowerDetail = p, r, l, span, true
+	}
+}
+
+func TestClassifyPlacesIntervalsByPower(t *testing.T) {
+	// A 250 ms GPM tick mixing a prompt's chunk into decodes reads memory
+	// bound on average (tensor 0.2, DRAM 0.4).
+	mixed := gpm(0.7, 0.2, 0.4)
+	noSwing := func(th *Thresholds) { th.PowerSwing = 0 }
+	tests := []struct {
+		name string
+		in   Inputs
+		th   func(*Thresholds)
+		want Label
+	}{
+		{"the tick alone", in(mixed), nil, MemoryBound},
+		{"an interval drawing the tick's power", in(mixed, detail(450, 450, 700, 2.5)), nil, MemoryBound},
+		// x = 60 / (0.4 × 700) = 0.214: tensor 0.35, DRAM 0.22.
+		{"an interval drawing 60 W more: the chunk ran in it", in(mixed, detail(510, 450, 700, 2.5)), nil, ComputeBound},
+		{"an interval drawing 60 W less: decodes only", in(gpm(0.7, 0.3, 0.3), detail(390, 450, 700, 2.5)), nil, MemoryBound},
+		{"the same interval without a finer power reading", in(gpm(0.7, 0.3, 0.3)), nil, ComputeBound},
+		{"30 W more on a 700 W board", in(mixed, detail(480, 450, 700, 2.5)), nil, ComputeBound},
+		{"the swing is of the limit: on a 1,400 W board 30 W moves half as far", in(mixed, detail(480, 450, 1400, 2.5)), nil, MemoryBound},
+		{"power_swing 0 turns it off", in(mixed, detail(510, 450, 700, 2.5)), func(th *Thresholds) { th.PowerSwing = 0 }, MemoryBound},
+		{"a wider swing moves less", in(mixed, detail(510, 450, 700, 2.5)), func(th *Thresholds) { th.PowerSwing = 1 }, MemoryBound},
+		{"activity stays a share: no negative DRAM", in(gpm(0.7, 0.6, 0.1), detail(700, 300, 700, 2.5)), nil, ComputeBound},
+		{"without DRAM activity nothing moves", in(sm(0.7), tensor(0.2), mc(0.7), detail(700, 300, 700, 2.5)), nil, MemoryBound},
+		{"an unknown limit moves nothing", in(mixed, detail(510, 450, 0, 2.5)), nil, MemoryBound},
+		{"NaN power moves nothing", in(mixed, detail(math.NaN(), 450, 700, 2.5)), nil, MemoryBound},
+		{"an infinite reading moves nothing", in(mixed, detail(510, math.Inf(1), 700, 2.5)), nil, MemoryBound},
+
+		// Throttled 40% of a 250 ms tick (the activity shift off, to see
+		// the throttle share alone) at 380 W mean under a 400 W
+		// cap: it ran free at (380 − 160) / 0.6 = 366.7 W.
+		{"the tick's throttle share alone", in(decodeHigh, power(0.4)), nil, MemoryBound},
+		{"an interval at the cap was the throttled part", in(decodeHigh, power(0.4), detail(400, 380, 400, 2.5)), noSwing, PowerThrottled},
+		{"an interval at the free power was not", in(decodeHigh, power(0.4), detail(366, 380, 400, 2.5)), noSwing, MemoryBound},
+		// (390 − 366.7) / 33.3 = 0.7.
+		{"an interval between: its share of the way to the cap", in(decodeHigh, power(0.4), detail(390, 380, 400, 2.5)), noSwing, PowerThrottled},
+		{"no more than all the readings' throttled time: 0.15 × 2.5", in(decodeHigh, power(0.15), detail(400, 360, 400, 2.5)), noSwing, MemoryBound},
+		{"never throttled where the readings say it never was", in(decodeHigh, power(0), detail(400, 300, 400, 2.5)), noSwing, MemoryBound},
+		{"throttled throughout where the readings say so", in(decodeHigh, power(1), detail(200, 400, 400, 2.5)), noSwing, PowerThrottled},
+		{"no less than the readings' free time leaves: 1 − 0.1 × 2.5", in(decodeHigh, power(0.9), detail(300, 395, 400, 2.5)), noSwing, PowerThrottled},
+		{"a reading as long as the interval bounds it to its own share", in(decodeHigh, power(0.4), detail(400, 380, 400, 1)), noSwing, MemoryBound},
+		{"readings at or above the limit say nothing of the free power", in(decodeHigh, power(0.4), detail(420, 410, 400, 2.5)), noSwing, MemoryBound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := DefaultThresholds()
+			if tt.th != nil {
+				tt.th(&th)
+				require.NoError(t, th.Validate())
+			}
+			assert.Equal(t, tt.want, Classify(tt.in, th))
+		})
+	}
+}
+
+func TestValidatePowerSwing(t *testing.T) {
+	for _, good := range []float64{0, 0.4, 1} {
+		th := DefaultThresholds()
+		th.PowerSwing = good
+		assert.NoError(t, th.Validate(), "%v", good)
+	}
+	for _, bad := range []float64{-0.1, 1.5, math.NaN()} {
+		th := DefaultThresholds()
+		th.PowerSwing = bad
+		assert.ErrorContains(t, th.Validate(), "power_swing: ", "%v", bad)
+	}
 }
 
 // thresholdFields names every field as Validate must, with a setter.

@@ -77,6 +77,29 @@
 // false, or whose value is NaN or infinite, is treated as not measured. It
 // never triggers a rule and never counts as zero.
 //
+//  0. First, where power is read finer than the other signals, the
+//     interval is placed within its readings (Inputs.HasPowerDetail: the
+//     driver's 20 ms power samples against 250 ms GPM ticks and throttle
+//     times). Under continuous batching a tick mixes compute-bound steps
+//     (a prompt's chunk) with memory-bound ones (decodes only), and
+//     throttled steps with free ones; a 100 ms interval inside it takes
+//     the tick's average unless something finer says which steps it held.
+//     Power does, two ways:
+//     - Power rises with tensor work and falls with DRAM work. An interval
+//     that drew ΔW more than the stretches of its readings ran a share
+//     x = ΔW / (PowerSwing × PowerLimit) more of its time at the tensor
+//     limit: its tensor activity moves by x × TensorAtLimit, its DRAM
+//     activity by −x × DRAMAtLimit.
+//     - A board its power limit throttles draws the limit. Readings
+//     throttled θ of their time at mean power R ran free at F = (R − θL) /
+//     (1 − θ); an interval drawing P was throttled (P − F) / (L − F) of
+//     its time, bounded by what the readings allow: at most θ × span of
+//     it (their throttled time all inside it) and at least 1 − (1 − θ) ×
+//     span (span the readings' length over the interval's). Readings never
+//     throttled leave every interval in them unthrottled.
+//     Each moved value stays in [0, 1]. Without the power limit, or with
+//     power no finer than the readings (then ΔW is about 0), nothing moves.
+//
 //  1. Unknown when neither Utilization nor SMActivity is measured. Every
 //     other label answers "why was the work slow", which needs to know
 //     whether there was work; memory, link or throttle signals alone cannot
@@ -249,6 +272,15 @@
 //     step whose math takes up to a fifth longer than its memory traffic
 //     would read memory_bound. Lower TensorAtLimit where kernels reach less
 //     of the peak (small batches, unfused attention).
+//   - PowerSwing 0.4 (rule 0; a share in [0, 1], 0 turns the activity
+//     placement off): the power between a GPU at its tensor limit and one
+//     at its DRAM limit, as a share of its power limit. An H200 drew 691 W
+//     in back-to-back bf16 GEMMs, held at its 700 W cap, and 413 W in a
+//     streaming device-to-device copy (docs/hardware.md): 278 W, 0.40 of
+//     the limit. The swing scales with the board (a 400 W A100 swings
+//     less than a 700 W H100), so it is a share of the limit, not watts;
+//     a board that swings less than its share reads its power shifts as
+//     smaller moves than they were, which errs towards the tick's label.
 //
 // # Intervals
 //

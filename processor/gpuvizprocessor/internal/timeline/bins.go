@@ -17,7 +17,15 @@ type Bin struct {
 	// Stretch is the longest stretch (seconds) a point covering the bin
 	// describes: how far the reading behind the bin reaches (0 when none).
 	Stretch [NumSignals]float64
-	EnergyJ float64
+	// ReadingPower is the mean Power over the stretches the tensor
+	// activity readings covering the bin describe, weighted by their
+	// overlap with it (W; 0 where Power does not cover them): the bin's
+	// power as coarse as its activity. Where Power is read finer than
+	// activity (the driver's 20 ms samples against 250 ms GPM ticks), the
+	// bin's own Power mean differs from it by what the activity readings
+	// average away.
+	ReadingPower float64
+	EnergyJ      float64
 	// EnergyKnown says the whole bin's energy is known: usable counter
 	// segments (no reset) cover it, else Power covers all of it. When false,
 	// EnergyJ is what is known: the counter's share of the parts its usable
@@ -72,6 +80,8 @@ func (s *Store) Bins(k Key, from time.Time, width time.Duration, n int, dst []Bi
 	ev := s.series(g, &g.energy)
 	pw := s.series(g, &g.sig[Power])
 	ev.energyBins(&pw, a, w, bins)
+	tv := s.series(g, &g.sig[TensorActivity])
+	tv.readingPower(&pw, a, w, bins)
 	return dst
 }
 
@@ -115,6 +125,43 @@ func (v *series) bins(sig Signal, a, w int64, bins []Bin) {
 			break
 		}
 		st = max(p.ts, sub(r.at(i).ts, v.maxSpan))
+	}
+}
+
+// readingPower fills the bins' ReadingPower: for each of v's points that
+// overlaps them, Power's mean over the stretch the point describes, where
+// Power covers all of it, weighted by the point's overlap with each bin.
+func (v *series) readingPower(pw *series, a, w int64, bins []Bin) {
+	r := v.r
+	i := r.firstAfter(v.lo, a)
+	if i == r.n || pw.r.n == 0 {
+		return
+	}
+	end := a + int64(len(bins))*w
+	power := prefixCursor{series: *pw}
+	covered := make([]float64, len(bins)) // ns of each bin weighed in
+	for st := v.start(i); st < end; {
+		p := r.at(i)
+		if in, cov := power.integrate(st, p.ts); cov == p.ts-st && cov > 0 {
+			mean := in / float64(cov)
+			x, y := max(st, a), min(p.ts, end)
+			for j := (x - a) / w; j < int64(len(bins)) && a+j*w < y; j++ {
+				lo, hi := max(x, a+j*w), min(y, a+(j+1)*w)
+				if hi > lo {
+					bins[j].ReadingPower += mean * float64(hi-lo)
+					covered[j] += float64(hi - lo)
+				}
+			}
+		}
+		if i++; i == r.n {
+			break
+		}
+		st = max(p.ts, sub(r.at(i).ts, v.maxSpan))
+	}
+	for j := range bins {
+		if covered[j] > 0 {
+			bins[j].ReadingPower /= covered[j]
+		}
 	}
 }
 

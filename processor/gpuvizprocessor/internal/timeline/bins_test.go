@@ -134,6 +134,65 @@ func TestBinsSignals(t *testing.T) {
 	}
 }
 
+// TestBinsReadingPower: a bin's ReadingPower is the power over the
+// stretches its tensor readings describe, weighted by their overlap, where
+// power covers them; its own Power mean stays its own.
+func TestBinsReadingPower(t *testing.T) {
+	s := newStore(t, nil)
+	// Power every 0.1 s: 100 W over (0, 1], 300 W over (1, 2], 500 W over
+	// (2, 2.5]; tensor activity read at 1 s and 2 s, then at 3 s.
+	addSeries(t, s, gpuA, Power, steps(0.1, 2.5, 0.1, func(sec float64) float64 {
+		switch {
+		case sec <= 1+1e-9:
+			return 100
+		case sec <= 2+1e-9:
+			return 300
+		}
+		return 500
+	})...)
+	addSeries(t, s, gpuA, TensorActivity, [2]float64{1, 0.2}, [2]float64{2, 0.4}, [2]float64{3, 0.6})
+	bins := s.Bins(gpuA, at(0.5), 500*time.Millisecond, 5, nil)
+	// (0.5, 1] lies in the reading (0, 1]: 100 W, as its own power is.
+	assert.InDelta(t, 100, bins[0].ReadingPower, 1e-9)
+	// (1, 1.5] and (1.5, 2]: the reading (1, 2], 300 W.
+	assert.InDelta(t, 300, bins[1].ReadingPower, 1e-9)
+	assert.InDelta(t, 300, bins[2].ReadingPower, 1e-9)
+	// (2, 2.5]: the reading (2, 3] is not covered by power: none.
+	assert.Zero(t, bins[3].ReadingPower)
+	assert.InDelta(t, 500, bins[3].Integral[Power]/bins[3].Covered[Power], 1e-9, "its own power")
+	assert.Zero(t, bins[4].ReadingPower, "(2.5, 3]: no power at all")
+	// A bin over two readings weighs each by its overlap: (0.75, 1.25] is
+	// half (0, 1] at 100 W and half (1, 2] at 300 W.
+	bins = s.Bins(gpuA, at(0.75), 500*time.Millisecond, 1, bins[:0])
+	assert.InDelta(t, 200, bins[0].ReadingPower, 1e-9)
+	// Readings as fine as the power: the bin's own mean.
+	s = newStore(t, nil)
+	addSeries(t, s, gpuA, Power, steps(0.1, 2, 0.1, func(sec float64) float64 { return 100 * sec })...)
+	addSeries(t, s, gpuA, TensorActivity, steps(0.1, 2, 0.1, func(float64) float64 { return 0.5 })...)
+	bins = s.Bins(gpuA, at(0.5), 500*time.Millisecond, 3, nil)
+	for i, b := range bins {
+		assert.InDelta(t, b.Integral[Power]/b.Covered[Power], b.ReadingPower, 1e-9, "bin %d", i)
+	}
+}
+
+func TestPowerLimit(t *testing.T) {
+	s := newStore(t, nil)
+	_, ok := s.PowerLimit(gpuA)
+	assert.False(t, ok, "unknown")
+	s.SetPowerLimit(gpuA, 700)
+	s.SetPowerLimit(gpuA, 0)           // not a limit
+	s.SetPowerLimit(gpuA, math.NaN())  // nor this
+	s.SetPowerLimit(gpuA, math.Inf(1)) // nor this
+	w, ok := s.PowerLimit(gpuA)
+	assert.True(t, ok)
+	assert.Equal(t, 700.0, w)
+	s.SetPowerLimit(gpuA, 420) // capped: the newest holds
+	w, _ = s.PowerLimit(gpuA)
+	assert.Equal(t, 420.0, w)
+	_, ok = s.PowerLimit(gpuB)
+	assert.False(t, ok, "another GPU's is its own")
+}
+
 // TestBinsMatchWindow: on random GPUs, bins add up to the window over their
 // union, each bin is the window over itself, and a bin's energy follows the
 // rules: the counter where Window takes it, Power where it covers the bin,

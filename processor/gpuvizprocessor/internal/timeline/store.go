@@ -129,8 +129,11 @@ type gpu struct {
 	newest    int64
 	hasPoints bool
 	index     int // NVML index, -1 when unknown
-	procs     []proc
-	holders   []sighting
+	// powerLimit is the newest power limit the driver enforces, W; 0 when
+	// unknown. A setting, not a reading: it holds until it changes.
+	powerLimit float64
+	procs      []proc
+	holders    []sighting
 	// idleSince is when Expire first saw this GPU without any point (known
 	// only from SetIndex or SetProcess), so such an entry gets Retention to
 	// receive points rather than living forever or dying at once.
@@ -485,6 +488,31 @@ func (s *Store) SetIndex(k Key, index int) {
 	}
 	s.byIndex[hi] = g
 	g.index = index
+}
+
+// SetPowerLimit records the power limit the driver enforces on GPU k, W
+// (nvidia.gpu.power.limit), which holds until the next. The GPU is
+// created if new (within MaxGPUs); a limit that is not positive, or not
+// Representable, is ignored.
+func (s *Store) SetPowerLimit(k Key, watts float64) {
+	if !(watts > 0) || !Representable(watts) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if g := s.lookupOrCreate(k); g != nil {
+		g.powerLimit = watts
+	}
+}
+
+// PowerLimit returns GPU k's newest power limit (SetPowerLimit), W.
+func (s *Store) PowerLimit(k Key) (float64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if g := s.gpus[k]; g != nil && g.powerLimit > 0 {
+		return g.powerLimit, true
+	}
+	return 0, false
 }
 
 // ByIndex returns the GPU of host with NVML index index. Hosts are matched
