@@ -85,14 +85,31 @@ var (
 	prefillHigh = gpm(0.95, 0.8, 0.25)
 )
 
+// classifyCase is one row of a Classify table.
+type classifyCase struct {
+	name string
+	in   Inputs
+	th   func(*Thresholds) // changes to the defaults, if any
+	want Label
+}
+
+func runClassify(t *testing.T, tests []classifyCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			th := DefaultThresholds()
+			if tt.th != nil {
+				tt.th(&th)
+				require.NoError(t, th.Validate())
+			}
+			assert.Equal(t, tt.want, Classify(tt.in, th))
+		})
+	}
+}
+
 func TestClassify(t *testing.T) {
 	nan, inf := math.NaN(), math.Inf(1)
-	tests := []struct {
-		name string
-		in   Inputs
-		th   func(*Thresholds) // changes to the defaults, if any
-		want Label
-	}{
+	tests := []classifyCase{
 		// Rule 1: no activity signal.
 		{"no signals at all", in(), nil, Unknown},
 		{"values without Has flags are not measurements", in(unmeasured, reqs(3)), nil, Unknown},
@@ -221,16 +238,7 @@ func TestClassify(t *testing.T) {
 		{"no GPM: host_bound", in(util(0.2), mc(0.1), reqs(1)), nil, HostBound},
 		{"partial GPM: tensor without SM activity", in(util(0.9), tensor(0.7), mc(0.3)), nil, ComputeBound},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			th := DefaultThresholds()
-			if tt.th != nil {
-				tt.th(&th)
-				require.NoError(t, th.Validate())
-			}
-			assert.Equal(t, tt.want, Classify(tt.in, th))
-		})
-	}
+	runClassify(t, tests)
 }
 
 func TestClassifyRequestsOnlyMatterWhenIdle(t *testing.T) {
@@ -281,12 +289,7 @@ func TestClassifyPlacesIntervalsByPower(t *testing.T) {
 	// bound on average (tensor 0.2, DRAM 0.4).
 	mixed := gpm(0.7, 0.2, 0.4)
 	noSwing := func(th *Thresholds) { th.PowerSwing = 0 }
-	tests := []struct {
-		name string
-		in   Inputs
-		th   func(*Thresholds)
-		want Label
-	}{
+	tests := []classifyCase{
 		{"the tick alone", in(mixed), nil, MemoryBound},
 		{"an interval drawing the tick's power", in(mixed, detail(450, 450, 700, 2.5)), nil, MemoryBound},
 		// x = 60 / (0.4 × 700) = 0.214: tensor 0.35, DRAM 0.22.
@@ -318,16 +321,7 @@ func TestClassifyPlacesIntervalsByPower(t *testing.T) {
 		{"a reading as long as the interval bounds it to its own share", in(decodeHigh, power(0.4), detail(400, 380, 400, 1)), noSwing, MemoryBound},
 		{"readings at or above the limit say nothing of the free power", in(decodeHigh, power(0.4), detail(420, 410, 400, 2.5)), noSwing, MemoryBound},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			th := DefaultThresholds()
-			if tt.th != nil {
-				tt.th(&th)
-				require.NoError(t, th.Validate())
-			}
-			assert.Equal(t, tt.want, Classify(tt.in, th))
-		})
-	}
+	runClassify(t, tests)
 }
 
 func TestValidatePowerSwing(t *testing.T) {
