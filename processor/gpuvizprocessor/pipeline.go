@@ -406,9 +406,17 @@ func classifierInputs(b *timeline.Bin, width, powerLimit float64) bottleneck.Inp
 	}
 	in.PCIeFraction, in.HasPCIe = linkFraction(mean, timeline.PCIeRx, timeline.PCIeTx, timeline.PCIeCapacity)
 	in.NVLinkFraction, in.HasNVLink = linkFraction(mean, timeline.NVLinkRx, timeline.NVLinkTx, timeline.NVLinkCapacity)
-	if power, ok := mean(timeline.Power); ok && b.ReadingPower > 0 && powerLimit > 0 {
-		in.Power, in.ReadingPower, in.PowerLimit, in.HasPowerDetail = power, b.ReadingPower, powerLimit, true
-		in.ReadingSpan = max(b.Stretch[timeline.TensorActivity], b.Stretch[timeline.PowerThrottled]) / width
+	if power, ok := mean(timeline.Power); ok && powerLimit > 0 {
+		in.Power, in.PowerLimit, in.HasPowerDetail = power, powerLimit, true
+		// The finer of the two activity readings: the other held its value
+		// over it.
+		activity := timeline.TensorActivity
+		if b.Stretch[timeline.DRAMActivity] < b.Stretch[activity] {
+			activity = timeline.DRAMActivity
+		}
+		in.ActivityReadingPower = b.ReadingPower[activity]
+		in.ThrottleReadingPower = b.ReadingPower[timeline.PowerThrottled]
+		in.ThrottleSpan = b.Stretch[timeline.PowerThrottled] / width
 	}
 	return in
 }

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/internal/gpucheck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 )
 
 // A hardware check recorded on a real H200 (scripts/gpu-check, 2026-12-04,
@@ -86,7 +87,7 @@ func loadHardwareRun(t *testing.T, name string) hardwareRun {
 // default configuration, on a virtual clock in 50 ms steps: each metric
 // point at its timestamp, each span 100 ms after it ended. It returns the
 // energy the processor gave each span, by span ID.
-func replayHardwareRun(t *testing.T, run hardwareRun) map[string]float64 {
+func replayHardwareRun(t *testing.T, run hardwareRun) map[string]pcommon.Map {
 	t.Helper()
 	c, now, sink := virtualCore(t, func(cfg *Config) {
 		cfg.Attribution.WarmupWait = createDefaultConfig().Attribution.WarmupWait
@@ -143,11 +144,11 @@ func replayHardwareRun(t *testing.T, run hardwareRun) map[string]float64 {
 		}
 		c.tick(*now)
 	}
-	out := map[string]float64{}
+	out := map[string]pcommon.Map{}
 	for _, td := range sink.AllTraces() {
 		forEachSpan(td, func(sp ptrace.Span) {
-			if e, ok := sp.Attributes().Get("gpuviz.energy"); ok {
-				out[sp.SpanID().String()] = e.Double()
+			if _, ok := sp.Attributes().Get("gpuviz.energy"); ok {
+				out[sp.SpanID().String()] = sp.Attributes()
 			}
 		})
 	}
@@ -241,10 +242,11 @@ func TestHardwareRunReplays(t *testing.T) {
 			got := replayHardwareRun(t, run)
 			batches := map[string][2]float64{}
 			for _, q := range run.Requests {
-				e, ok := got[q.SpanID]
+				attrs, ok := got[q.SpanID]
 				if !assert.True(t, ok, "%s enriched", q.ID) {
 					continue
 				}
+				e := doubleAttr(attrs, "gpuviz.energy")
 				ref := q.Reference
 				if q.Queue == nil {
 					ref -= queueEnergy(t, run, q.Start, q.PrefillStart)
@@ -252,6 +254,15 @@ func TestHardwareRunReplays(t *testing.T) {
 				t.Logf("%-14s %8.1f J vs %8.1f J (%+.1f%%)", q.ID, e, ref, 100*(e/ref-1))
 				if q.Kind == gpucheck.KindSynthetic {
 					assert.InEpsilon(t, ref, e, gpucheck.MaxEnergyError, q.ID)
+					if run.ReferenceSource == driverPowerSamples {
+						// With the power samples, bottleneck rule 0 places
+						// each bin within its tick: the GEMMs, held at the
+						// 700 W cap, stay power_throttled and the copies
+						// memory_bound (0.91-0.95 and 0.85 of their time
+						// before rule 0).
+						assertPhaseLabel(t, attrs, "prefill", bottleneck.PowerThrottled, 0.9, q.ID)
+						assertPhaseLabel(t, attrs, "decode", bottleneck.MemoryBound, 0.8, q.ID)
+					}
 				} else {
 					b := q.ID[:strings.LastIndex(q.ID, "-")]
 					batches[b] = [2]float64{batches[b][0] + e, batches[b][1] + ref}
@@ -265,4 +276,19 @@ func TestHardwareRunReplays(t *testing.T) {
 			}
 		})
 	}
+}
+
+func doubleAttr(m pcommon.Map, k string) float64 {
+	v, _ := m.Get(k)
+	return v.Double()
+}
+
+// assertPhaseLabel asserts a request span's label of one phase and that it
+// held at least share of the phase's GPU time.
+func assertPhaseLabel(t *testing.T, attrs pcommon.Map, phase string, want bottleneck.Label, share float64, id string) {
+	t.Helper()
+	names := phaseAttrNames(phase)
+	l, _ := attrs.Get(names.bottleneck)
+	assert.Equal(t, string(want), l.Str(), "%s: %s label", id, phase)
+	assert.GreaterOrEqual(t, doubleAttr(attrs, names.share), share, "%s: %s label's share", id, phase)
 }

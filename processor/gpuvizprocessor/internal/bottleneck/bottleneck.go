@@ -83,13 +83,15 @@ type Inputs struct {
 	// Where power is read finer than the other signals (the driver's
 	// 20 ms samples against GPM and throttle readings of 250 ms or more),
 	// rule 0 places the interval within its readings: Power is the
-	// interval's mean power, ReadingPower the mean over the stretches its
-	// readings describe, PowerLimit the limit the driver holds the GPU
-	// under (all W), and ReadingSpan how many times the interval's length
-	// those stretches last (≥ 1).
-	Power, ReadingPower, PowerLimit float64
-	ReadingSpan                     float64
-	HasPowerDetail                  bool
+	// interval's mean power and PowerLimit the limit the driver holds the
+	// GPU under; ActivityReadingPower is the mean power over the stretches
+	// its tensor and DRAM readings describe, ThrottleReadingPower over
+	// those its throttle readings describe (all W, 0 unknown), and
+	// ThrottleSpan how many times the interval's length those last (≥ 1).
+	Power, PowerLimit                          float64
+	ActivityReadingPower, ThrottleReadingPower float64
+	ThrottleSpan                               float64
+	HasPowerDetail                             bool
 }
 
 // Thresholds are the bounds the rules compare signals against, each a
@@ -112,7 +114,9 @@ type Thresholds struct {
 	// PowerSwing is the power between a GPU at its tensor limit and one at
 	// its DRAM limit, a share of its power limit: rule 0 reads an
 	// interval's power above its activity readings' as that share of a
-	// shift from DRAM to tensor work. 0 turns rule 0 off.
+	// shift from DRAM to tensor work, and places throttling only where a
+	// free board draws at least half of it below the limit. 0 turns rule 0
+	// off.
 	PowerSwing float64
 }
 
@@ -310,38 +314,43 @@ func Classify(in Inputs, th Thresholds) Label {
 // within its readings:
 //   - Power rises with tensor work and falls with DRAM work, PowerSwing of
 //     the power limit from one limit to the other: an interval that drew
-//     ΔW more than its readings' stretches ran a share x = ΔW / (PowerSwing
-//     × PowerLimit) more of its time at the tensor limit and less at the
-//     DRAM limit, so its tensor activity moves by x × TensorAtLimit and its
-//     DRAM activity by −x × DRAMAtLimit.
-//   - A board its power limit throttles draws the limit. Readings that
-//     were throttled θ of the time at mean power R ran free at
+//     ΔW more than its activity readings' stretches ran a share x = ΔW /
+//     (PowerSwing × PowerLimit) more of its time at the tensor limit and
+//     less at the DRAM limit, so its tensor activity moves by
+//     x × TensorAtLimit and its DRAM activity by −x × DRAMAtLimit.
+//   - A board its power limit throttles draws the limit. Throttle readings
+//     that were throttled θ of the time at mean power R ran free at
 //     F = (R − θL) / (1 − θ), so an interval drawing P was throttled
 //     (P − F) / (L − F) of its time, within what the readings allow: no
-//     more than all their throttled time (θ × ReadingSpan) and no less than
-//     what their free time leaves (1 − (1 − θ) × ReadingSpan).
+//     more than all their throttled time (θ × ThrottleSpan) and no less
+//     than what their free time leaves (1 − (1 − θ) × ThrottleSpan). Only
+//     where F lies at least half the swing below the limit: a board that
+//     runs free near its cap (an H200's GEMMs, throttled 80% of the time,
+//     drew within ±10% of the limit in every 100 ms either way) says
+//     nothing by its power of when it was throttled.
 //
-// Each result is kept in [0, 1]. The package documentation gives the
-// reasoning.
+// Each result is kept in [0, 1]. PowerSwing 0 turns rule 0 off. The
+// package documentation gives the reasoning.
 func placeByPower(in *Inputs, th Thresholds) {
-	p, r, l := in.Power, in.ReadingPower, in.PowerLimit
-	if !in.HasPowerDetail || !(l > 0) || !(r > 0) || !(p >= 0) || math.IsInf(p+r+l, 0) {
+	p, l := in.Power, in.PowerLimit
+	if !in.HasPowerDetail || th.PowerSwing <= 0 || !(l > 0) || !(p >= 0) || math.IsInf(p+l, 0) {
 		return
 	}
-	if th.PowerSwing > 0 && in.HasTensorActivity && in.HasDRAMActivity {
-		x := (p - r) / (th.PowerSwing * l)
+	swing := th.PowerSwing * l
+	if r := in.ActivityReadingPower; r > 0 && !math.IsInf(r, 0) && in.HasTensorActivity && in.HasDRAMActivity {
+		x := (p - r) / swing
 		in.TensorActivity = min(1, max(0, in.TensorActivity+x*th.TensorAtLimit))
 		in.DRAMActivity = min(1, max(0, in.DRAMActivity-x*th.DRAMAtLimit))
 	}
-	theta := in.PowerThrottled
-	if !in.HasPowerThrottled || !(theta > 0 && theta < 1) || !(r < l) {
+	r, theta := in.ThrottleReadingPower, in.PowerThrottled
+	if !in.HasPowerThrottled || !(theta > 0 && theta < 1) || !(r > 0 && r < l) {
 		return
 	}
-	span := max(1, in.ReadingSpan)
 	free := (r - theta*l) / (1 - theta)
-	if free >= l {
+	if l-free < swing/2 {
 		return
 	}
+	span := max(1, in.ThrottleSpan)
 	lo, hi := max(0, 1-(1-theta)*span), min(1, theta*span)
 	in.PowerThrottled = min(hi, max(lo, (p-free)/(l-free)))
 }

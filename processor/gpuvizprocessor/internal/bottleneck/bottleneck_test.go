@@ -276,11 +276,22 @@ func TestDefaultThresholds(t *testing.T) {
 	}, th)
 }
 
-// detail sets rule 0's power readings: the interval's mean, its readings',
-// the limit (W) and how many intervals the readings span.
+// detail sets rule 0's power readings: the interval's mean, its
+// readings' (activity and throttle alike), the limit (W) and how many
+// intervals the throttle readings span.
 func detail(p, r, l, span float64) opt {
 	return func(x *Inputs) {
-		x.Power, x.ReadingPower, x.PowerLimit, x.ReadingSpan, x.HasPowerDetail = p, r, l, span, true
+		x.Power, x.ActivityReadingPower, x.ThrottleReadingPower, x.PowerLimit, x.ThrottleSpan, x.HasPowerDetail = p, r, r, l, span, true
+	}
+}
+
+// throttle sets rule 0's power readings for the throttle placement alone:
+// the interval's mean power p (its activity readings' too, so no activity
+// moves), its throttle readings' r, the limit l (W) and how many intervals
+// the throttle readings span.
+func throttle(p, r, l, span float64) opt {
+	return func(x *Inputs) {
+		x.Power, x.ActivityReadingPower, x.ThrottleReadingPower, x.PowerLimit, x.ThrottleSpan, x.HasPowerDetail = p, p, r, l, span, true
 	}
 }
 
@@ -288,7 +299,6 @@ func TestClassifyPlacesIntervalsByPower(t *testing.T) {
 	// A 250 ms GPM tick mixing a prompt's chunk into decodes reads memory
 	// bound on average (tensor 0.2, DRAM 0.4).
 	mixed := gpm(0.7, 0.2, 0.4)
-	noSwing := func(th *Thresholds) { th.PowerSwing = 0 }
 	tests := []classifyCase{
 		{"the tick alone", in(mixed), nil, MemoryBound},
 		{"an interval drawing the tick's power", in(mixed, detail(450, 450, 700, 2.5)), nil, MemoryBound},
@@ -306,20 +316,26 @@ func TestClassifyPlacesIntervalsByPower(t *testing.T) {
 		{"NaN power moves nothing", in(mixed, detail(math.NaN(), 450, 700, 2.5)), nil, MemoryBound},
 		{"an infinite reading moves nothing", in(mixed, detail(510, math.Inf(1), 700, 2.5)), nil, MemoryBound},
 
-		// Throttled 40% of a 250 ms tick (the activity shift off, to see
-		// the throttle share alone) at 380 W mean under a 400 W
-		// cap: it ran free at (380 − 160) / 0.6 = 366.7 W.
+		// Throttled 40% of a 250 ms tick at 300 W mean under a 400 W cap:
+		// it ran free at (300 − 160) / 0.6 = 233 W. (Activity readings at
+		// the interval's own power: no activity moves.)
 		{"the tick's throttle share alone", in(decodeHigh, power(0.4)), nil, MemoryBound},
-		{"an interval at the cap was the throttled part", in(decodeHigh, power(0.4), detail(400, 380, 400, 2.5)), noSwing, PowerThrottled},
-		{"an interval at the free power was not", in(decodeHigh, power(0.4), detail(366, 380, 400, 2.5)), noSwing, MemoryBound},
-		// (390 − 366.7) / 33.3 = 0.7.
-		{"an interval between: its share of the way to the cap", in(decodeHigh, power(0.4), detail(390, 380, 400, 2.5)), noSwing, PowerThrottled},
-		{"no more than all the readings' throttled time: 0.15 × 2.5", in(decodeHigh, power(0.15), detail(400, 360, 400, 2.5)), noSwing, MemoryBound},
-		{"never throttled where the readings say it never was", in(decodeHigh, power(0), detail(400, 300, 400, 2.5)), noSwing, MemoryBound},
-		{"throttled throughout where the readings say so", in(decodeHigh, power(1), detail(200, 400, 400, 2.5)), noSwing, PowerThrottled},
-		{"no less than the readings' free time leaves: 1 − 0.1 × 2.5", in(decodeHigh, power(0.9), detail(300, 395, 400, 2.5)), noSwing, PowerThrottled},
-		{"a reading as long as the interval bounds it to its own share", in(decodeHigh, power(0.4), detail(400, 380, 400, 1)), noSwing, MemoryBound},
-		{"readings at or above the limit say nothing of the free power", in(decodeHigh, power(0.4), detail(420, 410, 400, 2.5)), noSwing, MemoryBound},
+		{"an interval at the cap was the throttled part", in(decodeHigh, power(0.4), throttle(400, 300, 400, 2.5)), nil, PowerThrottled},
+		{"an interval at the free power was not", in(decodeHigh, power(0.4), throttle(233, 300, 400, 2.5)), nil, MemoryBound},
+		// (350 − 233) / 167 = 0.7.
+		{"an interval between: its share of the way to the cap", in(decodeHigh, power(0.4), throttle(350, 300, 400, 2.5)), nil, PowerThrottled},
+		{"no more than all the readings' throttled time: 0.15 × 2.5", in(decodeHigh, power(0.15), throttle(400, 265, 400, 2.5)), nil, MemoryBound},
+		{"never throttled where the readings say it never was", in(decodeHigh, power(0), throttle(400, 233, 400, 2.5)), nil, MemoryBound},
+		{"throttled throughout where the readings say so", in(decodeHigh, power(1), throttle(200, 400, 400, 2.5)), nil, PowerThrottled},
+		{"no less than the readings' free time leaves: 1 − 0.1 × 2.5", in(decodeHigh, power(0.9), throttle(200, 380, 400, 2.5)), nil, PowerThrottled},
+		{"a reading as long as the interval bounds it to its own share", in(decodeHigh, power(0.4), throttle(400, 300, 400, 1)), nil, MemoryBound},
+		{"readings at or above the limit say nothing of the free power", in(decodeHigh, power(0.4), throttle(420, 410, 400, 2.5)), nil, MemoryBound},
+		// 380 W mean: free at 367 W, 33 W under the cap, less than half
+		// the swing (80 W): the H200's GEMMs, throttled most of the time,
+		// wandered that much either way.
+		{"a board running free near its cap says nothing", in(decodeHigh, power(0.4), throttle(400, 380, 400, 2.5)), nil, MemoryBound},
+		{"power_swing 0 turns the throttle placement off too", in(decodeHigh, power(0.4), throttle(400, 300, 400, 2.5)), func(th *Thresholds) { th.PowerSwing = 0 }, MemoryBound},
+		{"the activity readings' power is their own", in(mixed, detail(450, 450, 700, 2.5), func(x *Inputs) { x.ActivityReadingPower = 390 }), nil, ComputeBound},
 	}
 	runClassify(t, tests)
 }

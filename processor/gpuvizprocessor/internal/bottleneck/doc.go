@@ -86,19 +86,26 @@
 //     the tick's average unless something finer says which steps it held.
 //     Power does, two ways:
 //     - Power rises with tensor work and falls with DRAM work. An interval
-//     that drew ΔW more than the stretches of its readings ran a share
-//     x = ΔW / (PowerSwing × PowerLimit) more of its time at the tensor
-//     limit: its tensor activity moves by x × TensorAtLimit, its DRAM
-//     activity by −x × DRAMAtLimit.
-//     - A board its power limit throttles draws the limit. Readings
-//     throttled θ of their time at mean power R ran free at F = (R − θL) /
-//     (1 − θ); an interval drawing P was throttled (P − F) / (L − F) of
-//     its time, bounded by what the readings allow: at most θ × span of
-//     it (their throttled time all inside it) and at least 1 − (1 − θ) ×
-//     span (span the readings' length over the interval's). Readings never
-//     throttled leave every interval in them unthrottled.
+//     that drew ΔW more than the stretches of its activity readings (the
+//     finer of tensor's and DRAM's: a series that holds one value keeps
+//     only the ends of the run, so an idle GPU's zero tensor activity may
+//     describe seconds) ran a share x = ΔW / (PowerSwing × PowerLimit) more
+//     of its time at the tensor limit: its tensor activity moves by
+//     x × TensorAtLimit, its DRAM activity by −x × DRAMAtLimit.
+//     - A board its power limit throttles draws the limit. Throttle
+//     readings throttled θ of their time at mean power R ran free at
+//     F = (R − θL) / (1 − θ); an interval drawing P was throttled
+//     (P − F) / (L − F) of its time, bounded by what the readings allow: at
+//     most θ × span of it (their throttled time all inside it) and at least
+//     1 − (1 − θ) × span (span the readings' length over the interval's).
+//     Readings never throttled leave every interval in them unthrottled.
+//     Only where F lies at least half the swing below the limit: an H200
+//     running bf16 GEMMs at its 700 W cap was throttled 80% of the time and
+//     drew 560-735 W per 100 ms either way, so there power says nothing of
+//     when the clock was held.
 //     Each moved value stays in [0, 1]. Without the power limit, or with
-//     power no finer than the readings (then ΔW is about 0), nothing moves.
+//     power no finer than the readings (then ΔW is about 0), nothing moves;
+//     PowerSwing 0 turns rule 0 off.
 //
 //  1. Unknown when neither Utilization nor SMActivity is measured. Every
 //     other label answers "why was the work slow", which needs to know
@@ -272,8 +279,8 @@
 //     step whose math takes up to a fifth longer than its memory traffic
 //     would read memory_bound. Lower TensorAtLimit where kernels reach less
 //     of the peak (small batches, unfused attention).
-//   - PowerSwing 0.4 (rule 0; a share in [0, 1], 0 turns the activity
-//     placement off): the power between a GPU at its tensor limit and one
+//   - PowerSwing 0.4 (rule 0; a share in [0, 1], 0 turns rule 0 off): the
+//     power between a GPU at its tensor limit and one
 //     at its DRAM limit, as a share of its power limit. An H200 drew 691 W
 //     in back-to-back bf16 GEMMs, held at its 700 W cap, and 413 W in a
 //     streaming device-to-device copy (docs/hardware.md): 278 W, 0.40 of

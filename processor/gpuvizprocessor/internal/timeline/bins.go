@@ -17,14 +17,18 @@ type Bin struct {
 	// Stretch is the longest stretch (seconds) a point covering the bin
 	// describes: how far the reading behind the bin reaches (0 when none).
 	Stretch [NumSignals]float64
-	// ReadingPower is the mean Power over the stretches the tensor
-	// activity readings covering the bin describe, weighted by their
-	// overlap with it (W; 0 where Power does not cover them): the bin's
-	// power as coarse as its activity. Where Power is read finer than
-	// activity (the driver's 20 ms samples against 250 ms GPM ticks), the
-	// bin's own Power mean differs from it by what the activity readings
-	// average away.
-	ReadingPower float64
+	// ReadingPower is, for the signals whose readings the classifier
+	// places within them (TensorActivity, DRAMActivity, PowerThrottled; 0
+	// for the others), the mean Power over the stretches the signal's
+	// points covering the bin describe, weighted by their overlap with it
+	// (W; 0 where Power does not cover them): the bin's power as coarse as
+	// that signal. Where Power is read finer (the driver's 20 ms samples
+	// against 250 ms GPM ticks), the bin's own Power mean differs from it
+	// by what the readings average away. Each signal has its own: a series
+	// that holds one value keeps only the ends of the run (an idle GPU's
+	// zero tensor activity), so one point may describe far longer than a
+	// tick.
+	ReadingPower [NumSignals]float64
 	EnergyJ      float64
 	// EnergyKnown says the whole bin's energy is known: usable counter
 	// segments (no reset) cover it, else Power covers all of it. When false,
@@ -80,8 +84,11 @@ func (s *Store) Bins(k Key, from time.Time, width time.Duration, n int, dst []Bi
 	ev := s.series(g, &g.energy)
 	pw := s.series(g, &g.sig[Power])
 	ev.energyBins(&pw, a, w, bins)
-	tv := s.series(g, &g.sig[TensorActivity])
-	tv.readingPower(&pw, a, w, bins)
+	covered := make([]float64, len(bins))
+	for _, sig := range placedSignals {
+		v := s.series(g, &g.sig[sig])
+		v.readingPower(sig, &pw, a, w, bins, covered)
+	}
 	return dst
 }
 
@@ -128,10 +135,15 @@ func (v *series) bins(sig Signal, a, w int64, bins []Bin) {
 	}
 }
 
-// readingPower fills the bins' ReadingPower: for each of v's points that
-// overlaps them, Power's mean over the stretch the point describes, where
-// Power covers all of it, weighted by the point's overlap with each bin.
-func (v *series) readingPower(pw *series, a, w int64, bins []Bin) {
+// placedSignals are the signals Bin.ReadingPower is kept for.
+var placedSignals = [...]Signal{TensorActivity, DRAMActivity, PowerThrottled}
+
+// readingPower fills the bins' ReadingPower[sig]: for each of v's points
+// that overlaps them, Power's mean over the stretch the point describes,
+// where Power covers all of it, weighted by the point's overlap with each
+// bin. covered (len(bins)) is scratch.
+func (v *series) readingPower(sig Signal, pw *series, a, w int64, bins []Bin, covered []float64) {
+	clear(covered) // ns of each bin weighed in
 	r := v.r
 	i := r.firstAfter(v.lo, a)
 	if i == r.n || pw.r.n == 0 {
@@ -139,7 +151,6 @@ func (v *series) readingPower(pw *series, a, w int64, bins []Bin) {
 	}
 	end := a + int64(len(bins))*w
 	power := prefixCursor{series: *pw}
-	covered := make([]float64, len(bins)) // ns of each bin weighed in
 	for st := v.start(i); st < end; {
 		p := r.at(i)
 		if in, cov := power.integrate(st, p.ts); cov == p.ts-st && cov > 0 {
@@ -148,7 +159,7 @@ func (v *series) readingPower(pw *series, a, w int64, bins []Bin) {
 			for j := (x - a) / w; j < int64(len(bins)) && a+j*w < y; j++ {
 				lo, hi := max(x, a+j*w), min(y, a+(j+1)*w)
 				if hi > lo {
-					bins[j].ReadingPower += mean * float64(hi-lo)
+					bins[j].ReadingPower[sig] += mean * float64(hi-lo)
 					covered[j] += float64(hi - lo)
 				}
 			}
@@ -160,7 +171,7 @@ func (v *series) readingPower(pw *series, a, w int64, bins []Bin) {
 	}
 	for j := range bins {
 		if covered[j] > 0 {
-			bins[j].ReadingPower /= covered[j]
+			bins[j].ReadingPower[sig] /= covered[j]
 		}
 	}
 }

@@ -153,25 +153,33 @@ func TestBinsReadingPower(t *testing.T) {
 	addSeries(t, s, gpuA, TensorActivity, [2]float64{1, 0.2}, [2]float64{2, 0.4}, [2]float64{3, 0.6})
 	bins := s.Bins(gpuA, at(0.5), 500*time.Millisecond, 5, nil)
 	// (0.5, 1] lies in the reading (0, 1]: 100 W, as its own power is.
-	assert.InDelta(t, 100, bins[0].ReadingPower, 1e-9)
+	assert.InDelta(t, 100, bins[0].ReadingPower[TensorActivity], 1e-9)
 	// (1, 1.5] and (1.5, 2]: the reading (1, 2], 300 W.
-	assert.InDelta(t, 300, bins[1].ReadingPower, 1e-9)
-	assert.InDelta(t, 300, bins[2].ReadingPower, 1e-9)
+	assert.InDelta(t, 300, bins[1].ReadingPower[TensorActivity], 1e-9)
+	assert.InDelta(t, 300, bins[2].ReadingPower[TensorActivity], 1e-9)
 	// (2, 2.5]: the reading (2, 3] is not covered by power: none.
-	assert.Zero(t, bins[3].ReadingPower)
+	assert.Zero(t, bins[3].ReadingPower[TensorActivity])
 	assert.InDelta(t, 500, bins[3].Integral[Power]/bins[3].Covered[Power], 1e-9, "its own power")
-	assert.Zero(t, bins[4].ReadingPower, "(2.5, 3]: no power at all")
+	assert.Zero(t, bins[4].ReadingPower[TensorActivity], "(2.5, 3]: no power at all")
 	// A bin over two readings weighs each by its overlap: (0.75, 1.25] is
 	// half (0, 1] at 100 W and half (1, 2] at 300 W.
 	bins = s.Bins(gpuA, at(0.75), 500*time.Millisecond, 1, bins[:0])
-	assert.InDelta(t, 200, bins[0].ReadingPower, 1e-9)
+	assert.InDelta(t, 200, bins[0].ReadingPower[TensorActivity], 1e-9)
+	// Each signal's readings have their own: DRAM activity read every
+	// 0.5 s gives (2, 2.5] the 500 W of its reading there, where the tensor
+	// reading (2, 3] has none; a signal not placed has none.
+	addSeries(t, s, gpuA, DRAMActivity, steps(0.5, 2.5, 0.5, func(float64) float64 { return 0.5 })...)
+	bins = s.Bins(gpuA, at(2), 500*time.Millisecond, 1, bins[:0])
+	assert.Zero(t, bins[0].ReadingPower[TensorActivity])
+	assert.InDelta(t, 500, bins[0].ReadingPower[DRAMActivity], 1e-9)
+	assert.Zero(t, bins[0].ReadingPower[Utilization])
 	// Readings as fine as the power: the bin's own mean.
 	s = newStore(t, nil)
 	addSeries(t, s, gpuA, Power, steps(0.1, 2, 0.1, func(sec float64) float64 { return 100 * sec })...)
 	addSeries(t, s, gpuA, TensorActivity, steps(0.1, 2, 0.1, func(float64) float64 { return 0.5 })...)
 	bins = s.Bins(gpuA, at(0.5), 500*time.Millisecond, 3, nil)
 	for i, b := range bins {
-		assert.InDelta(t, b.Integral[Power]/b.Covered[Power], b.ReadingPower, 1e-9, "bin %d", i)
+		assert.InDelta(t, b.Integral[Power]/b.Covered[Power], b.ReadingPower[TensorActivity], 1e-9, "bin %d", i)
 	}
 }
 
