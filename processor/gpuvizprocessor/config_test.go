@@ -57,6 +57,7 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_order":            `match.order[1]: "gpu" is not a matching method`,
 		"empty_order":          "match.order: name at least one of pod, slurm, attribute, process, host",
 		"bad_threshold":        "bottleneck: memory_dram",
+		"bad_power_swing":      "bottleneck: power_swing: 40 must be a share in [0, 1] (0 turns it off)",
 		"bad_rule":             "name",
 		"bad_interval":         "metrics.interval: -1s must be positive",
 		"bad_analysis":         "analysis: ",
