@@ -51,7 +51,8 @@ type Bin struct {
 // Bin.EnergyKnown for the rest. Bins over whole counter segments add up to
 // the counter's difference.
 //
-// It walks each series once: O(log n + points in range + n) per signal.
+// It walks each series once, and the placed signals' (Bin.ReadingPower)
+// once more beside Power: O(log n + points in range + n) per signal.
 func (s *Store) Bins(k Key, from time.Time, width time.Duration, n int, dst []Bin) []Bin {
 	if n <= 0 {
 		return dst
@@ -84,6 +85,9 @@ func (s *Store) Bins(k Key, from time.Time, width time.Duration, n int, dst []Bi
 	ev := s.series(g, &g.energy)
 	pw := s.series(g, &g.sig[Power])
 	ev.energyBins(&pw, a, w, bins)
+	if pw.r.n == 0 {
+		return dst // no power: no reading power either
+	}
 	covered := make([]float64, len(bins))
 	for _, sig := range placedSignals {
 		v := s.series(g, &g.sig[sig])
