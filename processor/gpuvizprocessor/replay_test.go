@@ -42,17 +42,19 @@ type hardwareRun struct {
 	// polled every 10 ms (the first two runs; absent) or the driver's
 	// power samples (the third), which follow the energy counter within 1%
 	// a second.
-	ReferenceSource string `json:"reference_source"`
-	Requests        []struct {
-		ID           string   `json:"id"`
-		Kind         string   `json:"kind"`
-		SpanID       string   `json:"span_id"`
-		Start        int64    `json:"start_unix_nano"`
-		PrefillStart int64    `json:"prefill_start_unix_nano"`
-		Batch        int      `json:"batch"`
-		Reference    float64  `json:"reference_energy_j"`
-		Queue        *float64 `json:"reference_queue_energy_j"`
-	} `json:"requests"`
+	ReferenceSource string            `json:"reference_source"`
+	Requests        []recordedRequest `json:"requests"`
+}
+
+type recordedRequest struct {
+	ID           string   `json:"id"`
+	Kind         string   `json:"kind"`
+	SpanID       string   `json:"span_id"`
+	Start        int64    `json:"start_unix_nano"`
+	PrefillStart int64    `json:"prefill_start_unix_nano"`
+	Batch        int      `json:"batch"`
+	Reference    float64  `json:"reference_energy_j"`
+	Queue        *float64 `json:"reference_queue_energy_j"`
 }
 
 type recordedPoint struct {
@@ -221,6 +223,15 @@ func queueEnergy(t *testing.T, run hardwareRun, from, to int64) float64 {
 	return sum / float64(n) * float64(to-from) / 1e9
 }
 
+// referenceEnergy is request q's reference from prefill on: the queue,
+// which takes no energy, taken out of the first runs' references.
+func referenceEnergy(t *testing.T, run hardwareRun, q recordedRequest) float64 {
+	if q.Queue != nil {
+		return q.Reference
+	}
+	return q.Reference - queueEnergy(t, run, q.Start, q.PrefillStart)
+}
+
 // driverPowerSamples is how gpu-requests.py names the driver's power
 // sample buffer as its reference's source.
 const driverPowerSamples = "nvmlDeviceGetSamples(NVML_TOTAL_POWER_SAMPLES)"
@@ -257,10 +268,7 @@ func TestHardwareRunReplays(t *testing.T) {
 					continue
 				}
 				e := doubleAttr(attrs, "gpuviz.energy")
-				ref := q.Reference
-				if q.Queue == nil {
-					ref -= queueEnergy(t, run, q.Start, q.PrefillStart)
-				}
+				ref := referenceEnergy(t, run, q)
 				t.Logf("%-14s %8.1f J vs %8.1f J (%+.1f%%)", q.ID, e, ref, 100*(e/ref-1))
 				switch {
 				case q.Kind == gpucheck.KindSynthetic && coarse:
@@ -490,10 +498,7 @@ func TestHardwareRunGPMLag(t *testing.T) {
 					if q.Kind != gpucheck.KindSynthetic || q.ID == "synthetic-0" {
 						continue
 					}
-					ref := q.Reference
-					if q.Queue == nil {
-						ref -= queueEnergy(t, run, q.Start, q.PrefillStart)
-					}
+					ref := referenceEnergy(t, run, q)
 					e := doubleAttr(got[q.SpanID], "gpuviz.energy")
 					if v == 1 {
 						t.Logf("%-14s %8.1f J vs %8.1f J (%+.1f%%), aligned", q.ID, e, ref, 100*(e/ref-1))
