@@ -104,6 +104,10 @@ type HistoryConfig struct {
 	MaxPointsPerSignal int           `mapstructure:"max_points_per_signal"`
 	Retention          time.Duration `mapstructure:"retention"`
 	MaxSpan            time.Duration `mapstructure:"max_span"`
+	// AlignGPM learns, per GPU that sends the driver's power samples, how
+	// late its GPM readings describe it (58-115 ms on an H200) from the
+	// edges of its power, and stamps them back (gpmlag.go). Default true.
+	AlignGPM bool `mapstructure:"align_gpm"`
 
 	_ struct{}
 }
@@ -207,7 +211,7 @@ func createDefaultConfig() *Config {
 		// 2048 points hold about 5.7 minutes of the driver's 6/s samples and
 		// far longer of once-a-scrape readings; a gateway for a large fleet
 		// raises max_gpus and, if memory is tight, lowers the points.
-		History: HistoryConfig{MaxGPUs: 1024, MaxPointsPerSignal: 2048, Retention: 10 * time.Minute, MaxSpan: 30 * time.Second},
+		History: HistoryConfig{MaxGPUs: 1024, MaxPointsPerSignal: 2048, Retention: 10 * time.Minute, MaxSpan: 30 * time.Second, AlignGPM: true},
 		Match: MatchConfig{
 			Order:                    []string{MatchPod, MatchSlurmJob, MatchAttribute, MatchProcess, MatchHost},
 			GPUIDAttributes:          m.GPUIDAttributes,

@@ -33,6 +33,7 @@ func TestLoadConfig(t *testing.T) {
 	want.MaxWait = 5 * time.Second
 	want.MaxPendingSpans = 100
 	want.History.MaxGPUs = 16
+	want.History.AlignGPM = false
 	want.Match.Order = []string{MatchProcess, MatchHost}
 	want.PhaseSpans = false
 	want.Rules = []RuleConfig{{Name: "myserver", SpanName: "generate", DecodeSecondsAttribute: "myserver.decode_s"}}

@@ -95,7 +95,7 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 	an := newGPUAnalysis(cfg.Analysis.Enabled, cfg.analysis())
 	c := &core{
 		cfg: cfg, logger: set.Logger, tel: tel, store: store, recognizer: recognizer,
-		ingest:   newIngest(store, an, tel, cfg.History.MaxSpan),
+		ingest:   newIngest(store, an, tel, cfg.History.MaxSpan, cfg.History.AlignGPM),
 		analysis: an,
 		emitter:  newEmitter(set, cfg, store, an, time.Now()),
 		now:      time.Now, ticker: realTicker, unregister: unregister, id: set.ID,

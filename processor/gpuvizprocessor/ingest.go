@@ -35,6 +35,20 @@ func gauge(sig timeline.Signal) handler {
 	return func(in *ingest, b *ingestBatch, p point) { b.add(p.key, sig, p.ts, p.v) }
 }
 
+// gpm feeds a GPM reading of one of the series gpmLag reads, stamped at
+// when it describes the GPU.
+func gpm(sig timeline.Signal, series int) handler {
+	return func(in *ingest, b *ingestBatch, p point) {
+		ts := p.ts
+		if in.alignGPM {
+			g := b.state(p.key)
+			g.gpm.read(series, ts, p.v)
+			ts = g.gpm.stamp(ts)
+		}
+		b.add(p.key, sig, ts, p.v)
+	}
+}
+
 // handlers is the one table from a GPU metric's name to what it means for
 // the timeline: this half has the gpuviz receiver's names (keyed by hw.id),
 // dcgm.go's dcgmHandlers dcgm-exporter's (keyed by the UUID label). The
@@ -49,9 +63,9 @@ var handlers = map[string]handler{
 	"nvidia.gpu.samples.utilization":                   gauge(timeline.Utilization),
 	"nvidia.gpu.memory_controller.utilization":         gauge(timeline.MemoryController),
 	"nvidia.gpu.samples.memory_controller.utilization": gauge(timeline.MemoryController),
-	"nvidia.gpu.sm.activity":                           gauge(timeline.SMActivity),
-	"nvidia.gpu.tensor.activity":                       gauge(timeline.TensorActivity),
-	"nvidia.gpu.dram.activity":                         gauge(timeline.DRAMActivity),
+	"nvidia.gpu.sm.activity":                           gpm(timeline.SMActivity, gpmSM),
+	"nvidia.gpu.tensor.activity":                       gpm(timeline.TensorActivity, gpmTensor),
+	"nvidia.gpu.dram.activity":                         gpm(timeline.DRAMActivity, gpmDRAM),
 	// The driver's power samples, where a GPU sends them, are finer than
 	// the tick's power readings (every 20 ms, against one 20 ms reading
 	// every tick on an H200): while they come, the GPU's power comes from
@@ -66,6 +80,13 @@ var handlers = map[string]handler{
 		g := b.state(p.key)
 		g.powerSamplesAt = max(g.powerSamplesAt, p.ts.UnixNano())
 		b.add(p.key, timeline.Power, p.ts, p.v)
+		if in.alignGPM {
+			g.gpm.sampled(p.ts, p.v)
+			if b.lagDue == nil {
+				b.lagDue = map[timeline.Key]bool{}
+			}
+			b.lagDue[p.key] = true
+		}
 	},
 	"hw.gpu.memory.usage": gauge(timeline.MemoryUsed),
 	"hw.gpu.memory.limit": gauge(timeline.MemoryLimit),
@@ -79,7 +100,11 @@ var handlers = map[string]handler{
 		}
 	},
 	"nvidia.gpu.pcie.throughput": func(in *ingest, b *ingestBatch, p point) {
-		b.add(p.key, directional(stringAttr(p.attrs, "network.io.direction"), timeline.PCIeRx, timeline.PCIeTx), p.ts, p.v)
+		sig, ts := directional(stringAttr(p.attrs, "network.io.direction"), timeline.PCIeRx, timeline.PCIeTx), p.ts
+		if in.alignGPM {
+			ts = b.state(p.key).gpm.stamp(ts)
+		}
+		b.add(p.key, sig, ts, p.v)
 	},
 	"nvidia.gpu.nvlink.throughput": func(in *ingest, b *ingestBatch, p point) {
 		b.add(p.key, directional(stringAttr(p.attrs, "network.io.direction"), timeline.NVLinkRx, timeline.NVLinkTx), p.ts, p.v)
@@ -174,6 +199,9 @@ type ingest struct {
 	// supersede is how long a signal the gpuviz receiver sent keeps DCGM's
 	// points of it out: history.max_span, the longest a sample describes.
 	supersede time.Duration
+	// alignGPM is history.align_gpm: stamp GPM readings back by the lag
+	// their GPU's power edges show (gpmLag).
+	alignGPM bool
 
 	mu   sync.Mutex
 	gpus map[timeline.Key]*gpuIngest
@@ -210,6 +238,7 @@ type gpuIngest struct {
 	// share was measured from.
 	throttleTotals [numThrottleGroups][throttleSlots]counterPoint
 	throttlePrev   [numThrottleGroups]counterPoint
+	gpm            gpmLag
 }
 
 type counterPoint struct {
@@ -218,8 +247,8 @@ type counterPoint struct {
 	ok    bool
 }
 
-func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBuilder, supersede time.Duration) *ingest {
-	return &ingest{store: store, analysis: an, tel: tel, supersede: supersede, gpus: map[timeline.Key]*gpuIngest{}}
+func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBuilder, supersede time.Duration, alignGPM bool) *ingest {
+	return &ingest{store: store, analysis: an, tel: tel, supersede: supersede, alignGPM: alignGPM, gpus: map[timeline.Key]*gpuIngest{}}
 }
 
 // state returns k's state; the caller holds in.mu.
@@ -308,6 +337,9 @@ type ingestBatch struct {
 	// come in runs of one GPU.
 	lastKey   timeline.Key
 	lastState *gpuIngest
+	// lagDue are the GPUs that sent power samples: their GPM lag learns
+	// once the batch is read, so that a tick's readings share one lag.
+	lagDue map[timeline.Key]bool
 }
 
 type podSighting struct {
@@ -369,6 +401,9 @@ func (in *ingest) consume(ctx context.Context, md pmetric.Metrics) {
 		}
 		b.addFrom(tk.src, tk.key, timeline.PowerThrottled, tk.ts, boolFloat(st.power))
 		b.addFrom(tk.src, tk.key, timeline.ThermalThrottled, tk.ts, boolFloat(st.thermal))
+	}
+	for k := range b.lagDue {
+		in.state(k).gpm.learn()
 	}
 	in.analysis.observe(b.observed)
 	if b.learned > 0 {

@@ -1,0 +1,101 @@
+package gpuvizprocessor
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// feedGPMLag gives a gpmLag power samples every 20 ms and activity readings
+// every tick over seconds, from a workload that switches between busy
+// (tensor 0.9, 650 W) and idle (0, 120 W) at the edges (seconds), the
+// readings describing it lag earlier than their stamps; noise W of jitter
+// on the power.
+func feedGPMLag(l *gpmLag, seconds float64, edges []float64, tick, lag time.Duration, noise float64) {
+	t0 := time.Unix(1_700_000_000, 0)
+	busyAt := func(s float64) float64 { // the busy share of [s-dt, s]
+		busy := 0.0
+		for i, e := range edges {
+			if s > e {
+				busy = float64(1 - i%2)
+			}
+		}
+		return busy
+	}
+	mean := func(from, to float64) float64 {
+		const dt = 0.001
+		var sum float64
+		n := 0
+		for s := from + dt; s <= to+1e-9; s += dt {
+			sum += busyAt(s)
+			n++
+		}
+		return sum / float64(n)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	ticks := tick.Seconds()
+	next := ticks
+	for s := 0.02; s <= seconds; s += 0.02 {
+		l.sampled(t0.Add(time.Duration(s*float64(time.Second))), 120+530*mean(s-0.02, s)+noise*rng.NormFloat64())
+		for next <= s+1e-9 {
+			described := next - lag.Seconds()
+			b := mean(described-ticks, described)
+			at := t0.Add(time.Duration(next * float64(time.Second)))
+			l.read(gpmTensor, at, 0.9*b)
+			l.read(gpmDRAM, at, 0.2+0.1*b)
+			l.read(gpmSM, at, 0.95*b)
+			next += ticks
+		}
+		l.learn()
+	}
+}
+
+func TestGPMLagLearnsFromPowerEdges(t *testing.T) {
+	// Edges 3 s apart, off the tick grid.
+	var edges []float64
+	for e := 2.13; e < 40; e += 3.07 {
+		edges = append(edges, e)
+	}
+	for _, tc := range []struct {
+		name      string
+		tick, lag time.Duration
+		noise     float64
+		edges     []float64
+		want      time.Duration // within 15 ms
+	}{
+		{"the H200's lag at 250 ms", 250 * time.Millisecond, 105 * time.Millisecond, 5, edges, 105 * time.Millisecond},
+		{"no lag", 250 * time.Millisecond, 0, 5, edges, 0},
+		{"a 1 s tick", time.Second, 60 * time.Millisecond, 5, edges, 60 * time.Millisecond},
+		{"100 ms ticks", 100 * time.Millisecond, 150 * time.Millisecond, 5, edges, 150 * time.Millisecond},
+		{"two edges are not enough", 250 * time.Millisecond, 105 * time.Millisecond, 5, edges[:2], 0},
+		{"no edges: steady load", 250 * time.Millisecond, 105 * time.Millisecond, 5, []float64{0.5}, 0},
+		{"power too noisy to hold a level", 250 * time.Millisecond, 105 * time.Millisecond, 150, edges, 0},
+		{"a lag beyond belief is not taken", 250 * time.Millisecond, 450 * time.Millisecond, 5, edges, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var l gpmLag
+			feedGPMLag(&l, 42, tc.edges, tc.tick, tc.lag, tc.noise)
+			assert.InDelta(t, float64(tc.want), float64(l.lag), float64(15*time.Millisecond), "learned %v from %d edges", l.lag, l.n)
+			base := time.Unix(1_700_000_000, 0)
+			assert.Equal(t, base.Add(-l.lag), l.stamp(base))
+		})
+	}
+}
+
+// What a GPU's lag keeps is bounded: gpmLagKeep of samples and readings,
+// at most gpmLagPoints of each, whatever the rate.
+func TestGPMLagStaysBounded(t *testing.T) {
+	var l gpmLag
+	t0 := time.Unix(1_700_000_000, 0)
+	for i := range 20_000 {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		l.sampled(at, float64(i%7))
+		l.read(gpmTensor, at, 0.5)
+		l.learn()
+	}
+	assert.LessOrEqual(t, len(l.power), gpmLagPoints)
+	assert.LessOrEqual(t, len(l.activity[gpmTensor]), gpmLagPoints)
+	assert.GreaterOrEqual(t, l.power[0].t, t0.Add(20*time.Second-gpmLagKeep).UnixNano()-1)
+}
