@@ -50,7 +50,9 @@ const (
 const (
 	// gpmLagMax is the largest lag believed, about three times the
 	// H200's; gpmLagKeep how long samples and readings are kept for the
-	// edges still to read (at most gpmLagPoints of each: 24 KiB a GPU).
+	// edges still to read, at most gpmLagPoints of each of the four
+	// series: 16 B a point, 32 KiB a GPU (64 KiB with the slices' spare
+	// capacity).
 	gpmLagMax    = 300 * time.Millisecond
 	gpmLagKeep   = 5 * time.Second
 	gpmLagPoints = 512
