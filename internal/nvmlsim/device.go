@@ -50,6 +50,9 @@ type Device struct {
 	baseJ float64
 	// refreshPhase places the GPU's refresh grid (see refreshed).
 	refreshPhase int64
+	// gpmLag is how long before it is taken a GPM sample describes the
+	// GPU (see gpmSample.Get).
+	gpmLag int64
 }
 
 // refreshPeriod is how often the driver refreshes the energy counter and
@@ -132,6 +135,7 @@ func newDevice(mock *server.Device, m Model, seed uint64, index int, now func() 
 	d.accAt = now().UnixNano()
 	d.baseJ = float64(2+index%3) * 86400 * 250
 	d.refreshPhase = int64(index) * int64(37*time.Millisecond) % refreshPeriod
+	d.gpmLag = int64(gpmLagMin) + int64(mix(seed^uint64(index)^0x6770)%uint64(gpmLagMax-gpmLagMin))
 	return d
 }
 

@@ -125,7 +125,12 @@ func TestGPMFollowsTheEngine(t *testing.T) {
 	m.Metrics[0].MetricId = uint32(nvml.GPM_METRIC_ANY_TENSOR_UTIL)
 	m.Metrics[1].MetricId = uint32(nvml.GPM_METRIC_DRAM_BW_UTIL)
 	require.Equal(t, nvml.SUCCESS, s.GpmMetricsGet(m))
-	tot := s.Node().Integrate(0, from, c.t.UnixNano())
+	// As the H200 does, the samples describe the GPU gpmLag before they
+	// were taken, each GPU its own lag.
+	tot := s.Node().Integrate(0, from-d.gpmLag, c.t.UnixNano()-d.gpmLag)
 	assert.InDelta(t, 100*tot.TensorSeconds/tot.Seconds, m.Metrics[0].Value, 1e-9)
 	assert.InDelta(t, 100*tot.DRAMSeconds/tot.Seconds, m.Metrics[1].Value, 1e-9)
+	assert.GreaterOrEqual(t, d.gpmLag, int64(gpmLagMin))
+	assert.Less(t, d.gpmLag, int64(gpmLagMax))
+	assert.NotEqual(t, d.gpmLag, s.Device(1).gpmLag, "each GPU lags by its own")
 }

@@ -7,14 +7,23 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 )
 
-// gpmSample is a GPM sample of a simulated GPU: when it was taken. Metrics
-// between two samples are the schedule's integrals between the two times.
+// gpmSample is a GPM sample of a simulated GPU: the moment it describes.
+// Metrics between two samples are the schedule's integrals between the two
+// moments. An H200 with driver 580 described the GPU 58-115 ms before the
+// sample was taken, the lag steady within a run (docs/hardware.md, "GPM
+// readings lag"): each simulated GPU lags by its own, drawn from
+// [gpmLagMin, gpmLagMax).
 type gpmSample struct {
 	dev *Device
 	at  int64
 }
 
 var _ nvml.GpmSample = (*gpmSample)(nil)
+
+const (
+	gpmLagMin = 55 * time.Millisecond
+	gpmLagMax = 120 * time.Millisecond
+)
 
 func (s *gpmSample) Free() nvml.Return { return nvml.SUCCESS }
 
@@ -26,7 +35,7 @@ func (s *gpmSample) Get(dev nvml.Device) nvml.Return {
 	if !d.model.HasGPM || len(d.migs) > 0 { // in MIG mode, GPM samples GPU instances
 		return nvml.ERROR_NOT_SUPPORTED
 	}
-	s.dev, s.at = d, d.now().UnixNano()
+	s.dev, s.at = d, d.now().UnixNano()-d.gpmLag
 	return nvml.SUCCESS
 }
 
@@ -40,7 +49,7 @@ func (s *gpmSample) MigGet(dev nvml.Device, gi int) nvml.Return {
 	if !d.model.HasGPM {
 		return nvml.ERROR_NOT_SUPPORTED
 	}
-	s.dev, s.at = d, d.now().UnixNano()
+	s.dev, s.at = d, d.now().UnixNano()-d.gpmLag
 	return nvml.SUCCESS
 }
 

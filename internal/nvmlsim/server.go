@@ -60,7 +60,9 @@ type options struct {
 func WithMIG() Option { return func(o *options) { o.mig = true } }
 
 // WithScript makes every GPU follow segs instead of a scenario: activity
-// known to the nanosecond, for tests that look for it in what is read.
+// known to the nanosecond, for tests that look for it in what is read (so
+// its GPM samples describe the moment they are taken, without the driver's
+// lag).
 // segs must be in time order and contiguous, and cover every moment the
 // GPUs are read (the last segment stands for any time after it).
 func WithScript(segs []Segment) Option { return func(o *options) { o.script = segs } }
@@ -143,6 +145,7 @@ func New(model string, count int, seed uint64, now func() time.Time, opts ...Opt
 		dev := newDevice(d.(*server.Device), m, seed, i, now, s.node)
 		if o.script != nil {
 			dev.follow(script(o.script))
+			dev.gpmLag = 0
 		}
 		if o.mig {
 			dev.enableMIG(seed)

@@ -15,9 +15,10 @@ func gpmBetween(t *testing.T, s *Server, d *Device, c *clock, from, to time.Time
 	t.Helper()
 	s1, _ := s.GpmSampleAlloc()
 	s2, _ := s.GpmSampleAlloc()
-	c.t = from
+	lag := time.Duration(d.gpmLag) // samples taken that much later describe [from, to]
+	c.t = from.Add(lag)
 	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s1))
-	c.t = to
+	c.t = to.Add(lag)
 	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s2))
 	ids := []nvml.GpmMetricId{nvml.GPM_METRIC_SM_UTIL, nvml.GPM_METRIC_ANY_TENSOR_UTIL, nvml.GPM_METRIC_DRAM_BW_UTIL,
 		nvml.GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, nvml.GPM_METRIC_PCIE_RX_PER_SEC, 999}
