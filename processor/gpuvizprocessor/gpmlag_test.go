@@ -1,11 +1,20 @@
 package gpuvizprocessor
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // feedGPMLag gives a gpmLag power samples every 20 ms and activity readings
@@ -98,4 +107,20 @@ func TestGPMLagStaysBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(l.power), gpmLagPoints)
 	assert.LessOrEqual(t, len(l.activity[gpmTensor]), gpmLagPoints)
 	assert.GreaterOrEqual(t, l.power[0].t, t0.Add(20*time.Second-gpmLagKeep).UnixNano()-1)
+}
+
+// The processor reports each GPU's learned lag in its telemetry, for the
+// GPUs that send power samples, so an operator sees what it moves GPM by.
+func TestGPMLagIsReported(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, _, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	c.ingest.mu.Lock()
+	sampled := c.ingest.state(timeline.Key{Host: "node-1", GPU: "GPU-a"})
+	sampled.powerSamplesAt, sampled.gpm.lag = 1, 105*time.Millisecond
+	c.ingest.state(timeline.Key{Host: "node-1", GPU: "GPU-b"}) // no power samples: no lag to learn
+	c.ingest.mu.Unlock()
+	metadatatest.AssertEqualProcessorGpuvizGpmLag(t, tel, []metricdata.DataPoint[float64]{
+		{Attributes: attribute.NewSet(attribute.String("hw.id", "GPU-a")), Value: 0.105},
+	}, metricdatatest.IgnoreTimestamp())
 }

@@ -251,6 +251,18 @@ func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBu
 	return &ingest{store: store, analysis: an, tel: tel, supersede: supersede, alignGPM: alignGPM, gpus: map[timeline.Key]*gpuIngest{}}
 }
 
+// gpmLags gives each GPU's learned GPM lag (gpmLag), for the GPUs that
+// send power samples.
+func (in *ingest) gpmLags(yield func(timeline.Key, time.Duration)) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for k, g := range in.gpus {
+		if g.powerSamplesAt != 0 && in.alignGPM {
+			yield(k, g.gpm.lag)
+		}
+	}
+}
+
 // state returns k's state; the caller holds in.mu.
 func (in *ingest) state(k timeline.Key) *gpuIngest {
 	g := in.gpus[k]

@@ -2,15 +2,26 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 
 import (
 	"context"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // registerTelemetry registers the processor's observable gauges.
 func (c *core) registerTelemetry() error {
 	if err := c.tel.RegisterProcessorGpuvizGpusCallback(func(_ context.Context, o metric.Int64Observer) error {
 		o.Observe(int64(c.store.Len()))
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := c.tel.RegisterProcessorGpuvizGpmLagCallback(func(_ context.Context, o metric.Float64Observer) error {
+		c.ingest.gpmLags(func(k timeline.Key, lag time.Duration) {
+			o.Observe(lag.Seconds(), metric.WithAttributes(attribute.String("hw.id", k.GPU)))
+		})
 		return nil
 	}); err != nil {
 		return err

@@ -29,6 +29,7 @@ type TelemetryBuilder struct {
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
 	ProcessorGpuvizExemplarsAttached metric.Int64Counter
+	ProcessorGpuvizGpmLag            metric.Float64ObservableGauge
 	ProcessorGpuvizGpuPoints         metric.Int64Counter
 	ProcessorGpuvizGpuPointsRefused  metric.Int64Counter
 	ProcessorGpuvizGpus              metric.Int64ObservableGauge
@@ -49,6 +50,21 @@ type telemetryBuilderOptionFunc func(mb *TelemetryBuilder)
 
 func (tbof telemetryBuilderOptionFunc) apply(mb *TelemetryBuilder) {
 	tbof(mb)
+}
+
+// RegisterProcessorGpuvizGpmLagCallback sets callback for observable ProcessorGpuvizGpmLag metric.
+func (builder *TelemetryBuilder) RegisterProcessorGpuvizGpmLagCallback(cb metric.Float64Callback) error {
+	reg, err := builder.meter.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		cb(ctx, &observerFloat64{inst: builder.ProcessorGpuvizGpmLag, obs: o})
+		return nil
+	}, builder.ProcessorGpuvizGpmLag)
+	if err != nil {
+		return err
+	}
+	builder.mu.Lock()
+	defer builder.mu.Unlock()
+	builder.registrations = append(builder.registrations, reg)
+	return nil
 }
 
 // RegisterProcessorGpuvizGpusCallback sets callback for observable ProcessorGpuvizGpus metric.
@@ -91,6 +107,16 @@ func (oi *observerInt64) Observe(value int64, opts ...metric.ObserveOption) {
 	oi.obs.ObserveInt64(oi.inst, value, opts...)
 }
 
+type observerFloat64 struct {
+	embedded.Float64Observer
+	inst metric.Float64Observable
+	obs  metric.Observer
+}
+
+func (oi *observerFloat64) Observe(value float64, opts ...metric.ObserveOption) {
+	oi.obs.ObserveFloat64(oi.inst, value, opts...)
+}
+
 // Shutdown unregister all registered callbacks for async instruments.
 func (builder *TelemetryBuilder) Shutdown() {
 	builder.mu.Lock()
@@ -113,6 +139,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_gpuviz_exemplars_attached",
 		metric.WithDescription("Exemplars (trace and span ids of requests) attached to the derived metrics. [Development]"),
 		metric.WithUnit("{exemplar}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGpuvizGpmLag, err = builder.meter.Float64ObservableGauge(
+		"otelcol_processor_gpuviz_gpm_lag",
+		metric.WithDescription("How late each GPU's GPM readings describe it (attribute `hw.id`), learned from the edges of its driver power samples and taken off their timestamps (history.align_gpm); 0 until its edges agree. Only GPUs that send power samples. [Development]"),
+		metric.WithUnit("s"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizGpuPoints, err = builder.meter.Int64Counter(

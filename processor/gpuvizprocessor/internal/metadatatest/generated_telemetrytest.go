@@ -37,6 +37,20 @@ func AssertEqualProcessorGpuvizExemplarsAttached(t *testing.T, tt *componenttest
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorGpuvizGpmLag(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_gpuviz_gpm_lag",
+		Description: "How late each GPU's GPM readings describe it (attribute `hw.id`), learned from the edges of its driver power samples and taken off their timestamps (history.align_gpm); 0 until its edges agree. Only GPUs that send power samples. [Development]",
+		Unit:        "s",
+		Data: metricdata.Gauge[float64]{
+			DataPoints: dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_gpuviz_gpm_lag")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorGpuvizGpuPoints(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_gpu_points",

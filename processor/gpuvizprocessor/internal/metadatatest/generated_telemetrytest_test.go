@@ -20,6 +20,10 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	require.NoError(t, tb.RegisterProcessorGpuvizGpmLagCallback(func(_ context.Context, observer metric.Float64Observer) error {
+		observer.Observe(1)
+		return nil
+	}))
 	require.NoError(t, tb.RegisterProcessorGpuvizGpusCallback(func(_ context.Context, observer metric.Int64Observer) error {
 		observer.Observe(1)
 		return nil
@@ -38,6 +42,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGpuvizSpansUnenriched.Add(context.Background(), 1)
 	AssertEqualProcessorGpuvizExemplarsAttached(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorGpuvizGpmLag(t, testTel,
+		[]metricdata.DataPoint[float64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizGpuPoints(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
