@@ -90,7 +90,7 @@ func keep(points []gpmPoint, t int64, v float64) []gpmPoint {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return points
 	}
-	i, found := slices.BinarySearchFunc(points, t, func(p gpmPoint, t int64) int { return cmp.Compare(p.t, t) })
+	i, found := search(points, t)
 	if found {
 		points[i].v = v
 		return points
@@ -211,7 +211,8 @@ func (l *gpmLag) activityLag(e int64) (lag float64, ready, found bool) {
 		// the lag); z: the first stamped one reading past e's largest lag.
 		// The readings beside them must show the same levels: the GPU held
 		// each for longer than the readings span.
-		b := sortSearch(a, e+1) - 1
+		b, _ := search(a, e+1)
+		b--
 		if b < 1 {
 			continue
 		}
@@ -219,7 +220,7 @@ func (l *gpmLag) activityLag(e int64) (lag float64, ready, found bool) {
 			ready = ready && waited
 			continue
 		}
-		z := sortSearch(a, e+int64(gpmLagMax)+(a[b+1].t-a[b].t))
+		z, _ := search(a, e+int64(gpmLagMax)+(a[b+1].t-a[b].t))
 		if z+1 >= len(a) {
 			ready = ready && waited
 			continue
@@ -250,8 +251,8 @@ func (l *gpmLag) activityLag(e int64) (lag float64, ready, found bool) {
 	return lag, true, true
 }
 
-// sortSearch is the index of the first point at or after t.
-func sortSearch(points []gpmPoint, t int64) int {
-	i, _ := slices.BinarySearchFunc(points, t, func(p gpmPoint, t int64) int { return cmp.Compare(p.t, t) })
-	return i
+// search is the index of the first point at or after t, and whether it
+// is at t.
+func search(points []gpmPoint, t int64) (int, bool) {
+	return slices.BinarySearchFunc(points, t, func(p gpmPoint, t int64) int { return cmp.Compare(p.t, t) })
 }

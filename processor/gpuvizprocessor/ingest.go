@@ -254,10 +254,13 @@ func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBu
 // gpmLags gives each GPU's learned GPM lag (gpmLag), for the GPUs that
 // send power samples.
 func (in *ingest) gpmLags(yield func(timeline.Key, time.Duration)) {
+	if !in.alignGPM {
+		return
+	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for k, g := range in.gpus {
-		if g.powerSamplesAt != 0 && in.alignGPM {
+		if g.powerSamplesAt != 0 {
 			yield(k, g.gpm.lag)
 		}
 	}
