@@ -55,6 +55,10 @@ type Device struct {
 	gpmLag int64
 }
 
+// GPMLag is how long before it is taken each GPM sample of the device
+// describes it: the truth a scorer compares a learned lag with.
+func (d *Device) GPMLag() time.Duration { return time.Duration(d.gpmLag) }
+
 // refreshPeriod is how often the driver refreshes the energy counter and
 // the instant power field: every 100 ms on an H200 with driver 580, read
 // every 25 ms and every 6 ms (docs/hardware.md). Between refreshes a read

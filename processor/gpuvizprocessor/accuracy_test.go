@@ -208,6 +208,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	}
 	nextStep := start + int64(accuracyTick)
 	last := start
+	firstLag := map[string]time.Duration{} // when each GPU's GPM lag was first taken
 	tail := int64(pcfg.MaxWait) + 2*interval
 	for t0 := min(nextScrape, nextTick, nextStep); t0 <= end+tail; t0 = min(nextScrape, nextTick, nextStep) {
 		clock.Store(t0)
@@ -239,7 +240,29 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 			}
 		}
 		c.tick(now())
+		c.ingest.mu.Lock()
+		for k, g := range c.ingest.gpus {
+			if _, seen := firstLag[k.GPU]; !seen && g.gpm.lag != 0 {
+				firstLag[k.GPU] = time.Duration(t0 - start)
+			}
+		}
+		c.ingest.mu.Unlock()
 	}
+	// Each GPU's GPM lag as learned at the end against the simulation's,
+	// and how far into the run it was first taken.
+	var lags []string
+	for k, g := range c.ingest.gpus {
+		if i, ok := gpuIndex[k.GPU]; ok {
+			taken, ok := firstLag[k.GPU]
+			at := "never"
+			if ok {
+				at = taken.Round(time.Second).String()
+			}
+			lags = append(lags, fmt.Sprintf("GPU %d %v/%v (%s)", i, g.gpm.lag.Round(time.Millisecond), lib.Device(i).GPMLag().Round(time.Millisecond), at))
+		}
+	}
+	slices.Sort(lags)
+	t.Logf("GPM lag learned/true (first taken): %s", strings.Join(lags, ", "))
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
 	require.NoError(t, recv.Shutdown(ctx))
