@@ -1,8 +1,11 @@
 package gpuvizprocessor
 
 import (
+	"cmp"
 	"context"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,4 +126,39 @@ func TestGPMLagIsReported(t *testing.T) {
 	metadatatest.AssertEqualProcessorGpuvizGpmLag(t, tel, []metricdata.DataPoint[float64]{
 		{Attributes: attribute.NewSet(attribute.String("hw.id", "GPU-a")), Value: 0.105},
 	}, metricdatatest.IgnoreTimestamp())
+}
+
+// FuzzGPMLag feeds a GPU's lag any sequence of power samples and activity
+// readings (times out of order, repeated or far apart; values NaN,
+// infinite, negative): nothing panics, the lag stays within what is
+// believed, and what is kept stays sorted and bounded.
+func FuzzGPMLag(f *testing.F) {
+	f.Add([]byte{0, 20, 100, 1, 250, 90, 4, 0, 0, 0, 20, 10, 2, 0, 50})
+	f.Add([]byte{0, 255, 255, 3, 0, 0, 0, 1, 7, 4, 4, 4})
+	f.Fuzz(func(t *testing.T, events []byte) {
+		var l gpmLag
+		at := int64(1_700_000_000) * int64(time.Second)
+		values := []float64{0, 0.5, 1, 120, 650, -1, math.NaN(), math.Inf(1), math.Inf(-1), 1e300}
+		for i := 0; i+2 < len(events); i += 3 {
+			// Steps of -1.27 s to +1.28 s in 10 ms.
+			at += (int64(events[i+1]) - 127) * int64(10*time.Millisecond)
+			v := values[int(events[i+2])%len(values)]
+			ts := time.Unix(0, at)
+			switch events[i] % 5 {
+			case 0:
+				l.sampled(ts, 100+v*500)
+			case 1, 2, 3:
+				l.read(int(events[i]%5)-1, ts, v)
+			case 4:
+				l.learn()
+			}
+		}
+		l.learn()
+		require.GreaterOrEqual(t, l.lag, time.Duration(0))
+		require.LessOrEqual(t, l.lag, gpmLagMax)
+		for _, points := range [][]gpmPoint{l.power, l.activity[gpmTensor], l.activity[gpmDRAM], l.activity[gpmSM]} {
+			require.LessOrEqual(t, len(points), gpmLagPoints)
+			require.True(t, slices.IsSortedFunc(points, func(a, b gpmPoint) int { return cmp.Compare(a.t, b.t) }))
+		}
+	})
 }
