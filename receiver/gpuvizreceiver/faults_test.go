@@ -30,13 +30,16 @@ func uuidOf(i int) string {
 }
 
 func TestHungScrapeCallHoldsUpNoOtherGPU(t *testing.T) {
-	const hang = 3 * time.Second
+	// The deadline is half the hang: wide enough for the healthy GPUs'
+	// first reads on a loaded machine under the race detector, and still
+	// short of the hung call's return.
+	const hang = 8 * time.Second
 	lib := faultyLib(t, 4, nil, nvmlsim.Fault{Kind: nvmlsim.FaultHang, GPU: 1, Calls: []string{"nvmlDeviceGetTemperature"}, Sleep: hang, Duration: hang})
 	s := startScraper(t, scrapeOnly(), lib, BackendSimulated)
 	_, ret := lib.Device(0).GetPowerUsage() // the simulation lays out its first episode
 	require.Equal(t, nvml.SUCCESS, ret)
 
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), hang/2)
 	m, err := s.scrape(ctx)
 	cancel()
 	require.Error(t, err)
