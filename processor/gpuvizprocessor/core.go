@@ -308,15 +308,35 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 	}
 	b.group = c.settleOpen
 	memo := map[matchMemo]matched{}
+	var prefills []prefill
 	for i := range b.spans {
-		c.matchSpan(&b.spans[i], memo, now)
+		hs := &b.spans[i]
+		c.matchSpan(hs, memo, now)
+		if c.cfg.History.AlignGPM {
+			prefills = appendPrefill(prefills, hs)
+		}
 	}
 	c.mu.Unlock()
+	c.ingest.prefilled(prefills)
 	if !c.isRunning() {
 		// Not started (or already stopped): there is no release loop.
 		c.release(now, func(x *heldBatch) bool { return x == b })
 	}
 	return nil
+}
+
+// appendPrefill appends a matched span's prefill, where it has one with a
+// prompt, for its GPUs' GPM lag.
+func appendPrefill(ps []prefill, hs *heldSpan) []prefill {
+	if hs.set == nil || !hs.takesShare() || hs.req.InputTokens <= 0 {
+		return ps
+	}
+	for _, ph := range hs.req.Phases {
+		if ph.Name == inference.PhasePrefill {
+			return append(ps, prefill{keys: hs.set.keys, start: ph.Start.UnixNano(), end: ph.End.UnixNano(), tokens: float64(hs.req.InputTokens)})
+		}
+	}
+	return ps
 }
 
 // matchSpan decides a span's GPUs, once they are known, and admits its

@@ -30,9 +30,14 @@ type gpmLag struct {
 	// activity is the recent readings of tensor, DRAM and SM activity as
 	// stamped, each describing the stretch since the one before.
 	activity [3][]gpmPoint
-	// edges is a ring of the latest edges' lags, ns.
-	edges [gpmLagEdges]float64
-	n     int
+	// edges is a ring of the latest edges' lags, ns; fromEdges once they
+	// have agreed, after which the prefills' lag is not taken.
+	edges     [gpmLagEdges]float64
+	n         int
+	fromEdges bool
+	// prefills reads the lag from the spans' prefills, taken until the
+	// edges agree.
+	prefills prefillLag
 }
 
 type gpmPoint struct {
@@ -82,6 +87,12 @@ func (l *gpmLag) sampled(ts time.Time, w float64) { l.power = keep(l.power, ts.U
 // read keeps an activity reading of series s at ts, as stamped.
 func (l *gpmLag) read(s int, ts time.Time, v float64) {
 	l.activity[s] = keep(l.activity[s], ts.UnixNano(), v)
+	if s == gpmTensor {
+		l.prefills.read(ts.UnixNano(), v)
+		if l.prefills.ok && !l.fromEdges {
+			l.lag = l.prefills.lag
+		}
+	}
 }
 
 // keep appends (t, v) to points in time order, dropping what is older
@@ -140,6 +151,7 @@ func (l *gpmLag) learn() {
 		k := len(latest)
 		if latest[k*3/4]-latest[k/4] <= float64(gpmLagAgree) {
 			l.lag = time.Duration(max(0, latest[k/2]))
+			l.fromEdges = true
 		}
 	}
 }

@@ -128,10 +128,10 @@ func TestGPMLagIsReported(t *testing.T) {
 	}, metricdatatest.IgnoreTimestamp())
 }
 
-// FuzzGPMLag feeds a GPU's lag any sequence of power samples and activity
-// readings (times out of order, repeated or far apart; values NaN,
-// infinite, negative): nothing panics, the lag stays within what is
-// believed, and what is kept stays sorted and bounded.
+// FuzzGPMLag feeds a GPU's lag any sequence of power samples, activity
+// readings and spans' prefills (times out of order, repeated or far
+// apart; values NaN, infinite, negative): nothing panics, the lag stays
+// within what is believed, and what is kept stays sorted and bounded.
 func FuzzGPMLag(f *testing.F) {
 	f.Add([]byte{0, 20, 100, 1, 250, 90, 4, 0, 0, 0, 20, 10, 2, 0, 50})
 	f.Add([]byte{0, 255, 255, 3, 0, 0, 0, 1, 7, 4, 4, 4})
@@ -144,19 +144,22 @@ func FuzzGPMLag(f *testing.F) {
 			at += (int64(events[i+1]) - 127) * int64(10*time.Millisecond)
 			v := values[int(events[i+2])%len(values)]
 			ts := time.Unix(0, at)
-			switch events[i] % 5 {
+			switch events[i] % 6 {
 			case 0:
 				l.sampled(ts, 100+v*500)
 			case 1, 2, 3:
-				l.read(int(events[i]%5)-1, ts, v)
+				l.read(int(events[i]%6)-1, ts, v)
 			case 4:
 				l.learn()
+			case 5: // a prefill ending at ts, as long as the next step
+				l.prefills.prefilled(at-int64(events[i+1])*int64(time.Millisecond), at, v*1000)
 			}
 		}
 		l.learn()
 		require.GreaterOrEqual(t, l.lag, time.Duration(0))
 		require.LessOrEqual(t, l.lag, gpmLagMax)
-		for _, points := range [][]gpmPoint{l.power, l.activity[gpmTensor], l.activity[gpmDRAM], l.activity[gpmSM]} {
+		require.LessOrEqual(t, len(l.prefills.tokens), prefillCells)
+		for _, points := range [][]gpmPoint{l.power, l.activity[gpmTensor], l.activity[gpmDRAM], l.activity[gpmSM], l.prefills.readings} {
 			require.LessOrEqual(t, len(points), gpmLagPoints)
 			require.True(t, slices.IsSortedFunc(points, func(a, b gpmPoint) int { return cmp.Compare(a.t, b.t) }))
 		}

@@ -260,8 +260,38 @@ func (in *ingest) gpmLags(yield func(timeline.Key, time.Duration)) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for k, g := range in.gpus {
-		if g.powerSamplesAt != 0 {
+		if g.powerSamplesAt != 0 || g.gpm.prefills.ok {
 			yield(k, g.gpm.lag)
+		}
+	}
+}
+
+// prefill is a span's prefill on its GPUs, for their GPM lag.
+type prefill struct {
+	keys       []timeline.Key // a gpuSet's, shared by its spans
+	start, end int64          // Unix ns
+	tokens     float64
+}
+
+// prefilled tells the GPUs' GPM lags when spans say prompts were
+// prefilled (prefillLag).
+func (in *ingest) prefilled(ps []prefill) {
+	if !in.alignGPM || len(ps) == 0 {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var keys []timeline.Key
+	var states []*gpuIngest
+	for _, p := range ps {
+		if len(p.keys) != len(keys) || &p.keys[0] != &keys[0] {
+			keys, states = p.keys, states[:0]
+			for _, k := range keys {
+				states = append(states, in.state(k))
+			}
+		}
+		for _, g := range states {
+			g.gpm.prefills.prefilled(p.start, p.end, p.tokens)
 		}
 	}
 }

@@ -1,0 +1,201 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"math"
+	"time"
+)
+
+// prefillLag learns how late one GPU's GPM readings describe it from the
+// spans' clock rather than power's: a prompt's prefill is tensor work, so
+// the GPU's tensor activity rises with the prompt tokens its spans say it
+// prefilled. For each candidate lag it correlates every tensor reading
+// with the prompt tokens per second whose prefill windows overlap the
+// reading's stretch moved back by that lag; the lag is where the
+// correlation peaks, once enough readings have been read and the peak
+// stands out. It reads the lag where power's edges never come (an engine
+// waiting for its host in gaps shorter than an edge's levels) and sooner
+// in busy serving (docs/accuracy.md, "The spans' clock").
+type prefillLag struct {
+	// tokens is a ring of the prompt tokens prefilled per prefillCell,
+	// over the cells (front-prefillCells, front]; nil until a prefill
+	// comes.
+	tokens []float32
+	front  int64
+	// readings are tensor readings as stamped (each the mean over the
+	// stretch since the one before), waiting until the spans overlapping
+	// them have come (prefillSettle); last is the last one read, where the
+	// next one's stretch starts.
+	readings []gpmPoint
+	last     gpmPoint
+	newest   int64 // the newest reading's stamp
+	// Sums over the readings read: of y (tensor activity), and per
+	// candidate lag of x (prompt tokens per second under the reading).
+	n, sy, syy   float64
+	sx, sxx, sxy [prefillLags]float64
+	lag          time.Duration
+	ok           bool
+}
+
+const (
+	// prefillCell is the resolution of the prompt tokens' ring;
+	// prefillCells of them cover prefillSettle, prefillFuture for spans
+	// whose prefill lies past the newest reading, a reading's longest
+	// stretch and gpmLagMax: 12 KB a GPU.
+	prefillCell   = 10 * time.Millisecond
+	prefillCells  = 3000
+	prefillFuture = 10 * time.Second
+	// prefillSettle is how old a reading is when it is read: by then the
+	// spans of all but the longest requests overlapping it have come.
+	prefillSettle = 15 * time.Second
+	// Candidate lags: 0 to gpmLagMax every prefillLagStep.
+	prefillLagStep = 5 * time.Millisecond
+	prefillLags    = int(gpmLagMax/prefillLagStep) + 1
+	// prefillMaxGap: a reading whose stretch is longer (a gap in the
+	// readings) is not read.
+	prefillMaxGap = 2 * time.Second
+)
+
+// prefilled adds a prefill's prompt tokens, spread evenly over its window
+// [start, end) (Unix ns). Prefills before the first reading, older than
+// the ring or farther ahead of the readings than a clock's skew are not
+// kept.
+func (l *prefillLag) prefilled(start, end int64, tokens float64) {
+	if end <= start || !(tokens > 0) || math.IsInf(tokens, 0) || l.newest == 0 || end > l.newest+int64(prefillFuture) {
+		return
+	}
+	cell := int64(prefillCell)
+	if l.tokens == nil {
+		l.tokens = make([]float32, prefillCells)
+		l.front = floorDiv(l.newest, cell)
+	}
+	l.advance(floorDiv(end-1, cell))
+	if floorDiv(start, cell) <= l.front-prefillCells {
+		return
+	}
+	perNs := tokens / float64(end-start)
+	for c := floorDiv(start, cell); c*cell < end; c++ {
+		lo, hi := max(start, c*cell), min(end, (c+1)*cell)
+		l.tokens[mod(c, prefillCells)] += float32(perNs * float64(hi-lo))
+	}
+}
+
+// advance moves the ring's front to cell c, clearing the cells it passes.
+func (l *prefillLag) advance(c int64) {
+	if c <= l.front {
+		return
+	}
+	for x := max(l.front+1, c-prefillCells+1); x <= c; x++ {
+		l.tokens[mod(x, prefillCells)] = 0
+	}
+	l.front = c
+}
+
+// read keeps a tensor reading stamped at t (Unix ns), reads those now old
+// enough, and updates the lag.
+func (l *prefillLag) read(t int64, v float64) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	if k := len(l.readings); k > 0 && t <= l.readings[k-1].t {
+		return // out of order: the ring has moved on
+	}
+	l.readings = append(l.readings, gpmPoint{t, v})
+	l.newest = t
+	if l.tokens != nil {
+		l.advance(floorDiv(t, int64(prefillCell)))
+	}
+	read := 0
+	for ; read < len(l.readings) && l.readings[read].t <= t-int64(prefillSettle); read++ {
+		l.correlate(l.readings[read])
+	}
+	if read > 0 {
+		l.readings = append(l.readings[:0], l.readings[read:]...)
+		l.solve()
+	}
+	if len(l.readings) > gpmLagPoints { // readings far denser than any tick's
+		l.readings = append(l.readings[:0], l.readings[len(l.readings)-gpmLagPoints:]...)
+	}
+}
+
+// correlate adds a reading to the sums.
+func (l *prefillLag) correlate(r gpmPoint) {
+	from := l.last.t
+	l.last = r
+	if from == 0 || r.t-from > int64(prefillMaxGap) || l.tokens == nil {
+		return
+	}
+	// The ring must hold the stretch at every lag.
+	if floorDiv(from-int64(gpmLagMax), int64(prefillCell)) <= l.front-prefillCells {
+		return
+	}
+	secs := float64(r.t-from) / 1e9
+	l.n++
+	l.sy += r.v
+	l.syy += r.v * r.v
+	for i := range prefillLags {
+		d := int64(i) * int64(prefillLagStep)
+		x := l.sum(from-d, r.t-d) / secs
+		l.sx[i] += x
+		l.sxx[i] += x * x
+		l.sxy[i] += x * r.v
+	}
+}
+
+// sum is the prompt tokens prefilled over [a, b), the cells at its ends
+// taken in proportion.
+func (l *prefillLag) sum(a, b int64) float64 {
+	cell := int64(prefillCell)
+	var s float64
+	for c := floorDiv(a, cell); c*cell < b; c++ {
+		lo, hi := max(a, c*cell), min(b, (c+1)*cell)
+		s += float64(l.tokens[mod(c, prefillCells)]) * float64(hi-lo) / float64(cell)
+	}
+	return s
+}
+
+const (
+	// prefillMinReadings is how many readings the lag needs: a minute
+	// of a 250 ms tick's.
+	prefillMinReadings = 240
+	// prefillMinCorrelation: the correlation at the peak must be at least
+	// this, and stand at least prefillContrast above the weakest
+	// candidate's (short prefills inside long readings leave it flat).
+	prefillMinCorrelation = 0.5
+	prefillContrast       = 0.1
+)
+
+// solve takes the lag where the correlation peaks, where it is clear.
+func (l *prefillLag) solve() {
+	if l.n < prefillMinReadings {
+		return
+	}
+	vy := l.n*l.syy - l.sy*l.sy
+	if vy <= 0 {
+		return
+	}
+	best, bestR, worstR := -1, math.Inf(-1), math.Inf(1)
+	for i := range prefillLags {
+		vx := l.n*l.sxx[i] - l.sx[i]*l.sx[i]
+		if vx <= 0 {
+			return
+		}
+		r := (l.n*l.sxy[i] - l.sx[i]*l.sy) / math.Sqrt(vx*vy)
+		if r > bestR {
+			best, bestR = i, r
+		}
+		worstR = min(worstR, r)
+	}
+	if bestR < prefillMinCorrelation || bestR-worstR < prefillContrast {
+		return
+	}
+	l.lag, l.ok = time.Duration(best)*prefillLagStep, true
+}
+
+// mod is x mod n in [0, n).
+func mod(x, n int64) int64 {
+	m := x % n
+	if m < 0 {
+		m += n
+	}
+	return m
+}

@@ -1,0 +1,93 @@
+package gpuvizprocessor
+
+import (
+	"cmp"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// servePrefills plays minutes of serving to a prefillLag: prompts of 100 to
+// 4,000 tokens prefilled at random, each in 20 to 120 ms, its span coming
+// 0.5 to 10 s after it; a tensor reading every tick shows the prefills
+// running lag before it (related: false, a GPU that does something else)
+// over a decode floor, with noise.
+func servePrefills(l *prefillLag, minutes float64, tick, lag time.Duration, related bool, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	end := t0 + int64(minutes*float64(time.Minute))
+	type window struct {
+		start, end int64
+		tokens     float64
+		arrives    int64
+	}
+	var ws []window
+	for t := t0; t < end; {
+		d := int64(20+rng.IntN(100)) * int64(time.Millisecond)
+		ws = append(ws, window{t, t + d, float64(100 + rng.IntN(3900)), t + d + int64(500+rng.IntN(9500))*int64(time.Millisecond)})
+		t += d + int64(rng.ExpFloat64()*float64(300*time.Millisecond))
+	}
+	// busy is the prefilling share of [a, b).
+	busy := func(a, b int64) float64 {
+		var s int64
+		for _, w := range ws {
+			s += max(0, min(b, w.end)-max(a, w.start))
+		}
+		return float64(s) / float64(b-a)
+	}
+	next := 0 // the next span to come, in the order they come
+	byArrival := make([]int, len(ws))
+	for i := range byArrival {
+		byArrival[i] = i
+	}
+	slices.SortFunc(byArrival, func(i, j int) int { return cmp.Compare(ws[i].arrives, ws[j].arrives) })
+	for t := t0 + int64(tick); t < end; t += int64(tick) {
+		for ; next < len(byArrival) && ws[byArrival[next]].arrives <= t; next++ {
+			w := ws[byArrival[next]]
+			l.prefilled(w.start, w.end, w.tokens)
+		}
+		v := 0.1 + 0.02*rng.NormFloat64()
+		if related {
+			v += 0.8 * busy(t-int64(tick)-int64(lag), t-int64(lag))
+		} else {
+			v += 0.8 * rng.Float64()
+		}
+		l.read(t, v)
+	}
+}
+
+func TestPrefillLagReadsTheLagFromTheSpans(t *testing.T) {
+	for _, tc := range []struct {
+		tick, lag time.Duration
+		minutes   float64 // enough for prefillMinReadings and the settling
+	}{
+		{250 * time.Millisecond, 80 * time.Millisecond, 5},
+		{250 * time.Millisecond, 0, 5},
+		{100 * time.Millisecond, 115 * time.Millisecond, 3},
+		{time.Second, 60 * time.Millisecond, 18},
+	} {
+		t.Run(tc.tick.String()+"/"+tc.lag.String(), func(t *testing.T) {
+			var l prefillLag
+			servePrefills(&l, tc.minutes, tc.tick, tc.lag, true, 1)
+			require.True(t, l.ok, "read %v readings", l.n)
+			assert.InDelta(t, tc.lag, l.lag, float64(10*time.Millisecond))
+		})
+	}
+}
+
+func TestPrefillLagTakesNothingUnrelated(t *testing.T) {
+	var l prefillLag
+	servePrefills(&l, 8, 250*time.Millisecond, 80*time.Millisecond, false, 2)
+	assert.Greater(t, l.n, float64(prefillMinReadings))
+	assert.False(t, l.ok, "tensor activity that does not follow the prefills says no lag")
+}
+
+func TestPrefillLagWaitsForEnoughReadings(t *testing.T) {
+	var l prefillLag
+	servePrefills(&l, 1, 250*time.Millisecond, 80*time.Millisecond, true, 3)
+	assert.False(t, l.ok, "%v readings are too few", l.n)
+}
