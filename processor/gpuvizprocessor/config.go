@@ -104,9 +104,10 @@ type HistoryConfig struct {
 	MaxPointsPerSignal int           `mapstructure:"max_points_per_signal"`
 	Retention          time.Duration `mapstructure:"retention"`
 	MaxSpan            time.Duration `mapstructure:"max_span"`
-	// AlignGPM learns, per GPU that sends the driver's power samples, how
-	// late its GPM readings describe it (58-115 ms on an H200) from the
-	// edges of its power, and stamps them back (gpmlag.go). Default true.
+	// AlignGPM learns, per GPU, how late its GPM readings describe it
+	// (58-115 ms on an H200), and stamps them back: from the edges of the
+	// driver's power samples (gpmlag.go), and until they agree from the
+	// spans' prefill windows (prefilllag.go). Default true.
 	AlignGPM bool `mapstructure:"align_gpm"`
 
 	_ struct{}

@@ -152,7 +152,7 @@ func FuzzGPMLag(f *testing.F) {
 			case 4:
 				l.learn()
 			case 5: // a prefill ending at ts, as long as the next step
-				l.prefills.prefilled(at-int64(events[i+1])*int64(time.Millisecond), at, v*1000)
+				l.prefills.prefilled(spreadPrefill(at-int64(events[i+1])*int64(time.Millisecond), at, v*1000, nil))
 			}
 		}
 		l.learn()

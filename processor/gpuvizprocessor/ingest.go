@@ -283,6 +283,7 @@ func (in *ingest) prefilled(ps []prefill) {
 	defer in.mu.Unlock()
 	var keys []timeline.Key
 	var states []*gpuIngest
+	var buf []float32
 	for _, p := range ps {
 		if len(p.keys) != len(keys) || &p.keys[0] != &keys[0] {
 			keys, states = p.keys, states[:0]
@@ -290,8 +291,10 @@ func (in *ingest) prefilled(ps []prefill) {
 				states = append(states, in.state(k))
 			}
 		}
+		sp := spreadPrefill(p.start, p.end, p.tokens, buf)
+		buf = sp.tokens
 		for _, g := range states {
-			g.gpm.prefills.prefilled(p.start, p.end, p.tokens)
+			g.gpm.prefills.prefilled(sp)
 		}
 	}
 }

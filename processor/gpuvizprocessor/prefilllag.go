@@ -40,7 +40,9 @@ const (
 	// prefillCell is the resolution of the prompt tokens' ring;
 	// prefillCells of them cover prefillSettle, prefillFuture for spans
 	// whose prefill lies past the newest reading, a reading's longest
-	// stretch and gpmLagMax: 12 KB a GPU.
+	// stretch and gpmLagMax: 12 KB a GPU, with the readings waiting (at
+	// most gpmLagPoints, 16 KiB with spare capacity) and the sums under
+	// 30 KiB.
 	prefillCell   = 10 * time.Millisecond
 	prefillCells  = 3000
 	prefillFuture = 10 * time.Second
@@ -55,27 +57,52 @@ const (
 	prefillMaxGap = 2 * time.Second
 )
 
-// prefilled adds a prefill's prompt tokens, spread evenly over its window
-// [start, end) (Unix ns). Prefills before the first reading, older than
-// the ring or farther ahead of the readings than a clock's skew are not
-// kept.
-func (l *prefillLag) prefilled(start, end int64, tokens float64) {
-	if end <= start || !(tokens > 0) || math.IsInf(tokens, 0) || l.newest == 0 || end > l.newest+int64(prefillFuture) {
-		return
+// prefillSpread is a prefill's prompt tokens per prefillCell, from cell
+// first, its window ending at end (Unix ns): spread once for all of a
+// span's GPUs.
+type prefillSpread struct {
+	first, end int64
+	tokens     []float32
+}
+
+// spreadPrefill spreads a prefill's prompt tokens evenly over its window
+// [start, end) (Unix ns) into buf's cells; empty where there is nothing to
+// spread, or the window is longer than the ring.
+func spreadPrefill(start, end int64, tokens float64, buf []float32) prefillSpread {
+	if end <= start || end-start >= prefillCells*int64(prefillCell) || !(tokens > 0) || math.IsInf(tokens, 0) {
+		return prefillSpread{}
 	}
 	cell := int64(prefillCell)
-	if l.tokens == nil {
-		l.tokens = make([]float32, prefillCells)
-		l.front = floorDiv(l.newest, cell)
+	sp := prefillSpread{first: floorDiv(start, cell), end: end, tokens: buf[:0]}
+	perNs := tokens / float64(end-start)
+	for c := sp.first; c*cell < end; c++ {
+		lo, hi := max(start, c*cell), min(end, (c+1)*cell)
+		sp.tokens = append(sp.tokens, float32(perNs*float64(hi-lo)))
 	}
-	l.advance(floorDiv(end-1, cell))
-	if floorDiv(start, cell) <= l.front-prefillCells {
+	return sp
+}
+
+// prefilled adds a prefill's tokens. Prefills before the first reading,
+// older than the ring or farther ahead of the readings than a clock's
+// skew are not kept.
+func (l *prefillLag) prefilled(sp prefillSpread) {
+	if len(sp.tokens) == 0 || l.newest == 0 || sp.end > l.newest+int64(prefillFuture) {
 		return
 	}
-	perNs := tokens / float64(end-start)
-	for c := floorDiv(start, cell); c*cell < end; c++ {
-		lo, hi := max(start, c*cell), min(end, (c+1)*cell)
-		l.tokens[mod(c, prefillCells)] += float32(perNs * float64(hi-lo))
+	if l.tokens == nil {
+		l.tokens = make([]float32, prefillCells)
+		l.front = floorDiv(l.newest, int64(prefillCell))
+	}
+	l.advance(sp.first + int64(len(sp.tokens)) - 1)
+	if sp.first <= l.front-prefillCells {
+		return
+	}
+	i := mod(sp.first, prefillCells)
+	for _, v := range sp.tokens {
+		l.tokens[i] += v
+		if i++; i == prefillCells {
+			i = 0
+		}
 	}
 }
 

@@ -48,7 +48,7 @@ func servePrefills(l *prefillLag, minutes float64, tick, lag time.Duration, rela
 	for t := t0 + int64(tick); t < end; t += int64(tick) {
 		for ; next < len(byArrival) && ws[byArrival[next]].arrives <= t; next++ {
 			w := ws[byArrival[next]]
-			l.prefilled(w.start, w.end, w.tokens)
+			l.prefilled(spreadPrefill(w.start, w.end, w.tokens, nil))
 		}
 		v := 0.1 + 0.02*rng.NormFloat64()
 		if related {

@@ -143,7 +143,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizGpmLag, err = builder.meter.Float64ObservableGauge(
 		"otelcol_processor_gpuviz_gpm_lag",
-		metric.WithDescription("How late each GPU's GPM readings describe it (attribute `hw.id`), learned from the edges of its driver power samples and taken off their timestamps (history.align_gpm); 0 until its edges agree. Only GPUs that send power samples. [Development]"),
+		metric.WithDescription("How late each GPU's GPM readings describe it (attribute `hw.id`), learned from the edges of its driver power samples or, until they agree, from the spans' prefill windows, and taken off their timestamps (history.align_gpm); 0 until either has. Only GPUs that send power samples or have learned from the spans. [Development]"),
 		metric.WithUnit("s"),
 	)
 	errs = errors.Join(errs, err)

@@ -40,7 +40,7 @@ func AssertEqualProcessorGpuvizExemplarsAttached(t *testing.T, tt *componenttest
 func AssertEqualProcessorGpuvizGpmLag(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_gpm_lag",
-		Description: "How late each GPU's GPM readings describe it (attribute `hw.id`), learned from the edges of its driver power samples and taken off their timestamps (history.align_gpm); 0 until its edges agree. Only GPUs that send power samples. [Development]",
+		Description: "How late each GPU's GPM readings describe it (attribute `hw.id`), learned from the edges of its driver power samples or, until they agree, from the spans' prefill windows, and taken off their timestamps (history.align_gpm); 0 until either has. Only GPUs that send power samples or have learned from the spans. [Development]",
 		Unit:        "s",
 		Data: metricdata.Gauge[float64]{
 			DataPoints: dps,
