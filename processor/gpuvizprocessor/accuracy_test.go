@@ -258,11 +258,18 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 			if ok {
 				at = taken.Round(time.Second).String()
 			}
-			lags = append(lags, fmt.Sprintf("GPU %d %v/%v (%s)", i, g.gpm.lag.Round(time.Millisecond), lib.Device(i).GPMLag().Round(time.Millisecond), at))
+			from, spans := "none", "none"
+			if g.gpm.prefills.ok {
+				from, spans = "spans", g.gpm.prefills.lag.String()
+			}
+			if g.gpm.fromEdges {
+				from = "edges"
+			}
+			lags = append(lags, fmt.Sprintf("GPU %d %v/%v (%s; %s, spans' %s)", i, g.gpm.lag.Round(time.Millisecond), lib.Device(i).GPMLag().Round(time.Millisecond), at, from, spans))
 		}
 	}
 	slices.Sort(lags)
-	t.Logf("GPM lag learned/true (first taken): %s", strings.Join(lags, ", "))
+	t.Logf("GPM lag learned/true (first taken; from, the spans' reading): %s", strings.Join(lags, ", "))
 	require.NoError(t, tp.Shutdown(ctx))
 	require.NoError(t, mp.Shutdown(ctx))
 	require.NoError(t, recv.Shutdown(ctx))

@@ -63,7 +63,8 @@ type core struct {
 	// release's results are megabytes. They keep no pdata.
 	results      []spanResult
 	phaseResults []phaseStats
-	// mu guards the held spans, the matcher's use and the pipeline's books.
+	// mu guards the held spans, the matcher's use, the pipeline's books
+	// and prefills; ingest.mu is taken under it, never the other way.
 	mu         sync.Mutex
 	hold       hold
 	matcher    matcher
@@ -74,6 +75,9 @@ type core struct {
 	settleOpen time.Time
 	// warmingSaid: the log has said once that spans wait for warm-up.
 	warmingSaid bool
+	// prefills is a batch's matched prefills on their way to ingest
+	// (ingest.prefilled), reused.
+	prefills []prefill
 
 	lifeMu  sync.Mutex
 	users   int // components created on this core
@@ -308,16 +312,16 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 	}
 	b.group = c.settleOpen
 	memo := map[matchMemo]matched{}
-	var prefills []prefill
+	c.prefills = c.prefills[:0]
 	for i := range b.spans {
 		hs := &b.spans[i]
 		c.matchSpan(hs, memo, now)
 		if c.cfg.History.AlignGPM {
-			prefills = appendPrefill(prefills, hs)
+			c.prefills = appendPrefill(c.prefills, hs)
 		}
 	}
+	c.ingest.prefilled(c.prefills)
 	c.mu.Unlock()
-	c.ingest.prefilled(prefills)
 	if !c.isRunning() {
 		// Not started (or already stopped): there is no release loop.
 		c.release(now, func(x *heldBatch) bool { return x == b })

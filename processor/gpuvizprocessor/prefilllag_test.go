@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // servePrefills plays minutes of serving to a prefillLag: prompts of 100 to
@@ -90,4 +92,26 @@ func TestPrefillLagWaitsForEnoughReadings(t *testing.T) {
 	var l prefillLag
 	servePrefills(&l, 1, 250*time.Millisecond, 80*time.Millisecond, true, 3)
 	assert.False(t, l.ok, "%v readings are too few", l.n)
+}
+
+// BenchmarkIngestPrefilled is what the GPM lag's feed costs a span: a
+// loadgen-like prefill (225 ms, 2,250 tokens) on a host's 8 GPUs, in
+// batches of 512 spans.
+func BenchmarkIngestPrefilled(b *testing.B) {
+	in := newIngest(nil, nil, nil, 0, true)
+	keys := make([]timeline.Key, 8)
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	for i := range keys {
+		keys[i] = timeline.Key{Host: "node", GPU: string(rune('a' + i))}
+		in.state(keys[i]).gpm.prefills.read(t0, 0.5)
+	}
+	ps := make([]prefill, 512)
+	b.ResetTimer()
+	for n := 0; n < b.N; n += len(ps) {
+		for i := range ps {
+			at := t0 + int64(i)*int64(time.Millisecond)
+			ps[i] = prefill{keys: keys, start: at, end: at + int64(225*time.Millisecond), tokens: 2250}
+		}
+		in.prefilled(ps)
+	}
 }
