@@ -113,7 +113,8 @@ func TestGPMLagStaysBounded(t *testing.T) {
 }
 
 // The processor reports each GPU's learned lag in its telemetry, for the
-// GPUs that send power samples, so an operator sees what it moves GPM by.
+// GPUs that send power samples or learned it from the spans, so an
+// operator sees what it moves GPM by.
 func TestGPMLagIsReported(t *testing.T) {
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
@@ -122,9 +123,12 @@ func TestGPMLagIsReported(t *testing.T) {
 	sampled := c.ingest.state(timeline.Key{Host: "node-1", GPU: "GPU-a"})
 	sampled.powerSamplesAt, sampled.gpm.lag = 1, 105*time.Millisecond
 	c.ingest.state(timeline.Key{Host: "node-1", GPU: "GPU-b"}) // no power samples: no lag to learn
+	fromSpans := c.ingest.state(timeline.Key{Host: "node-1", GPU: "GPU-c"})
+	fromSpans.gpm.prefills.ok, fromSpans.gpm.lag = true, 80*time.Millisecond
 	c.ingest.mu.Unlock()
 	metadatatest.AssertEqualProcessorGpuvizGpmLag(t, tel, []metricdata.DataPoint[float64]{
 		{Attributes: attribute.NewSet(attribute.String("hw.id", "GPU-a")), Value: 0.105},
+		{Attributes: attribute.NewSet(attribute.String("hw.id", "GPU-c")), Value: 0.08},
 	}, metricdatatest.IgnoreTimestamp())
 }
 

@@ -2,6 +2,7 @@ package gpuvizprocessor
 
 import (
 	"cmp"
+	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -114,4 +116,54 @@ func BenchmarkIngestPrefilled(b *testing.B) {
 		}
 		in.prefilled(ps)
 	}
+}
+
+// Through the core: the prefills of the spans it takes reach their GPU's
+// lag, which learns the GPU's GPM lag without power samples and stamps the
+// readings after it back.
+func TestGPMLagIsLearnedFromTheSpansPrefills(t *testing.T) {
+	const lag = 80 * time.Millisecond
+	c, now, sink := virtualCore(t, nil)
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(5, 6))
+	type request struct{ start, prefillStart time.Time }
+	var reqs []request
+	for at := base.Add(time.Second); at.Before(base.Add(3 * time.Minute)); at = at.Add(time.Duration(50+rng.IntN(500)) * time.Millisecond) {
+		reqs = append(reqs, request{at, at.Add(10 * time.Millisecond)})
+	}
+	const prefill = 50 * time.Millisecond
+	busy := func(from, to time.Time) float64 { // the prefilling share of [from, to)
+		var d time.Duration
+		for _, r := range reqs {
+			lo, hi := max(from.UnixNano(), r.prefillStart.UnixNano()), min(to.UnixNano(), r.prefillStart.Add(prefill).UnixNano())
+			d += time.Duration(max(0, hi-lo))
+		}
+		return d.Seconds() / to.Sub(from).Seconds()
+	}
+	const tick = 250 * time.Millisecond
+	next := 0
+	for s := 1; s <= 180; s++ {
+		from := base.Add(time.Duration(s-1) * time.Second)
+		samples := make([]sample, 4)
+		for i := range samples {
+			at := from.Add(time.Duration(i) * tick)
+			samples[i] = sample{util: 0.9, tensor: 0.1 + 0.8*busy(at.Add(-tick-lag), at.Add(-lag)), dram: 0.5, powerW: 400, memUsed: 40e9}
+		}
+		c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, from, tick, samples))
+		*now = from.Add(time.Second)
+		td := ptrace.NewTraces()
+		for ; next < len(reqs) && reqs[next].start.Add(600*time.Millisecond).Before(*now); next++ {
+			vllmSpan(td, byte(next), reqs[next].start, 0.01, prefill.Seconds(), 0.54, 30)
+		}
+		if td.SpanCount() > 0 {
+			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+		}
+	}
+	c.ingest.mu.Lock()
+	defer c.ingest.mu.Unlock()
+	g := c.ingest.gpus[timeline.Key{GPU: "GPU-a"}]
+	require.NotNil(t, g)
+	require.True(t, g.gpm.prefills.ok, "read %v readings", g.gpm.prefills.n)
+	assert.InDelta(t, float64(lag), float64(g.gpm.lag), float64(10*time.Millisecond), "learned %v", g.gpm.lag)
+	assert.False(t, g.gpm.fromEdges)
 }
