@@ -8,13 +8,14 @@ import (
 // prefillLag learns how late one GPU's GPM readings describe it from the
 // spans' clock rather than power's: a prompt's prefill is tensor work, so
 // the GPU's tensor activity rises with the prompt tokens its spans say it
-// prefilled. For each candidate lag it correlates every tensor reading
-// with the prompt tokens per second whose prefill windows overlap the
-// reading's stretch moved back by that lag; the lag is where the
-// correlation peaks, once enough readings have been read and the peak
-// stands out. It reads the lag where power's edges never come (an engine
-// waiting for its host in gaps shorter than an edge's levels) and sooner
-// in busy serving (docs/accuracy.md, "The spans' clock").
+// prefilled. For each candidate lag it correlates each tensor reading's
+// change from the one before with the change of the prompt tokens per
+// second whose prefill windows overlap the readings' stretches moved back
+// by that lag; the lag is where the correlation peaks, once enough
+// readings have been read and the peak stands out. It reads the lag where
+// power's edges never come (an engine waiting for its host in gaps
+// shorter than an edge's levels) and sooner in busy serving
+// (docs/accuracy.md, "The GPM lag from the spans' prefills").
 type prefillLag struct {
 	// tokens is a ring of the prompt tokens prefilled per prefillCell,
 	// over the cells (front-prefillCells, front]; nil until a prefill
@@ -28,12 +29,17 @@ type prefillLag struct {
 	readings []gpmPoint
 	last     gpmPoint
 	newest   int64 // the newest reading's stamp
-	// Sums over the readings read: of y (tensor activity), and per
-	// candidate lag of x (prompt tokens per second under the reading).
+	// Sums over the readings read: of dy (the change of tensor activity
+	// from the reading before), and per candidate lag of dx (the change of
+	// the prompt tokens per second under them).
 	n, sy, syy   float64
 	sx, sxx, sxy [prefillLags]float64
-	lag          time.Duration
-	ok           bool
+	// x is the last reading's tokens per second per candidate lag, hasX
+	// whether it is the one before the next (no gap between them).
+	x    [prefillLags]float64
+	hasX bool
+	lag  time.Duration
+	ok   bool
 }
 
 const (
@@ -144,10 +150,15 @@ func (l *prefillLag) read(t int64, v float64) {
 	}
 }
 
-// correlate adds a reading to the sums.
+// correlate adds a reading to the sums: its change from the reading
+// before against the change of the tokens per second under them, so that
+// load that moves slower than the readings (bursts of seconds), which
+// follows the tokens at every lag, leaves the peak standing out.
 func (l *prefillLag) correlate(r gpmPoint) {
-	from := l.last.t
+	from, prev := l.last.t, l.last.v
 	l.last = r
+	valid := l.hasX
+	l.hasX = false
 	if from == 0 || r.t-from > int64(prefillMaxGap) || l.tokens == nil {
 		return
 	}
@@ -156,16 +167,24 @@ func (l *prefillLag) correlate(r gpmPoint) {
 		return
 	}
 	secs := float64(r.t-from) / 1e9
-	l.n++
-	l.sy += r.v
-	l.syy += r.v * r.v
+	dy := r.v - prev
+	if valid {
+		l.n++
+		l.sy += dy
+		l.syy += dy * dy
+	}
 	for i := range prefillLags {
 		d := int64(i) * int64(prefillLagStep)
 		x := l.sum(from-d, r.t-d) / secs
-		l.sx[i] += x
-		l.sxx[i] += x * x
-		l.sxy[i] += x * r.v
+		if valid {
+			dx := x - l.x[i]
+			l.sx[i] += dx
+			l.sxx[i] += dx * dx
+			l.sxy[i] += dx * dy
+		}
+		l.x[i] = x
 	}
+	l.hasX = true
 }
 
 // sum is the prompt tokens prefilled over [a, b), the cells at its ends
