@@ -208,7 +208,8 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	}
 	nextStep := start + int64(accuracyTick)
 	last := start
-	firstLag := map[string]time.Duration{} // when each GPU's GPM lag was first taken
+	firstLag := map[string]time.Duration{}   // when each GPU's GPM lag was first taken
+	firstValue := map[string]time.Duration{} // and what it was then
 	tail := int64(pcfg.MaxWait) + 2*interval
 	for t0 := min(nextScrape, nextTick, nextStep); t0 <= end+tail; t0 = min(nextScrape, nextTick, nextStep) {
 		clock.Store(t0)
@@ -244,6 +245,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 		for k, g := range c.ingest.gpus {
 			if _, seen := firstLag[k.GPU]; !seen && g.gpm.lag != 0 {
 				firstLag[k.GPU] = time.Duration(t0 - start)
+				firstValue[k.GPU] = g.gpm.lag
 			}
 		}
 		c.ingest.mu.Unlock()
@@ -256,7 +258,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 			taken, ok := firstLag[k.GPU]
 			at := "never"
 			if ok {
-				at = taken.Round(time.Second).String()
+				at = taken.Round(time.Second).String() + " at " + firstValue[k.GPU].Round(time.Millisecond).String()
 			}
 			from, spans := "none", "none"
 			if g.gpm.prefills.ok {
