@@ -215,15 +215,24 @@ func (l *prefillLag) solve() {
 	if l.n < prefillMinReadings {
 		return
 	}
+	if lag, bestR, worstR, ok := l.peak(); ok && bestR >= prefillMinCorrelation && bestR-worstR >= prefillContrast {
+		l.lag, l.ok = lag, true
+	}
+}
+
+// peak is the candidate lag where the correlation over the readings read
+// so far is highest, that correlation and the lowest; ok is false while
+// either side has not varied.
+func (l *prefillLag) peak() (lag time.Duration, bestR, worstR float64, ok bool) {
 	vy := l.n*l.syy - l.sy*l.sy
 	if vy <= 0 {
-		return
+		return 0, 0, 0, false
 	}
 	best, bestR, worstR := -1, math.Inf(-1), math.Inf(1)
 	for i := range prefillLags {
 		vx := l.n*l.sxx[i] - l.sx[i]*l.sx[i]
 		if vx <= 0 {
-			return
+			return 0, 0, 0, false
 		}
 		r := (l.n*l.sxy[i] - l.sx[i]*l.sy) / math.Sqrt(vx*vy)
 		if r > bestR {
@@ -231,10 +240,7 @@ func (l *prefillLag) solve() {
 		}
 		worstR = min(worstR, r)
 	}
-	if bestR < prefillMinCorrelation || bestR-worstR < prefillContrast {
-		return
-	}
-	l.lag, l.ok = time.Duration(best)*prefillLagStep, true
+	return time.Duration(best) * prefillLagStep, bestR, worstR, true
 }
 
 // mod is x mod n in [0, n).

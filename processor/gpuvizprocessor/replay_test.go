@@ -478,6 +478,39 @@ func alignGPM(run hardwareRun, lag time.Duration) hardwareRun {
 	return out
 }
 
+// TestHardwareRunPrefillLag: on the H200, the spans' clock reads each
+// run's GPM lag through the processor's own path (spans and readings
+// replayed in time order, prefillLag's sums): the correlation peaks
+// clearly (well past prefillMinCorrelation and prefillContrast) above what
+// the synthetic requests' edges measure (measuredGPMLag), by less than
+// 20 ms: the side a lag costs more on, but within the flat top of
+// TestHardwareRunGPMLagErrsLow. A window that opens before the host has
+// prepared the step puts its tokens early. A run gives about a hundred
+// readings, short of prefillMinReadings, so the replays themselves do not
+// take it.
+func TestHardwareRunPrefillLag(t *testing.T) {
+	for _, name := range []string{"pertick", "perflush", "samples"} {
+		t.Run(name, func(t *testing.T) {
+			run := loadHardwareRun(t, name)
+			sentTokens(&run)
+			measured := measuredGPMLag(t, run)
+			_, c := replayHardwareRun(t, run, nil)
+			require.Len(t, c.ingest.gpus, 1)
+			for _, g := range c.ingest.gpus {
+				l := &g.gpm.prefills
+				lag, bestR, worstR, ok := l.peak()
+				require.True(t, ok)
+				t.Logf("the spans read %v over %v readings (correlation %.3f, weakest %.3f); the edges measure %v", lag, l.n, bestR, worstR, measured.Round(time.Millisecond))
+				assert.GreaterOrEqual(t, bestR, prefillMinCorrelation)
+				assert.GreaterOrEqual(t, bestR-worstR, prefillContrast)
+				assert.GreaterOrEqual(t, lag, measured, "the spans read high")
+				assert.Less(t, lag, measured+20*time.Millisecond, "by less than 20 ms")
+				assert.False(t, l.ok, "a run's readings are too few to take it")
+			}
+		})
+	}
+}
+
 // TestHardwareRunGPMLag: on the H200, GPM readings describe the GPU
 // 58-115 ms before their timestamps (the tick that reads them), measured
 // per run at the synthetic requests' synchronised edges (measuredGPMLag). That lag
