@@ -28,7 +28,6 @@ type prefillLag struct {
 	// next one's stretch starts.
 	readings []gpmPoint
 	last     gpmPoint
-	newest   int64 // the newest reading's stamp
 	// Sums over the readings read: of dy (the change of tensor activity
 	// from the reading before), and per candidate lag of dx (the change of
 	// the prompt tokens per second under them).
@@ -92,12 +91,18 @@ func spreadPrefill(start, end int64, tokens float64, buf []float32) prefillSprea
 // older than the ring or farther ahead of the readings than a clock's
 // skew are not kept.
 func (l *prefillLag) prefilled(sp prefillSpread) {
-	if len(sp.tokens) == 0 || l.newest == 0 || sp.end > l.newest+int64(prefillFuture) {
+	// The newest reading is never read yet (prefillSettle), so it is the
+	// last one waiting.
+	if len(sp.tokens) == 0 || len(l.readings) == 0 {
+		return
+	}
+	newest := l.readings[len(l.readings)-1].t
+	if sp.end > newest+int64(prefillFuture) {
 		return
 	}
 	if l.tokens == nil {
 		l.tokens = make([]float32, prefillCells)
-		l.front = floorDiv(l.newest, int64(prefillCell))
+		l.front = floorDiv(newest, int64(prefillCell))
 	}
 	l.advance(sp.first + int64(len(sp.tokens)) - 1)
 	if sp.first <= l.front-prefillCells {
@@ -133,7 +138,6 @@ func (l *prefillLag) read(t int64, v float64) {
 		return // out of order: the ring has moved on
 	}
 	l.readings = append(l.readings, gpmPoint{t, v})
-	l.newest = t
 	if l.tokens != nil {
 		l.advance(floorDiv(t, int64(prefillCell)))
 	}

@@ -35,13 +35,8 @@ func servePrefills(l *prefillLag, minutes float64, tick, lag time.Duration, rela
 		ws = append(ws, window{t, t + d, float64(100 + rng.IntN(3900)), t + d + int64(500+rng.IntN(9500))*int64(time.Millisecond)})
 		t += d + int64(rng.ExpFloat64()*float64(300*time.Millisecond))
 	}
-	// busy is the prefilling share of [a, b).
 	busy := func(a, b int64) float64 {
-		var s int64
-		for _, w := range ws {
-			s += max(0, min(b, w.end)-max(a, w.start))
-		}
-		return float64(s) / float64(b-a)
+		return prefillingShare(a, b, len(ws), func(i int) (int64, int64) { return ws[i].start, ws[i].end })
 	}
 	next := 0 // the next span to come, in the order they come
 	byArrival := make([]int, len(ws))
@@ -62,6 +57,17 @@ func servePrefills(l *prefillLag, minutes float64, tick, lag time.Duration, rela
 		}
 		l.read(t, v)
 	}
+}
+
+// prefillingShare is the share of [a, b) (Unix ns) that n prefill
+// windows, window(i) each, cover.
+func prefillingShare(a, b int64, n int, window func(i int) (start, end int64)) float64 {
+	var s int64
+	for i := range n {
+		start, end := window(i)
+		s += max(0, min(b, end)-max(a, start))
+	}
+	return float64(s) / float64(b-a)
 }
 
 func TestPrefillLagReadsTheLagFromTheSpans(t *testing.T) {
@@ -132,13 +138,10 @@ func TestGPMLagIsLearnedFromTheSpansPrefills(t *testing.T) {
 		reqs = append(reqs, request{at, at.Add(10 * time.Millisecond)})
 	}
 	const prefill = 50 * time.Millisecond
-	busy := func(from, to time.Time) float64 { // the prefilling share of [from, to)
-		var d time.Duration
-		for _, r := range reqs {
-			lo, hi := max(from.UnixNano(), r.prefillStart.UnixNano()), min(to.UnixNano(), r.prefillStart.Add(prefill).UnixNano())
-			d += time.Duration(max(0, hi-lo))
-		}
-		return d.Seconds() / to.Sub(from).Seconds()
+	busy := func(from, to time.Time) float64 {
+		return prefillingShare(from.UnixNano(), to.UnixNano(), len(reqs), func(i int) (int64, int64) {
+			return reqs[i].prefillStart.UnixNano(), reqs[i].prefillStart.Add(prefill).UnixNano()
+		})
 	}
 	const tick = 250 * time.Millisecond
 	next := 0
