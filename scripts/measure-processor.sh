@@ -22,7 +22,8 @@
 # peak RSS (VmHWM, over the whole run). Each run's line also gives the spans
 # the processor enriched and passed unenriched in the window (the reasons
 # counted since the collector started: no_gpu during the first second, before
-# any GPU data, is expected; overflow means max_pending_spans was reached). Runs alternate A, B_on, B_off for
+# any GPU data, is expected; overflow means max_pending_spans was reached) and, for B, how long
+# its batches were held on average (otelcol_processor_gpuviz_hold_duration). Runs alternate A, B_on, B_off for
 # PAIRS rounds per rate; the tables give medians and the ratios to A.
 #
 # The script stops, loudly, if the collector exits, its receiver refuses a
@@ -140,6 +141,8 @@ run_one() {
   c0=$(ticks "$cpid") l0=$(ticks "$lpid") t0=$(date +%s.%N)
   a0=$(metric otelcol_receiver_accepted_spans) e0=$(metric otelcol_processor_gpuviz_spans_enriched)
   u0=$(metric otelcol_processor_gpuviz_spans_unenriched)
+  local hs0 hc0
+  hs0=$(metric otelcol_processor_gpuviz_hold_duration_sum) hc0=$(metric otelcol_processor_gpuviz_hold_duration_count)
   sleep "$run_s"
   alive "$cpid" || die "$variant at $rate/s: the collector exited during the run"
   alive "$lpid" || die "$variant at $rate/s: the load generator exited during the run"
@@ -149,6 +152,11 @@ run_one() {
   a1=$(metric otelcol_receiver_accepted_spans) e1=$(metric otelcol_processor_gpuviz_spans_enriched)
   refused=$(metric otelcol_receiver_refused_spans)
   unenriched=$(($(metric otelcol_processor_gpuviz_spans_unenriched) - u0)) why=$(reasons)
+  local held=""
+  if (($(metric otelcol_processor_gpuviz_hold_duration_count) > hc0)); then
+    held=$(awk -v s="$(($(metric otelcol_processor_gpuviz_hold_duration_sum) - hs0))" \
+      -v n="$(($(metric otelcol_processor_gpuviz_hold_duration_count) - hc0))" 'BEGIN { printf ", batches held %.1f s on average", s / n }')
+  fi
   hwm=$(awk '/^VmHWM/{print $2}' "/proc/$cpid/status")
 
   local rc=0
@@ -172,9 +180,9 @@ run_one() {
     -v c="$((c1 - c0))" -v l="$((l1 - l0))" -v hz="$hz" -v h="$hwm" -v e="$((e1 - e0))" 'BEGIN {
       el = t1 - t0
       printf "%s\t%s\t%s\t%.3f\t%d\t%.3f\t%.2f\t%d\t%.3f\t%d\n", v, r, k, el, n, c / hz, 1e6 * c / hz / n, h, l / hz, e }' >> "$results"
-  tail -n 1 "$results" | awk -F'\t' -v target="$rate" -v u="$unenriched" -v why="$why" '{
-    printf "  %-5s round %s: %7.0f spans/s, collector %5.1f%% of a core, %6.2f us/span, peak RSS %6.1f MiB, loadgen %5.1f%%, enriched %d, unenriched %s (since the start: %s)\n",
-      $1, $3, $5 / $4, 100 * $6 / $4, $7, $8 / 1024, 100 * $9 / $4, $10, u, (why != "" ? why : "none")
+  tail -n 1 "$results" | awk -F'\t' -v target="$rate" -v u="$unenriched" -v why="$why" -v held="$held" '{
+    printf "  %-5s round %s: %7.0f spans/s, collector %5.1f%% of a core, %6.2f us/span, peak RSS %6.1f MiB, loadgen %5.1f%%, enriched %d, unenriched %s (since the start: %s)%s\n",
+      $1, $3, $5 / $4, 100 * $6 / $4, $7, $8 / 1024, 100 * $9 / $4, $10, u, (why != "" ? why : "none"), held
     if ($5 / $4 < 0.95 * target) printf "  WARNING: %.0f spans/s is under 95%% of the %d asked for: the load generator did not keep up\n", $5 / $4, target
     if ($1 != "A" && $10 < $5 / 2) printf "  WARNING: the processor enriched %d of the %d spans in the window: it was still holding them (the warm-up hold, attribution.warmup_wait, 45 s by default, while under half of max_pending_spans); raise WARMUP past it\n", $10, $5 }'
 }

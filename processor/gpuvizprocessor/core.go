@@ -515,6 +515,7 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 		if !b.enriched {
 			c.annotateBatch(b, v)
 			b.enriched = true
+			c.recordHold(b, now)
 		}
 		c.forward(now, b, force(b))
 		// Handed on (or back in the hold): its spans, now grown by what

@@ -19,8 +19,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
 )
 
 // spanCounter records, each time a batch is handed on, how many spans
@@ -64,6 +67,37 @@ func TestReleaseWritesEachBatchAsItLeaves(t *testing.T) {
 	// phase spans (queue, prefill, decode).
 	require.Len(t, next.seen, 3, "one release of the three batches")
 	assert.Equal(t, [][]int{{4, 1, 1}, {4, 4, 1}, {4, 4, 4}}, next.seen)
+}
+
+// Each batch's hold is recorded once, when it is first handed on: from
+// when it came to the release of its settle group.
+func TestEachBatchsHoldIsRecorded(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	next := &spanCounter{}
+	for i := range 3 {
+		*now = base.Add(time.Duration(21+i) * time.Second)
+		td := ptrace.NewTraces()
+		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
+		require.NoError(t, c.consumeTraces(context.Background(), td, next))
+	}
+	// The settle group opened with the first batch, at 21 s, and closes
+	// 5 s later: the batches that came at 21, 22 and 23 s leave at 26 s.
+	for step := range 8 {
+		c.tick(base.Add(time.Duration(21+step) * time.Second))
+	}
+	require.Len(t, next.seen, 3)
+	metadatatest.AssertEqualProcessorGpuvizHoldDuration(t, tel, []metricdata.HistogramDataPoint[float64]{{
+		Count:        3,
+		Sum:          12,
+		Min:          metricdata.NewExtrema(3.0),
+		Max:          metricdata.NewExtrema(5.0),
+		Bounds:       []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
+		BucketCounts: []uint64{0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	}}, metricdatatest.IgnoreTimestamp())
 }
 
 // gcWatcher, each time a batch is handed on, collects garbage and records

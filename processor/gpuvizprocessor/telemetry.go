@@ -47,6 +47,12 @@ func (c *core) countEnriched(ctx context.Context, spans, phaseSpans int) {
 	}
 }
 
+// recordHold records how long batch b was held, at its first release at
+// now.
+func (c *core) recordHold(b *heldBatch, now time.Time) {
+	c.tel.ProcessorGpuvizHoldDuration.Record(context.Background(), now.Sub(b.arrived).Seconds())
+}
+
 func (c *core) countRefused(spans int) {
 	c.tel.ProcessorGpuvizSpansRefused.Add(context.Background(), int64(spans))
 }

@@ -33,6 +33,7 @@ type TelemetryBuilder struct {
 	ProcessorGpuvizGpuPoints         metric.Int64Counter
 	ProcessorGpuvizGpuPointsRefused  metric.Int64Counter
 	ProcessorGpuvizGpus              metric.Int64ObservableGauge
+	ProcessorGpuvizHoldDuration      metric.Float64Histogram
 	ProcessorGpuvizPendingSpans      metric.Int64ObservableGauge
 	ProcessorGpuvizPhaseSpansAdded   metric.Int64Counter
 	ProcessorGpuvizRequestsFolded    metric.Int64Counter
@@ -163,6 +164,13 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_processor_gpuviz_gpus",
 		metric.WithDescription("GPUs in the timeline. [Development]"),
 		metric.WithUnit("{gpu}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ProcessorGpuvizHoldDuration, err = builder.meter.Float64Histogram(
+		"otelcol_processor_gpuviz_hold_duration",
+		metric.WithDescription("How long each batch of inference spans was held before it was first handed on (one observation per batch; its spans were held as long), from when it came to its release, that is its settle group (attribution.settle_window), the wait for its GPUs' energy to cover its spans (at most max_wait) and, after a start, the warm-up hold (attribution.warmup_wait). The latency the processor adds to the spans it enriches. [Development]"),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries([]float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60}...),
 	)
 	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizPendingSpans, err = builder.meter.Int64ObservableGauge(

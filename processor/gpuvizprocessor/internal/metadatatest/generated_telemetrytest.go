@@ -97,6 +97,21 @@ func AssertEqualProcessorGpuvizGpus(t *testing.T, tt *componenttest.Telemetry, d
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualProcessorGpuvizHoldDuration(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.HistogramDataPoint[float64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_processor_gpuviz_hold_duration",
+		Description: "How long each batch of inference spans was held before it was first handed on (one observation per batch; its spans were held as long), from when it came to its release, that is its settle group (attribution.settle_window), the wait for its GPUs' energy to cover its spans (at most max_wait) and, after a start, the warm-up hold (attribution.warmup_wait). The latency the processor adds to the spans it enriches. [Development]",
+		Unit:        "s",
+		Data: metricdata.Histogram[float64]{
+			Temporality: metricdata.CumulativeTemporality,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_processor_gpuviz_hold_duration")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualProcessorGpuvizPendingSpans(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_pending_spans",

@@ -35,6 +35,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGpuvizExemplarsAttached.Add(context.Background(), 1)
 	tb.ProcessorGpuvizGpuPoints.Add(context.Background(), 1)
 	tb.ProcessorGpuvizGpuPointsRefused.Add(context.Background(), 1)
+	tb.ProcessorGpuvizHoldDuration.Record(context.Background(), 1)
 	tb.ProcessorGpuvizPhaseSpansAdded.Add(context.Background(), 1)
 	tb.ProcessorGpuvizRequestsFolded.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansEnriched.Add(context.Background(), 1)
@@ -54,6 +55,9 @@ func TestSetupTelemetry(t *testing.T) {
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizGpus(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualProcessorGpuvizHoldDuration(t, testTel,
+		[]metricdata.HistogramDataPoint[float64]{{}}, metricdatatest.IgnoreValue(),
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizPendingSpans(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
