@@ -44,6 +44,23 @@ func (s *spanCounter) ConsumeTraces(context.Context, ptrace.Traces) error {
 	return nil
 }
 
+// sendThreeBatches gives c a GPU's first 21 s from base and then, from 21
+// s on and apart from each other, three batches of one vLLM span each,
+// ending at 2, 3 and 4 s, for next; it returns the batches.
+func sendThreeBatches(t *testing.T, c *core, now *time.Time, base time.Time, apart time.Duration, next consumer.Traces) []ptrace.Traces {
+	t.Helper()
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	var out []ptrace.Traces
+	for i := range 3 {
+		*now = base.Add(21*time.Second + time.Duration(i)*apart)
+		td := ptrace.NewTraces()
+		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
+		out = append(out, td)
+		require.NoError(t, c.consumeTraces(context.Background(), td, next))
+	}
+	return out
+}
+
 // A release computes its settle group's results together but writes them
 // (phase spans, attributes) batch by batch as each leaves: the batches
 // still to go are as they came, so a release of many batches never holds
@@ -51,15 +68,8 @@ func (s *spanCounter) ConsumeTraces(context.Context, ptrace.Traces) error {
 func TestReleaseWritesEachBatchAsItLeaves(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, _ := virtualCore(t, nil)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	*now = base.Add(21 * time.Second)
 	next := &spanCounter{}
-	for i := range 3 {
-		td := ptrace.NewTraces()
-		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
-		next.batches = append(next.batches, td)
-		require.NoError(t, c.consumeTraces(context.Background(), td, next))
-	}
+	next.batches = sendThreeBatches(t, c, now, base, 0, next)
 	for step := range 8 {
 		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
 	}
@@ -76,14 +86,8 @@ func TestEachBatchsHoldIsRecorded(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	next := &spanCounter{}
-	for i := range 3 {
-		*now = base.Add(time.Duration(21+i) * time.Second)
-		td := ptrace.NewTraces()
-		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
-		require.NoError(t, c.consumeTraces(context.Background(), td, next))
-	}
+	sendThreeBatches(t, c, now, base, time.Second, next)
 	// The settle group opened with the first batch, at 21 s, and closes
 	// 5 s later: the batches that came at 21, 22 and 23 s leave at 26 s.
 	for step := range 8 {
@@ -126,14 +130,8 @@ func (w *gcWatcher) ConsumeTraces(context.Context, ptrace.Traces) error {
 func TestReleaseLetsGoOfEachBatchItHandsOn(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, _ := virtualCore(t, nil)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	*now = base.Add(21 * time.Second)
 	next := &gcWatcher{}
-	for i := range 3 {
-		td := ptrace.NewTraces()
-		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
-		require.NoError(t, c.consumeTraces(context.Background(), td, next))
-	}
+	sendThreeBatches(t, c, now, base, 0, next)
 	c.mu.Lock()
 	for _, b := range c.hold.batches {
 		next.held = append(next.held, weak.Make(b))
