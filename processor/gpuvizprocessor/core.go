@@ -390,10 +390,14 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 	if now.Before(b.group.Add(c.cfg.Attribution.SettleWindow)) {
 		return false
 	}
+	holdLong := c.hold.n <= c.hold.max/2
 	for i := range b.spans {
 		hs := &b.spans[i]
 		c.matchSpan(hs, nil, now)
 		if hs.set == nil {
+			return false
+		}
+		if holdLong && now.Before(hs.req.End.Add(runningHold(hs.req))) && c.pipeline.understated(hs.set) {
 			return false
 		}
 		t, ok := settled[hs.set]
@@ -417,6 +421,27 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 		}
 	}
 	return true
+}
+
+// runningHoldShare is how much of its running time (its prefill and
+// decode) a span waits after it ended where its GPUs' forecasts of the
+// weight still to come fall short (pipeline.understated): the requests it
+// shared bins with, which run about as long, have then mostly reported.
+// It is held at most until its deadline (max_wait), and only while the
+// hold is at most half full (docs/attribution.md, "Long requests").
+const runningHoldShare = 0.5
+
+// runningHold is how long after it ended a span of req waits where its
+// GPUs' forecasts fall short: runningHoldShare of its time out of the
+// queue.
+func runningHold(req inference.Request) time.Duration {
+	start := req.Start
+	for _, ph := range req.Phases {
+		if ph.Name == inference.PhaseQueue {
+			start = ph.End
+		}
+	}
+	return time.Duration(runningHoldShare * float64(req.End.Sub(start)))
 }
 
 // warms reports whether a span of b matched GPUs whose fits are warming

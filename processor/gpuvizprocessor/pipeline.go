@@ -85,6 +85,19 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 	return s.groups
 }
 
+// understated reports whether a group of the set's GPUs has forecast its
+// bins' final weight short (attribution.Group.Understated): its requests
+// run long enough that many are still running when their neighbours are
+// released.
+func (p *pipeline) understated(s *gpuSet) bool {
+	for _, g := range p.groupsOf(s) {
+		if g.Understated() {
+			return true
+		}
+	}
+	return false
+}
+
 // warming reports whether the set's GPUs are warming up at now: a group
 // of them is learning (attribution.Group.Learning: it has not learned, but
 // has the traffic to learn from), they measure the tensor and DRAM activity

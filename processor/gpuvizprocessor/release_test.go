@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/featuregate"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
@@ -338,4 +339,95 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 			assert.Equal(t, 4*tc.requests, sink.SpanCount(), "let go once warmup_wait has passed since it arrived")
 		})
 	}
+}
+
+// A span waits past its settle window, for half its running time after it
+// ended (within max_wait), where its GPUs' forecasts of the weight still to
+// come have fallen short: here because a request that ran beside an
+// earlier one reported only after that one was released. Where every
+// request had reported, it leaves as its window closes. A first request
+// teaches the activity fit, whose forecasts are the ones scored.
+func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		late      bool
+		leavesAtS int
+	}{
+		{"a neighbour reported late", true, 170},
+		{"every neighbour on time", false, 155},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+			c, now, _ := virtualCore(t, func(cfg *Config) {
+				// Bins leave the window 65 s behind, where their
+				// forecasts are scored.
+				cfg.Attribution.FinalizeAfter = 5 * time.Second
+				cfg.Attribution.Horizon = 65 * time.Second
+			})
+			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 180))
+			sink := &releaseClock{now: now, trace: 3}
+			send := func(trace byte, start, decode float64, tokens int64) {
+				td := ptrace.NewTraces()
+				vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), 0, 0.5, decode, tokens)
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			}
+			for s := range 180 {
+				*now = base.Add(time.Duration(s) * time.Second)
+				c.ingest.consume(context.Background(), pointsAt(metrics, pcommon.NewTimestampFromTime(*now)))
+				switch {
+				case s == 15 || s == 30:
+					// 0-15 and 15-30 s, 20 tokens a second: the fit learns
+					// from the bins not yet final when each arrives.
+					send(byte(s), float64(s-15), 14.5, 290)
+				case s == 53:
+					send(1, 41, 10.5, 210) // 41-52 s
+				case s == 71 && tc.late:
+					send(2, 41, 28.5, 570) // 41-70 s
+				case s == 150:
+					send(3, 110, 39.5, 790) // 110-150 s: running 40 s
+				}
+				c.tick(*now)
+			}
+			require.False(t, sink.at.IsZero(), "the last span was handed on")
+			assert.Equal(t, base.Add(time.Duration(tc.leavesAtS)*time.Second), sink.at)
+		})
+	}
+}
+
+// releaseClock records when the span of trace is handed on.
+type releaseClock struct {
+	now   *time.Time
+	trace byte
+	at    time.Time
+}
+
+func (r *releaseClock) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+
+func (r *releaseClock) ConsumeTraces(_ context.Context, td ptrace.Traces) error {
+	forEachSpan(td, func(sp ptrace.Span) {
+		if sp.Name() == "llm_request" && sp.TraceID()[0] == r.trace {
+			r.at = *r.now
+		}
+	})
+	return nil
+}
+
+// pointsAt is md with only its data points stamped ts.
+func pointsAt(md pmetric.Metrics, ts pcommon.Timestamp) pmetric.Metrics {
+	out := pmetric.NewMetrics()
+	md.CopyTo(out)
+	other := func(dp pmetric.NumberDataPoint) bool { return dp.Timestamp() != ts }
+	for _, rm := range out.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				switch m.Type() {
+				case pmetric.MetricTypeGauge:
+					m.Gauge().DataPoints().RemoveIf(other)
+				case pmetric.MetricTypeSum:
+					m.Sum().DataPoints().RemoveIf(other)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -45,7 +45,7 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 120
+	GroupBinBytes = 128
 	GPUBinBytes   = 32
 )
 
@@ -129,6 +129,10 @@ type groupBin struct {
 	// How many of the group's GPUs froze the bin waiting (idle or
 	// host_bound), with energy measured, with a label, and booked it final.
 	waiting, frozen, known, labelled, final uint16
+	// forecast is the bin's final weight as the first release that read
+	// it estimated it (finalWeight); 0 until then. It is scored against the
+	// weight the bin has when it leaves the window (forecastScore).
+	forecast float32
 	// toCome is the bin's weight still to come (Group.toCome) as of the
 	// ledger's epoch toComeAt: the requests released in one round read it
 	// once, not once each.
@@ -213,6 +217,8 @@ type Group struct {
 	load     loadModel  // the bins' final weight (finalWeight)
 	cost     loadModel  // the bins' final cost in their steps (finalCost)
 	chunks   chunkModel // the bins' final chunked share (steps)
+	// forecasts scores the group's forecasts of its bins' final weight.
+	forecasts forecastScore
 	// learnedTo is the first bin the fits have not been offered yet
 	// (learn); busyBins counts the bins requests were admitted to (Learning).
 	learnedTo int64
@@ -369,7 +375,7 @@ func (grp *Group) within(mark uint64) bool {
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
 	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival,
-		load: grp.load, cost: grp.cost, chunks: grp.chunks, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
+		load: grp.load, cost: grp.cost, chunks: grp.chunks, forecasts: grp.forecasts, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {
@@ -465,6 +471,12 @@ func (l *Ledger) reach(from, to int64) (int64, int64) {
 	if to > l.hi {
 		if to-l.lo > l.n {
 			newLo := to - l.n
+			for _, grp := range l.groups {
+				for i := l.lo; i < min(newLo, l.hi); i++ {
+					sb := grp.at(i)
+					grp.forecasts.add(sb.forecast, sb.weight)
+				}
+			}
 			for _, g := range l.gpus {
 				g.finalize(min(newLo, l.hi), true)
 				g.finalTo = max(g.finalTo, newLo)
@@ -918,18 +930,37 @@ func (g *GPU) learnFloor(watts float64) {
 // that ran in it has arrived: from its GPUs' activity where all of them
 // measured it and the group's load model has learned (what was admitted
 // and the weight still to come, toCome), else from the arrival curve;
-// never less than what has been admitted.
+// never less than what has been admitted. The bin keeps the first of these
+// forecasts to be scored (forecastScore), unless the fit was still warming
+// up or the curve had not learned.
 func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 	if sb.activity.gpus == gpus {
-		if sb.toComeAt == grp.l.epoch {
-			return sb.weight + sb.toCome
-		}
-		if w, ok := grp.load.predict(sb.activity); ok {
+		if sb.toComeAt != grp.l.epoch {
+			w, ok := grp.load.predict(sb.activity)
+			if !ok {
+				// Warming up: the curve stands in until the fit has
+				// learned, and its forecast is not scored.
+				return sb.weight / grp.arrival.known(pb)
+			}
 			sb.toCome, sb.toComeAt = grp.toCome(pb.i, w-sb.weight, gpus), grp.l.epoch
-			return sb.weight + sb.toCome
 		}
+		return sb.forecasts(sb.weight + sb.toCome)
 	}
-	return sb.weight / grp.arrival.known(pb)
+	w := sb.weight / grp.arrival.known(pb)
+	if sb.activity.gpus == 0 && grp.arrival.learned >= minLearned {
+		// GPUs without GPM: the curve is their forecast once it has learned.
+		return sb.forecasts(w)
+	}
+	return w
+}
+
+// forecasts keeps w as the bin's first forecast of its final weight, for
+// forecastScore, and returns it.
+func (sb *groupBin) forecasts(w float64) float64 {
+	if sb.forecast == 0 {
+		sb.forecast = float32(w)
+	}
+	return w
 }
 
 // toCome is the weight still to come in bin i, whose prediction exceeds
@@ -1160,6 +1191,13 @@ func (l *Ledger) Learned() bool {
 	}
 	return true
 }
+
+// Understated reports whether the group's forecasts of its bins' final
+// weight, made when a release first read them, have fallen short of the
+// weight the bins had when they left the window (forecastScore): requests
+// still running when their neighbours were released took more than the
+// forecasts left for them.
+func (grp *Group) Understated() bool { return grp.forecasts.understated() }
 
 // Learned reports whether the group's fits have learned enough final bins
 // to say how a bin's activity predicts its final weight; until then a

@@ -838,3 +838,49 @@ func TestAgeBelowFindsTheClassFromAnyStart(t *testing.T) {
 		}
 	}
 }
+
+// A group's forecasts of its bins' final weight are scored once the bins
+// leave the window (here the arrival curve's, a GPU without GPM): where a request the first release could not see (it
+// was still running) brought weight later, they count as understated;
+// where every request was admitted before that release, they do not.
+func TestForecastsThatMissedLateRequestsAreUnderstated(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		lateArrival bool
+		taught      bool // the curve has learned before the release
+		understated bool
+	}{
+		{"a request still running when its neighbour was released", true, true, true},
+		{"every request known at the release", false, true, false},
+		{"a forecast from before the curve learned is not scored", true, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(1)
+			// Twenty earlier requests, each admitted as it ended, teach
+			// the arrival curve that a bin's weight is in by then: on a
+			// GPU without GPM the curve is the forecast once it has.
+			taught := 0
+			if tc.taught {
+				taught = 20
+			}
+			for i := range taught {
+				admit(b, []Piece{{Start: at(float64(i) - 30), End: at(float64(i) - 29.5), Rate: 10}}, at(float64(i)-29.5))
+			}
+			short := []Piece{{Start: at(0), End: at(12), Rate: 10}}
+			long := []Piece{{Start: at(0), End: at(30), Rate: 10}}
+			if !tc.lateArrival {
+				admit(b, long, at(31))
+			}
+			admit(b, short, at(13))
+			freeze(b, 0, 14, 100)
+			release(b, short, at(14), make([]float64, 1))
+			if tc.lateArrival {
+				admit(b, long, at(31))
+			}
+			assert.False(t, b.group.Understated(), "scored only once its bins leave the window")
+			// A request two minutes on moves the one-minute window past them.
+			admit(b, []Piece{{Start: at(120), End: at(121), Rate: 10}}, at(121))
+			assert.Equal(t, tc.understated, b.group.Understated())
+		})
+	}
+}

@@ -103,6 +103,43 @@ func (m *loadModel) predict(a groupActivity) (float64, bool) {
 	return m.ct*float64(a.tensor) + m.cd*float64(a.dram), true
 }
 
+// forecastScore compares a group's forecasts of its bins' final weight,
+// as the first release that read each bin made them, with the weight each
+// bin had when it left the window, a horizon later, by then every
+// request's that ran in it: decayed sums, as the fits keep theirs.
+type forecastScore struct {
+	forecast, final float64
+	n               float64 // bins scored, decayed
+}
+
+// forecastDecay is each scored bin's fading: a half-life of about 6,000
+// bins, ten minutes at 100 ms. The score says how long a workload's
+// requests run against the settle window, which changes slowly; a burst's
+// passing shortfall should not make its spans wait.
+const forecastDecay = 0.999885
+
+// understatedBelow is how little of the final weight the forecasts may
+// have taken before they count as understated: a twentieth less, about
+// what the median request's energy may be off (docs/attribution.md).
+const understatedBelow = 0.95
+
+// add scores a bin's forecast against its final weight; a bin no release
+// read, or one nobody ran in, is not scored.
+func (s *forecastScore) add(forecast float32, final float64) {
+	if forecast <= 0 || final <= 0 {
+		return
+	}
+	s.forecast = s.forecast*forecastDecay + float64(forecast)
+	s.final = s.final*forecastDecay + final
+	s.n = s.n*forecastDecay + 1
+}
+
+// understated reports whether the forecasts have taken less than
+// understatedBelow of the final weight, over as many bins as a fit needs.
+func (s *forecastScore) understated() bool {
+	return s.n >= minLoadBins && s.forecast < understatedBelow*s.final
+}
+
 // chunkModel predicts the share of a bin's time its steps carried prompt
 // chunks from its GPUs' activity, fitted through the origin over the
 // group's final bins (their chunks all admitted). A chunked step is
