@@ -367,8 +367,9 @@ func (c *core) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time
 }
 
 // ready reports whether every span of the batch has matched, its settle
-// group has closed, its GPUs' energy is in up to its end and their fits
-// are not warming up; the caller holds c.mu. settled caches the sets'
+// group has closed, its GPUs' energy is in up to its end, their fits are
+// not warming up and, where their forecasts fell short, its spans have
+// waited their runningHold; the caller holds c.mu. settled caches the sets'
 // settled times for one release, warming the sets' warm-up (nil: no group
 // is warming, or the hold is too full to wait for one).
 func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time, warming map[*gpuSet]bool) bool {
@@ -390,7 +391,7 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 	if now.Before(b.group.Add(c.cfg.Attribution.SettleWindow)) {
 		return false
 	}
-	holdLong := c.hold.n <= c.hold.max/2
+	holdLong := c.hold.roomToWait()
 	for i := range b.spans {
 		hs := &b.spans[i]
 		c.matchSpan(hs, nil, now)
@@ -518,7 +519,7 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	waiting := map[time.Time]bool{} // settle groups with a batch not ready
 	settled := map[*gpuSet]time.Time{}
 	var warming map[*gpuSet]bool
-	if c.cfg.Attribution.WarmupWait > 0 && c.hold.n <= c.hold.max/2 && !c.pipeline.ledger.Learned() {
+	if c.cfg.Attribution.WarmupWait > 0 && c.hold.roomToWait() && !c.pipeline.ledger.Learned() {
 		// Held for the fits only while the hold is at most half full.
 		warming = map[*gpuSet]bool{}
 	}

@@ -94,6 +94,12 @@ func (h *hold) admit(b *heldBatch) bool {
 	return true
 }
 
+// roomToWait reports whether the hold is at most half full: only then do
+// batches wait beyond their settle group and energy, for their GPUs' fits
+// to warm up or for long requests' neighbours, so that those waits never
+// fill it.
+func (h *hold) roomToWait() bool { return h.n <= h.max/2 }
+
 // take removes and returns the batches ready says to release, in arrival
 // order.
 func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
