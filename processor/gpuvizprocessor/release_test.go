@@ -351,10 +351,13 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		late      bool
+		pending   int // max_pending_spans; 0: the default
 		leavesAtS int
 	}{
-		{"a neighbour reported late", true, 170},
-		{"every neighbour on time", false, 155},
+		{"a neighbour reported late", true, 0, 170},
+		{"every neighbour on time", false, 0, 155},
+		// One span held fills the hold past half: nothing waits then.
+		{"a neighbour reported late, the hold over half full", true, 1, 155},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
@@ -363,6 +366,9 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 				// forecasts are scored.
 				cfg.Attribution.FinalizeAfter = 5 * time.Second
 				cfg.Attribution.Horizon = 65 * time.Second
+				if tc.pending > 0 {
+					cfg.MaxPendingSpans = tc.pending
+				}
 			})
 			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 180))
 			sink := &releaseClock{now: now, trace: 3}
