@@ -19,7 +19,8 @@ type Config struct {
 	// collection intervals, so the scrape after the span ended has arrived.
 	// Where a span's GPUs are fed less often (dcgm-exporter scrapes every
 	// 30 s), the wait grows to two of their observed sample spacings, up
-	// to two history.max_span (core.wait).
+	// to two history.max_span (core.wait); so may a long request's where
+	// its GPUs' forecasts fell short (docs/attribution.md, "Long requests").
 	MaxWait time.Duration `mapstructure:"max_wait"`
 	// MaxPendingSpans bounds the spans held at once: every span of a held
 	// batch, inference span or not. Past it, new batches pass through
@@ -242,7 +243,7 @@ func createDefaultConfig() *Config {
 
 // maxHold is the longest a span is held for its GPUs' data: max_wait, or
 // two of a slower source's sample spacings, at most two history.max_span
-// (core.wait).
+// (core.wait); a long request's wait stays within it too (core.ready).
 func (cfg *Config) maxHold() time.Duration {
 	return max(cfg.MaxWait, 2*cfg.History.MaxSpan)
 }
@@ -274,7 +275,8 @@ func (cfg *Config) recognizer() inference.Config {
 func (cfg *Config) attribution() attribution.Config {
 	a := cfg.Attribution
 	return attribution.Config{Resolution: a.Resolution, Horizon: a.Horizon, SamplingRatio: a.SamplingRatio,
-		TensorAtLimit: cfg.Bottleneck.TensorAtLimit, DRAMAtLimit: cfg.Bottleneck.DRAMAtLimit}
+		TensorAtLimit: cfg.Bottleneck.TensorAtLimit, DRAMAtLimit: cfg.Bottleneck.DRAMAtLimit,
+		FinalizeAfter: a.FinalizeAfter, ScoreAge: cfg.maxHold()}
 }
 
 func (cfg *Config) thresholds() bottleneck.Thresholds {

@@ -398,7 +398,14 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 		if hs.set == nil {
 			return false
 		}
-		if holdLong && now.Before(hs.req.End.Add(runningHold(hs.req))) && c.pipeline.understated(hs.set) {
+		if until := hs.req.End.Add(runningHold(hs.req)); holdLong && now.Before(until) && c.pipeline.understated(hs.set) {
+			// Past max_wait if need be, up to the longest hold.
+			if last := b.arrived.Add(c.cfg.maxHold()); last.Before(until) {
+				until = last
+			}
+			if b.deadline.Before(until) {
+				b.deadline = until
+			}
 			return false
 		}
 		t, ok := settled[hs.set]
@@ -424,17 +431,13 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 	return true
 }
 
-// runningHoldShare is how much of its running time (its prefill and
-// decode) a span waits after it ended where its GPUs' forecasts of the
-// weight still to come fall short (pipeline.understated): the requests it
-// shared bins with, which run about as long, have then mostly reported.
-// It is held at most until its deadline (max_wait), and only while the
-// hold is at most half full (docs/attribution.md, "Long requests").
-const runningHoldShare = 0.5
-
 // runningHold is how long after it ended a span of req waits where its
-// GPUs' forecasts fall short: runningHoldShare of its time out of the
-// queue.
+// GPUs' forecasts of the weight still to come fall short
+// (pipeline.understated): its running time (prefill and decode, not its
+// queue). The requests it shared bins with, which run about as long, have
+// then mostly reported. It is held at most the longest hold
+// (Config.maxHold) after it arrived, and only while the hold is at most
+// half full (docs/attribution.md, "Long requests").
 func runningHold(req inference.Request) time.Duration {
 	start := req.Start
 	for _, ph := range req.Phases {
@@ -442,7 +445,7 @@ func runningHold(req inference.Request) time.Duration {
 			start = ph.End
 		}
 	}
-	return time.Duration(runningHoldShare * float64(req.End.Sub(start)))
+	return req.End.Sub(start)
 }
 
 // warms reports whether a span of b matched GPUs whose fits are warming

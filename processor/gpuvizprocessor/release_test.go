@@ -341,8 +341,8 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 	}
 }
 
-// A span waits past its settle window, for half its running time after it
-// ended (within max_wait), where its GPUs' forecasts of the weight still to
+// A span waits past its settle window, for its running time after it
+// ended (past max_wait if need be), where its GPUs' forecasts of the weight still to
 // come have fallen short: here because a request that ran beside an
 // earlier one reported only after that one was released. Where every
 // request had reported, it leaves as its window closes. A first request
@@ -354,7 +354,8 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 		pending   int // max_pending_spans; 0: the default
 		leavesAtS int
 	}{
-		{"a neighbour reported late", true, 0, 170},
+		// It waits its 40 s of running time, past max_wait (20 s).
+		{"a neighbour reported late", true, 0, 190},
 		{"every neighbour on time", false, 0, 155},
 		// One span held fills the hold past half: nothing waits then.
 		{"a neighbour reported late, the hold over half full", true, 1, 155},
@@ -362,22 +363,22 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 			c, now, _ := virtualCore(t, func(cfg *Config) {
-				// Bins leave the window 65 s behind, where their
-				// forecasts are scored.
+				// Forecasts are scored 60 s on (the longest hold),
+				// inside the 65 s window.
 				cfg.Attribution.FinalizeAfter = 5 * time.Second
 				cfg.Attribution.Horizon = 65 * time.Second
 				if tc.pending > 0 {
 					cfg.MaxPendingSpans = tc.pending
 				}
 			})
-			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 180))
+			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 200))
 			sink := &releaseClock{now: now, trace: 3}
 			send := func(trace byte, start, decode float64, tokens int64) {
 				td := ptrace.NewTraces()
 				vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), 0, 0.5, decode, tokens)
 				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
 			}
-			for s := range 180 {
+			for s := range 200 {
 				*now = base.Add(time.Duration(s) * time.Second)
 				c.ingest.consume(context.Background(), pointsAt(metrics, pcommon.NewTimestampFromTime(*now)))
 				switch {

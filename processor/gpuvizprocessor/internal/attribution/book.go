@@ -24,6 +24,15 @@ type Config struct {
 	// attainable peaks, validated with them): a busy GPU's time is the
 	// larger of its tensor and DRAM activity over them.
 	TensorAtLimit, DRAMAtLimit float64
+	// FinalizeAfter is how old a bin is when it normally becomes final;
+	// past it, the weight a bin's activity says is still to come fades as
+	// the arrival curve says little more arrives (Group.lateShare).
+	FinalizeAfter time.Duration
+	// ScoreAge is how old a bin is when its first forecast of its final
+	// weight is scored against the weight it has then (forecastScore): the
+	// longest a span may wait, since waiting recovers only what arrives
+	// within it. Taken as at most Horizon.
+	ScoreAge time.Duration
 }
 
 // Validate names the bad fields.
@@ -131,7 +140,7 @@ type groupBin struct {
 	waiting, frozen, known, labelled, final uint16
 	// forecast is the bin's final weight as the first release that read
 	// it estimated it (finalWeight); 0 until then. It is scored against the
-	// weight the bin has when it leaves the window (forecastScore).
+	// weight the bin has at ScoreAge (forecastScore).
 	forecast float32
 	// toCome is the bin's weight still to come (Group.toCome) as of the
 	// ledger's epoch toComeAt: the requests released in one round read it
@@ -193,13 +202,17 @@ type Ledger struct {
 	ratio float64
 	// tensorAt and dramAt are Config's TensorAtLimit and DRAMAtLimit.
 	tensorAt, dramAt float64
-	n                int64
-	lo, hi           int64 // bins [lo, hi) are addressable, circular over absolute indexes
-	started          bool
-	groups           []*Group
-	gpus             []*GPU
-	mark             uint64 // stamps what Groups has seen in one call
-	version          uint64 // changes whenever a GPU changes group
+	// finalAge is Config.FinalizeAfter in seconds; scoreBins Config.ScoreAge
+	// in bins.
+	finalAge  float64
+	scoreBins int64
+	n         int64
+	lo, hi    int64 // bins [lo, hi) are addressable, circular over absolute indexes
+	started   bool
+	groups    []*Group
+	gpus      []*GPU
+	mark      uint64 // stamps what Groups has seen in one call
+	version   uint64 // changes whenever a GPU changes group
 	// epoch changes with anything a bin's weight still to come reads: a
 	// request admitted, a bin frozen or learned, the window moved, a group
 	// changed. It starts at 1, so a bin never computed is stale.
@@ -217,8 +230,10 @@ type Group struct {
 	load     loadModel  // the bins' final weight (finalWeight)
 	cost     loadModel  // the bins' final cost in their steps (finalCost)
 	chunks   chunkModel // the bins' final chunked share (steps)
-	// forecasts scores the group's forecasts of its bins' final weight.
+	// forecasts scores the group's forecasts of its bins' final weight;
+	// scoredTo is the first bin it has not scored.
 	forecasts forecastScore
+	scoredTo  int64
 	// learnedTo is the first bin the fits have not been offered yet
 	// (learn); busyBins counts the bins requests were admitted to (Learning).
 	learnedTo int64
@@ -259,7 +274,8 @@ type GPU struct {
 func NewLedger(cfg Config) *Ledger {
 	n := int64((cfg.Horizon + cfg.Resolution - 1) / cfg.Resolution)
 	return &Ledger{width: int64(cfg.Resolution), ratio: cfg.SamplingRatio, n: n,
-		tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit, epoch: 1}
+		tensorAt: cfg.TensorAtLimit, dramAt: cfg.DRAMAtLimit, epoch: 1,
+		finalAge: cfg.FinalizeAfter.Seconds(), scoreBins: max(0, min(n, int64(cfg.ScoreAge/cfg.Resolution)))}
 }
 
 // defaultSpread is how far activity of unknown spread is taken to reach:
@@ -375,7 +391,7 @@ func (grp *Group) within(mark uint64) bool {
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
 	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival,
-		load: grp.load, cost: grp.cost, chunks: grp.chunks, forecasts: grp.forecasts, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
+		load: grp.load, cost: grp.cost, chunks: grp.chunks, forecasts: grp.forecasts, scoredTo: grp.scoredTo, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {
@@ -452,10 +468,11 @@ func (l *Ledger) clip(from, to int64) (int64, int64) {
 	return from, max(from, to)
 }
 
-// reach makes bins up to to addressable, dropping the oldest past the
-// horizon (finalised with what they have), and returns [from, to) clipped
-// to what the ledger keeps. The window starts half a horizon before from,
-// so requests that began before the first thing it saw still fit.
+// reach makes bins up to to addressable, scoring the forecasts of those
+// that reach ScoreAge and dropping the oldest past the horizon (finalised
+// with what they have), and returns [from, to) clipped to what the ledger
+// keeps. The window starts half a horizon before from, so requests that
+// began before the first thing it saw still fit.
 func (l *Ledger) reach(from, to int64) (int64, int64) {
 	if !l.started || to > l.hi {
 		l.epoch++
@@ -469,14 +486,11 @@ func (l *Ledger) reach(from, to int64) (int64, int64) {
 		}
 	}
 	if to > l.hi {
+		for _, grp := range l.groups {
+			grp.score(to - l.scoreBins) // scoreBins ≤ n: before any bin is dropped
+		}
 		if to-l.lo > l.n {
 			newLo := to - l.n
-			for _, grp := range l.groups {
-				for i := l.lo; i < min(newLo, l.hi); i++ {
-					sb := grp.at(i)
-					grp.forecasts.add(sb.forecast, sb.weight)
-				}
-			}
 			for _, g := range l.gpus {
 				g.finalize(min(newLo, l.hi), true)
 				g.finalTo = max(g.finalTo, newLo)
@@ -494,6 +508,17 @@ func (l *Ledger) reach(from, to int64) (int64, int64) {
 		l.hi = to
 	}
 	return l.clip(from, to)
+}
+
+// score adds the forecasts of the bins below to that it has not scored
+// to the group's forecastScore, with the weight they have now.
+func (grp *Group) score(to int64) {
+	l := grp.l
+	for i := max(grp.scoredTo, l.lo); i < min(to, l.hi); i++ {
+		sb := grp.at(i)
+		grp.forecasts.add(sb.forecast, sb.weight)
+	}
+	grp.scoredTo = max(grp.scoredTo, min(to, l.hi))
 }
 
 // Request is one request's cost per bin, computed once for all its GPUs'
@@ -661,6 +686,18 @@ func (a *arrival) age(now int64) {
 // pb (its class and the place within it), learned from the ages at which
 // admitted requests' weight arrived; 1 until enough requests have.
 func (a *arrival) known(pb *pieceBin) float64 {
+	return a.share(int(pb.class), pb.frac)
+}
+
+// knownAt is the share of a bin's final weight the curve says arrives by
+// an age of secs; 1 until it has learned.
+func (a *arrival) knownAt(secs float64) float64 {
+	return a.share(ageBelow(secs, numAges-1))
+}
+
+// share is the curve at frac within age class class, at least minKnown;
+// 1 until it has learned.
+func (a *arrival) share(class int, frac float64) float64 {
 	if a.learned < minLearned || a.arrivedAll <= 0 {
 		return 1
 	}
@@ -668,10 +705,10 @@ func (a *arrival) known(pb *pieceBin) float64 {
 		a.learnCurve()
 	}
 	prev := 0.0
-	if pb.class > 0 {
-		prev = a.curve[pb.class-1]
+	if class > 0 {
+		prev = a.curve[class-1]
 	}
-	return max(minKnown, prev+pb.frac*(a.curve[pb.class]-prev))
+	return max(minKnown, prev+frac*(a.curve[class]-prev))
 }
 
 // minKnown caps how far a bin's weight is scaled up.
@@ -942,7 +979,7 @@ func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 				// learned, and its forecast is not scored.
 				return sb.weight / grp.arrival.known(pb)
 			}
-			sb.toCome, sb.toComeAt = grp.toCome(pb.i, w-sb.weight, gpus), grp.l.epoch
+			sb.toCome, sb.toComeAt = grp.toCome(pb.i, w-sb.weight, gpus)*grp.lateShare(pb.i), grp.l.epoch
 		}
 		return sb.forecasts(sb.weight + sb.toCome)
 	}
@@ -952,6 +989,26 @@ func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 		return sb.forecasts(w)
 	}
 	return w
+}
+
+// lateShare is how much of the weight bin i's activity says is still to
+// come is kept at its present age: all of it up to finalize_after, then as
+// the arrival curve says less can still arrive, (1 − c(age)) / (1 −
+// c(finalize_after)). The fit's prediction errs whichever requests have
+// arrived; once nearly all have, its excess over what was admitted is
+// mostly that error, and kept for requests that never come it is taken
+// from those that did (docs/attribution.md, "Long requests").
+func (grp *Group) lateShare(i int64) float64 {
+	l, a := grp.l, &grp.arrival
+	age := float64((l.hi-i)*l.width) / 1e9
+	if l.finalAge <= 0 || age <= l.finalAge || a.learned < minLearned {
+		return 1
+	}
+	ref := a.knownAt(l.finalAge)
+	if ref >= 1-1e-9 {
+		return 0 // nothing arrives past finalize_after (the curve's sums round)
+	}
+	return max(0, min(1, (1-a.knownAt(age))/(1-ref)))
 }
 
 // forecasts keeps w as the bin's first forecast of its final weight, for
@@ -1194,7 +1251,7 @@ func (l *Ledger) Learned() bool {
 
 // Understated reports whether the group's forecasts of its bins' final
 // weight, made when a release first read them, have fallen short of the
-// weight the bins had when they left the window (forecastScore): requests
+// weight the bins had at ScoreAge (forecastScore): requests
 // still running when their neighbours were released took more than the
 // forecasts left for them.
 func (grp *Group) Understated() bool { return grp.forecasts.understated() }

@@ -46,7 +46,8 @@ func release(b book, pieces []Piece, now int64, shares []float64) bool {
 var longAfter = at(3600)
 
 func testConfig(ratio float64) Config {
-	return Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio, TensorAtLimit: 0.7, DRAMAtLimit: 0.85}
+	return Config{Resolution: 100 * time.Millisecond, Horizon: time.Minute, SamplingRatio: ratio, TensorAtLimit: 0.7, DRAMAtLimit: 0.85,
+		ScoreAge: 40 * time.Second}
 }
 
 func testBook(ratio float64) book {
@@ -840,7 +841,7 @@ func TestAgeBelowFindsTheClassFromAnyStart(t *testing.T) {
 }
 
 // A group's forecasts of its bins' final weight are scored once the bins
-// leave the window (here the arrival curve's, a GPU without GPM): where a request the first release could not see (it
+// are ScoreAge old (here the arrival curve's, a GPU without GPM): where a request the first release could not see (it
 // was still running) brought weight later, they count as understated;
 // where every request was admitted before that release, they do not.
 func TestForecastsThatMissedLateRequestsAreUnderstated(t *testing.T) {
@@ -877,9 +878,11 @@ func TestForecastsThatMissedLateRequestsAreUnderstated(t *testing.T) {
 			if tc.lateArrival {
 				admit(b, long, at(31))
 			}
-			assert.False(t, b.group.Understated(), "scored only once its bins leave the window")
-			// A request two minutes on moves the one-minute window past them.
-			admit(b, []Piece{{Start: at(120), End: at(121), Rate: 10}}, at(121))
+			admit(b, []Piece{{Start: at(48), End: at(49), Rate: 10}}, at(49))
+			assert.False(t, b.group.Understated(), "scored only once its bins are ScoreAge (40 s) old")
+			// A request at 55 s takes the short request's bins past it,
+			// still inside the one-minute window.
+			admit(b, []Piece{{Start: at(54), End: at(55), Rate: 10}}, at(55))
 			assert.Equal(t, tc.understated, b.group.Understated())
 		})
 	}

@@ -105,8 +105,8 @@ func (m *loadModel) predict(a groupActivity) (float64, bool) {
 
 // forecastScore compares a group's forecasts of its bins' final weight,
 // as the first release that read each bin made them, with the weight each
-// bin had when it left the window, a horizon later, by then every
-// request's that ran in it: decayed sums, as the fits keep theirs.
+// bin had at ScoreAge, the longest a span may wait: what waiting could
+// have brought in. Decayed sums, as the fits keep theirs.
 type forecastScore struct {
 	forecast, final float64
 	n               float64 // bins scored, decayed

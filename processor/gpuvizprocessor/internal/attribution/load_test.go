@@ -109,6 +109,43 @@ func TestActivityEstimatesTheWeightStillToArrive(t *testing.T) {
 	assert.InDelta(t, 50, s[0], 5, "about half: the arrival curve's estimate")
 }
 
+// Past finalize_after, the weight a bin's activity says is still to come
+// fades as the arrival curve says little more arrives: kept for requests
+// that never come, the fit's error would be taken from those that did.
+// learnedBook's curve has half a bin's weight arrive at once and half ten
+// seconds on.
+func TestTheWeightStillToComeFadesPastFinalizeAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		finalizeAfter float64 // s; 0: off
+		releasedAt    float64 // s
+		wantJ         float64
+		delta         float64
+	}{
+		{"off", 0, 80, 25, 1e-6},
+		{"younger than finalize_after", 30, 42, 25, 1e-6},
+		// 40 s old: the curve has had everything in since 12 s.
+		{"older than finalize_after", 30, 80, 100, 1e-6},
+		// 9-10 s old against 5 s: (1 - c(age)) / (1 - c(5 s)) is 0.75 to
+		// 0.5, so the bins' weight to come is 0.3 x that, not 0.3.
+		{"part of the way", 5, 51, 35, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := learnedBook(t)
+			b.l.finalAge = tc.finalizeAfter
+			// Alone so far, in bins whose activity is four such requests'.
+			alone := []Piece{{Start: at(40), End: at(41), Rate: 1}}
+			admit(b, alone, at(41.5))
+			freeze(b, 30, 40, 100)
+			freezeActive(b, 40, 41, 100, 0.008, 0.004)
+			freeze(b, 41, tc.releasedAt-1, 100)
+			s := make([]float64, 1)
+			release(b, alone, at(tc.releasedAt), s)
+			assert.InDelta(t, tc.wantJ, s[0], tc.delta)
+		})
+	}
+}
+
 // neighbours returns learned books with one request admitted to each of two
 // adjacent bins, [40, 40.1) s and [40.1, 40.2) s, both frozen at 100 W:
 // the left one's activity is two requests', the right one's that of right
