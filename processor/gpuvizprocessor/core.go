@@ -398,15 +398,17 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 		if hs.set == nil {
 			return false
 		}
-		if until := hs.req.End.Add(runningHold(hs.req)); holdLong && now.Before(until) && c.pipeline.understated(hs.set) {
-			// Past max_wait if need be, up to the longest hold.
-			if last := b.arrived.Add(c.cfg.maxHold()); last.Before(until) {
-				until = last
+		if holdLong && c.pipeline.understated(hs.set) {
+			if until := hs.req.End.Add(runningHold(hs.req)); now.Before(until) {
+				// Past max_wait if need be, up to the longest hold.
+				if last := b.arrived.Add(c.cfg.maxHold()); last.Before(until) {
+					until = last
+				}
+				if b.deadline.Before(until) {
+					b.deadline = until
+				}
+				return false
 			}
-			if b.deadline.Before(until) {
-				b.deadline = until
-			}
-			return false
 		}
 		t, ok := settled[hs.set]
 		if !ok {
