@@ -123,8 +123,9 @@ const forecastDecay = 0.999885
 // what the median request's energy may be off (docs/attribution.md).
 const understatedBelow = 0.95
 
-// add scores a bin's forecast against its final weight; a bin no release
-// read, or one nobody ran in, is not scored.
+// add scores a bin's forecast against the weight it has at ScoreAge, its
+// final weight as far as waiting can reach; a bin no release read, or one
+// nobody ran in, is not scored.
 func (s *forecastScore) add(forecast float32, final float64) {
 	if forecast <= 0 || final <= 0 {
 		return
