@@ -398,7 +398,7 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 		if hs.set == nil {
 			return false
 		}
-		if holdLong && c.pipeline.understated(hs.set) {
+		if holdLong && c.pipeline.holdsLong(hs.set) {
 			if until := hs.req.End.Add(runningHold(hs.req)); now.Before(until) {
 				// Past max_wait if need be, up to the longest hold.
 				if last := b.arrived.Add(c.cfg.maxHold()); last.Before(until) {
@@ -434,10 +434,10 @@ func (c *core) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 }
 
 // runningHold is how long after it ended a span of req waits where its
-// GPUs' forecasts of the weight still to come fall short
-// (pipeline.understated): its running time (prefill and decode, not its
-// queue). The requests it shared bins with, which run about as long, have
-// then mostly reported. It is held at most the longest hold
+// GPUs' forecasts of the weight still to come fall short or its GPUs wait
+// for their host (pipeline.holdsLong): its running time (prefill and
+// decode, not its queue). The requests it shared bins with, which run about
+// as long, have then mostly reported. It is held at most the longest hold
 // (Config.maxHold) after it arrived, and only while the hold is at most
 // half full (docs/attribution.md, "Long requests").
 func runningHold(req inference.Request) time.Duration {

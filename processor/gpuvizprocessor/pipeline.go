@@ -85,13 +85,16 @@ func (p *pipeline) groupsOf(s *gpuSet) []*attribution.Group {
 	return s.groups
 }
 
-// understated reports whether a group of the set's GPUs has forecast its
-// bins' final weight short (attribution.Group.Understated): its requests
-// run long enough that many are still running when their neighbours are
-// released.
-func (p *pipeline) understated(s *gpuSet) bool {
+// holdsLong reports whether the set's spans wait for their neighbours
+// through their running time: a group of its GPUs has forecast its bins'
+// final weight short (attribution.Group.Understated: its requests run long
+// enough that many are still running when their neighbours are released),
+// or waited for its host through most of its bins
+// (attribution.Group.Waiting: there the split is by time present, and the
+// time still to come is the arrival curve's guess).
+func (p *pipeline) holdsLong(s *gpuSet) bool {
 	for _, g := range p.groupsOf(s) {
-		if g.Understated() {
+		if g.Understated() || g.Waiting() {
 			return true
 		}
 	}

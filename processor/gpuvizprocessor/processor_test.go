@@ -138,6 +138,10 @@ func newPipelines(t *testing.T, tune func(*Config)) *pipelines {
 // busy is a GPU decoding: memory-bound, 450 W.
 var busy = sample{util: 0.95, tensor: 0.2, dram: 0.8, powerW: 450, memUsed: 60e9}
 
+// starved is a GPU waiting for its host between steps: requests present
+// read host_bound, 120 W.
+var starved = sample{util: 0.1, tensor: 0.01, dram: 0.05, powerW: 120, memUsed: 60e9}
+
 func repeat(s sample, n int) []sample {
 	out := make([]sample, n)
 	for i := range out {

@@ -345,20 +345,27 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 // ended (past max_wait if need be), where its GPUs' forecasts of the weight still to
 // come have fallen short: here because a request that ran beside an
 // earlier one reported only after that one was released. Where every
-// request had reported, it leaves as its window closes. A first request
-// teaches the activity fit, whose forecasts are the ones scored.
+// request had reported, it leaves as its window closes, unless its GPU
+// waited for its host through its bins. A first request teaches the
+// activity fit, whose forecasts are the ones scored.
 func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		late      bool
-		pending   int // max_pending_spans; 0: the default
+		gpu       sample // what the GPU does throughout
+		pending   int    // max_pending_spans; 0: the default
 		leavesAtS int
 	}{
 		// It waits its 40 s of running time, past max_wait (20 s).
-		{"a neighbour reported late", true, 0, 190},
-		{"every neighbour on time", false, 0, 155},
+		{"a neighbour reported late", true, busy, 0, 190},
+		{"every neighbour on time", false, busy, 0, 155},
+		// Where the GPU waits for its host through its bins, the split is
+		// by time present, which only the arrival curve forecasts: the
+		// span waits its running time too.
+		{"every neighbour on time, the GPU waiting", false, starved, 0, 190},
 		// One span held fills the hold past half: nothing waits then.
-		{"a neighbour reported late, the hold over half full", true, 1, 155},
+		{"a neighbour reported late, the hold over half full", true, busy, 1, 155},
+		{"the GPU waiting, the hold over half full", false, starved, 1, 155},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
@@ -371,7 +378,7 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 					cfg.MaxPendingSpans = tc.pending
 				}
 			})
-			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 200))
+			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(tc.gpu, 200))
 			sink := &releaseClock{now: now, trace: 3}
 			send := func(trace byte, start, decode float64, tokens int64) {
 				td := ptrace.NewTraces()

@@ -234,6 +234,8 @@ type Group struct {
 	// scoredTo is the first bin it has not scored.
 	forecasts forecastScore
 	scoredTo  int64
+	// waits scores how much of its busy bins its GPUs waited through.
+	waits waitScore
 	// learnedTo is the first bin the fits have not been offered yet
 	// (learn); busyBins counts the bins requests were admitted to (Learning).
 	learnedTo int64
@@ -1200,9 +1202,10 @@ func (g *GPU) LearnAhead(to int64) {
 	}
 }
 
-// learn offers the fits bin i, every GPU of the group having frozen it
-// with activity measured: its weight is what every request in it brought.
-// Each bin is learned once, in order (learnedTo).
+// learn offers the group's wait score and fits bin i, every GPU of the
+// group having frozen it: its weight is what every request in it brought.
+// The fits learn it where every GPU measured its activity. Each bin is
+// learned once, in order (learnedTo).
 func (grp *Group) learn(i int64) {
 	if i < grp.learnedTo {
 		return
@@ -1210,7 +1213,11 @@ func (grp *Group) learn(i int64) {
 	grp.learnedTo = i + 1
 	sb := grp.at(i)
 	all := uint16(len(grp.members))
-	if sb.weight <= 0 || sb.activity.gpus != all {
+	if sb.weight <= 0 {
+		return
+	}
+	grp.waits.add(float64(sb.waiting) / float64(all))
+	if sb.activity.gpus != all {
 		return
 	}
 	l := grp.l
@@ -1255,6 +1262,13 @@ func (l *Ledger) Learned() bool {
 // still running when their neighbours were released took more than the
 // forecasts left for them.
 func (grp *Group) Understated() bool { return grp.forecasts.understated() }
+
+// Waiting reports whether the group's GPUs waited for their host through
+// most of the bins requests ran in (waitScore): there a request's share is
+// mostly by its time in the bin against the time still to come, which only
+// the arrival curve can forecast, since a waiting GPU's activity says
+// nothing of it (docs/attribution.md, "Long requests").
+func (grp *Group) Waiting() bool { return grp.waits.waiting() }
 
 // Learned reports whether the group's fits have learned enough final bins
 // to say how a bin's activity predicts its final weight; until then a

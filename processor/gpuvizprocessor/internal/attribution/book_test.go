@@ -887,3 +887,44 @@ func TestForecastsThatMissedLateRequestsAreUnderstated(t *testing.T) {
 		})
 	}
 }
+
+// A group waits for its host where its GPUs froze most of the bins
+// requests ran in idle or host_bound; bins nobody ran in do not count,
+// and it takes as many bins as a fit needs.
+func TestAGroupWhoseGPUsWaitThroughItsBinsIsWaiting(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		runs    float64 // s of requests from 0
+		waits   float64 // s of them frozen host_bound; the rest memory_bound
+		idle    float64 // s after them nobody ran in, frozen idle
+		waiting bool
+	}{
+		{"waited through every busy bin", 20, 20, 0, true},
+		{"waited through 60% of them", 20, 12, 0, true},
+		{"waited through 40% of them", 20, 8, 0, false},
+		{"busy throughout", 20, 0, 0, false},
+		{"busy, then idle with nobody present", 11, 0, 29, false},
+		{"waited, but over too few bins", 5, 5, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(1)
+			req := []Piece{{Start: at(0), End: at(tc.runs), Rate: 10}}
+			admit(b, req, at(tc.runs))
+			lo, hi, ok := b.Unfrozen(min(b.FinalTo(), b.Index(at(0))), b.Index(at(tc.runs+tc.idle)))
+			require.True(t, ok)
+			for i := lo; i < hi; i++ {
+				label := bottleneck.MemoryBound
+				switch {
+				case b.Start(i) < at(0) || b.Start(i) >= at(tc.runs):
+					label = bottleneck.Idle
+				case b.Start(i) < at(tc.waits):
+					label = bottleneck.HostBound
+				}
+				b.Freeze(i, 10, true, label, Activity{})
+			}
+			release(b, req, at(tc.runs+tc.idle), make([]float64, 1))
+			b.Finalize(b.Index(at(tc.runs + tc.idle)))
+			assert.Equal(t, tc.waiting, b.group.Waiting())
+		})
+	}
+}

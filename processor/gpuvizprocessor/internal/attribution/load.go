@@ -141,6 +141,26 @@ func (s *forecastScore) understated() bool {
 	return s.n >= minLoadBins && s.forecast < understatedBelow*s.final
 }
 
+// waitScore is how much of its busy bins a group's GPUs spent waiting for
+// their host: each bin a request ran in adds the share of the group's GPUs
+// that froze it idle or host_bound. Decayed as forecastScore is.
+type waitScore struct {
+	waited float64
+	n      float64 // bins scored, decayed
+}
+
+// add scores a bin requests ran in, of which share of the GPUs waited.
+func (s *waitScore) add(share float64) {
+	s.waited = s.waited*forecastDecay + share
+	s.n = s.n*forecastDecay + 1
+}
+
+// waiting reports whether the GPUs waited through most of their busy
+// bins, over as many bins as a fit needs.
+func (s *waitScore) waiting() bool {
+	return s.n >= minLoadBins && s.waited > s.n/2
+}
+
 // chunkModel predicts the share of a bin's time its steps carried prompt
 // chunks from its GPUs' activity, fitted through the origin over the
 // group's final bins (their chunks all admitted). A chunked step is

@@ -100,7 +100,7 @@ func AssertEqualProcessorGpuvizGpus(t *testing.T, tt *componenttest.Telemetry, d
 func AssertEqualProcessorGpuvizHoldDuration(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.HistogramDataPoint[float64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_hold_duration",
-		Description: "How long each batch of inference spans was held before it was first handed on (one observation per batch; its spans were held as long), from when it came to its release, that is its settle group (attribution.settle_window), the wait for its GPUs' energy to cover its spans (at most max_wait), after a start the warm-up hold (attribution.warmup_wait), and where its GPUs' forecasts of the weight still to come fell short, half its spans' running time after they ended (within max_wait). The latency the processor adds to the spans it enriches. [Development]",
+		Description: "How long each batch of inference spans was held before it was first handed on (one observation per batch; its spans were held as long), from when it came to its release, that is its settle group (attribution.settle_window), the wait for its GPUs' energy to cover its spans (at most max_wait), after a start the warm-up hold (attribution.warmup_wait), and where its GPUs' forecasts of the weight still to come fell short or its GPUs wait for their host, its spans' running time after they ended (past max_wait if need be, up to max(max_wait, 2 × history.max_span) after they came). The latency the processor adds to the spans it enriches. [Development]",
 		Unit:        "s",
 		Data: metricdata.Histogram[float64]{
 			Temporality: metricdata.CumulativeTemporality,
