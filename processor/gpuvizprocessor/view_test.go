@@ -397,7 +397,7 @@ func TestViewIncrementsMatchAFullFetch(t *testing.T) {
 	sim.run(100 * time.Second)
 	const q = "/api/v1/view?range=60&columns=60"
 	page := v.view(t, q)
-	for range 12 {
+	for range 5 {
 		sim.run(time.Second)
 		since := min(page.Time[len(page.Time)-1], page.FinalMS)
 		inc := v.view(t, fmt.Sprintf("%s&since=%d&requests_after=%d", q, since, page.RequestsSeq))
