@@ -393,7 +393,7 @@ func (grp *Group) within(mark uint64) bool {
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
 	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival,
-		load: grp.load, cost: grp.cost, chunks: grp.chunks, forecasts: grp.forecasts, scoredTo: grp.scoredTo, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
+		load: grp.load, cost: grp.cost, chunks: grp.chunks, forecasts: grp.forecasts, scoredTo: grp.scoredTo, waits: grp.waits, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {

@@ -928,3 +928,36 @@ func TestAGroupWhoseGPUsWaitThroughItsBinsIsWaiting(t *testing.T) {
 		})
 	}
 }
+
+// A group split by a request on fewer of its GPUs keeps, in both parts,
+// what its GPUs' waiting said, as it keeps the rest of its books.
+func TestBothPartsOfASplitGroupKeepItsWaitScore(t *testing.T) {
+	l := NewLedger(testConfig(1))
+	gpus := []*GPU{l.Add(), l.Add()}
+	var r Request
+	r.Cost([]Piece{{Start: at(0), End: at(20), Rate: 10}}, l.width, at(20))
+	groups := l.Groups(gpus, nil)
+	require.Len(t, groups, 1)
+	groups[0].Admit(&r)
+	for _, g := range gpus {
+		lo, hi, ok := g.Unfrozen(min(g.FinalTo(), l.Index(at(0))), l.Index(at(20)))
+		require.True(t, ok)
+		for i := lo; i < hi; i++ {
+			label := bottleneck.HostBound
+			if l.Start(i) < at(0) {
+				label = bottleneck.Idle
+			}
+			g.Freeze(i, 10, true, label, Activity{})
+		}
+	}
+	groups[0].Release(&r, make([]float64, 1))
+	for _, g := range gpus {
+		g.Finalize(l.Index(at(20)))
+	}
+	require.True(t, groups[0].Waiting())
+	parts := l.Groups(gpus[:1], nil)
+	require.Len(t, parts, 1)
+	require.NotSame(t, parts[0], gpus[1].group, "the request on GPU 0 alone split the group")
+	assert.True(t, parts[0].Waiting())
+	assert.True(t, gpus[1].group.Waiting())
+}
