@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"time"
 
@@ -142,6 +143,10 @@ type groupBin struct {
 	// it estimated it (finalWeight); 0 until then. It is scored against the
 	// weight the bin has at ScoreAge (forecastScore).
 	forecast float32
+	// chunkSlots marks the slots (binSlots) admitted chunks ran in: where
+	// several prompts' chunks share steps, the steps carried chunks for
+	// their union, not their sum (Group.steps).
+	chunkSlots uint32
 	// toCome is the bin's weight still to come (Group.toCome) as of the
 	// ledger's epoch toComeAt: the requests released in one round read it
 	// once, not once each.
@@ -662,6 +667,7 @@ func (grp *Group) Admit(r *Request) {
 		if pb.chunk {
 			sb.chunkWeight += pb.weight
 			sb.chunkSecs += pb.secs
+			sb.chunkSlots |= binSlots(pb.from, pb.to, float32(grp.l.width)/1e9)
 		} else {
 			sb.stepWeight += pb.weight
 			sb.stepShared += pb.shared
@@ -854,8 +860,8 @@ type binSteps struct{ chunked, decode, read float64 }
 // steps reads a bin's steps from the requests admitted to it, who took
 // taken of it (of the sampling ratio): the share of its time its steps
 // carried chunks, and how many decodes shared each of the others' weight
-// read. The chunks admitted give their time in it; the part of the bin
-// still to come is taken as chunked as the bin's activity says the whole
+// read. The chunks admitted give the time they cover in it, counted once
+// where they overlap (chunkSlots); the part of the bin still to come is taken as chunked as the bin's activity says the whole
 // is (chunkModel), where every GPU of the group measured it, else as the
 // part admitted.
 func (grp *Group) steps(sb *groupBin, taken float64) binSteps {
@@ -864,7 +870,7 @@ func (grp *Group) steps(sb *groupBin, taken float64) binSteps {
 	}
 	l := grp.l
 	width := float64(l.width) / 1e9
-	chunked := min(1, sb.chunkSecs/width/taken)
+	chunked := min(1, float64(bits.OnesCount32(sb.chunkSlots))/binSlotCount/taken)
 	if taken < l.ratio && sb.activity.gpus == uint16(len(grp.members)) {
 		if p, ok := grp.chunks.predict(sb.activity); ok {
 			admitted := taken / l.ratio
@@ -876,6 +882,21 @@ func (grp *Group) steps(sb *groupBin, taken float64) binSteps {
 		st.read = (1 - chunked) * memoryBoundPower * taken * width / decodes
 	}
 	return st
+}
+
+// binSlotCount is how many equal slots a bin's chunkSlots has: 3.125 ms
+// at 100 ms, a fraction of a chunked step (16–50 ms in the simulation).
+const binSlotCount = 32
+
+// binSlots is the mask of the bin's slots that [from, to), s from the
+// bin's start, covers: its ends rounded to the nearest slot boundary, at
+// least one slot.
+func binSlots(from, to, width float32) uint32 {
+	a := int(math.Round(float64(from / width * binSlotCount)))
+	b := int(math.Round(float64(to / width * binSlotCount)))
+	a = min(max(a, 0), binSlotCount-1)
+	b = min(max(b, a+1), binSlotCount)
+	return uint32(uint64(1)<<b - uint64(1)<<a)
 }
 
 // cost is what the requests admitted to sb cost in its steps st.

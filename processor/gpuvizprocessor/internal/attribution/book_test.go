@@ -257,23 +257,31 @@ func TestSharedCostIsDividedAmongTheRequestsPresent(t *testing.T) {
 // takes the weight read of those steps, a decode counts decodeStepRatio of
 // its cost in a decode-only step there, and its life factor raises its
 // rate in the steps that only decode (Group.steps, Group.Life). One bin,
-// 10 J, every request admitted; the prefill chunk (weight 50) runs for
-// chunked × 0.1 s of it, the decode (weight 1, shared cost 40) for all of it.
+// 10 J, every request admitted; prefill chunks of weight 50 in all run
+// where each case says, the decode (weight 1, shared cost 40) for all of
+// it. Chunks that run at the same time share steps: the bin's steps
+// carried chunks for their union, not their sum.
 func TestAChunkedStepIsTakenByItsChunk(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		chunked float64 // share of the bin the chunk runs
+		chunks  [][2]float64 // each chunk's start and end, s
+		chunked float64      // share of the bin the chunks' steps run
 	}{
-		{"no chunk", 0}, {"half the bin chunked", 0.5}, {"every step chunked", 1},
+		{"no chunk", nil, 0},
+		{"half the bin chunked", [][2]float64{{0, 0.05}}, 0.5},
+		{"every step chunked", [][2]float64{{0, 0.1}}, 1},
+		{"two chunks in the same steps", [][2]float64{{0, 0.05}, {0, 0.05}}, 0.5},
+		{"two chunks overlapping", [][2]float64{{0, 0.05}, {0.025, 0.075}}, 0.75},
+		{"two chunks one after the other", [][2]float64{{0, 0.05}, {0.05, 0.1}}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := testBook(1)
-			decode := []Piece{{Start: at(0), End: at(0.1), Rate: 10, Shared: 400}}
 			var pieces [][]Piece
-			if tc.chunked > 0 {
-				pieces = append(pieces, []Piece{{Start: at(0), End: at(0.1 * tc.chunked), Rate: 500 / tc.chunked, Chunk: true}})
+			for _, c := range tc.chunks {
+				weight := 50 / float64(len(tc.chunks))
+				pieces = append(pieces, []Piece{{Start: at(c[0]), End: at(c[1]), Rate: weight / (c[1] - c[0]), Chunk: true}})
 			}
-			pieces = append(pieces, decode)
+			pieces = append(pieces, []Piece{{Start: at(0), End: at(0.1), Rate: 10, Shared: 400}})
 			for _, p := range pieces {
 				admit(b, p, longAfter)
 			}
@@ -297,19 +305,40 @@ func TestAChunkedStepIsTakenByItsChunk(t *testing.T) {
 			perDecode := (1-c)*memoryBoundPower + c*decodeStepRatio
 			read := (1 - c) * memoryBoundPower // × the bin's width over the decode's time there, 1
 			dec := life * (perDecode*1 + read*40)
-			chunk := 0.0 // the chunk's weight
+			chunk := 0.0 // the chunks' weight
 			if c > 0 {
 				chunk = 50
 			}
-			closeTo(t, 10*dec/(chunk+dec), shares[len(shares)-1][0])
-			if c > 0 {
-				closeTo(t, 10*chunk/(chunk+dec), shares[0][0])
+			decode := len(pieces) - 1
+			closeTo(t, 10*dec/(chunk+dec), shares[decode][0])
+			for k := range tc.chunks {
+				closeTo(t, 10*chunk/float64(len(tc.chunks))/(chunk+dec), shares[k][0])
 			}
 			if c == 1 {
-				closeTo(t, 10*1.0/51, shares[1][0]) // its tokens, as if it had decoded alone
+				closeTo(t, 10*1.0/51, shares[decode][0]) // its tokens, as if it had decoded alone
 			}
 			b.Finalize(b.Index(at(0.1)))
 			closeTo(t, 0, b.Totals().Correction)
+		})
+	}
+}
+
+// A stretch of a bin covers the slots nearest its ends, at least one.
+func TestBinSlots(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		from, to float32 // s within a 0.1 s bin
+		want     uint32
+	}{
+		{"the whole bin", 0, 0.1, 0xffffffff},
+		{"its first half", 0, 0.05, 0x0000ffff},
+		{"its second half", 0.05, 0.1, 0xffff0000},
+		{"ends rounded to the nearest slot", 0.0040, 0.0085, 0b110}, // 1.28 and 2.72 slots
+		{"a sliver takes one slot", 0.0501, 0.0502, 1 << 16},
+		{"a sliver at the end takes the last", 0.0999, 0.1, 1 << 31},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, binSlots(tc.from, tc.to, 0.1))
 		})
 	}
 }
