@@ -518,12 +518,14 @@ func (l *Ledger) reach(from, to int64) (int64, int64) {
 }
 
 // score adds the forecasts of the bins below to that it has not scored
-// to the group's forecastScore, with the weight they have now.
+// to the group's forecastScore, with the weight they have now, ScoreAge
+// old: as much of a forecast as the arrival curve says arrives by then.
 func (grp *Group) score(to int64) {
 	l := grp.l
+	reach := grp.arrival.knownAt(float64(l.scoreBins*l.width) / 1e9)
 	for i := max(grp.scoredTo, l.lo); i < min(to, l.hi); i++ {
 		sb := grp.at(i)
-		grp.forecasts.add(sb.forecast, sb.weight)
+		grp.forecasts.add(sb.forecast, reach, sb.weight)
 	}
 	grp.scoredTo = max(grp.scoredTo, min(to, l.hi))
 }

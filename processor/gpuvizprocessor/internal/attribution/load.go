@@ -106,7 +106,10 @@ func (m *loadModel) predict(a groupActivity) (float64, bool) {
 // forecastScore compares a group's forecasts of its bins' final weight,
 // as the first release that read each bin made them, with the weight each
 // bin had at ScoreAge, the longest a span may wait: what waiting could
-// have brought in. Decayed sums, as the fits keep theirs.
+// have brought in. A forecast counts the part of the final weight the
+// arrival curve says had arrived by then (reach), so requests that outlast
+// ScoreAge do not make a forecast read as too high. Decayed sums, as the
+// fits keep theirs.
 type forecastScore struct {
 	forecast, final float64
 	n               float64 // bins scored, decayed
@@ -123,15 +126,15 @@ const forecastDecay = 0.999885
 // what the median request's energy may be off (docs/attribution.md).
 const understatedBelow = 0.95
 
-// add scores a bin's forecast against the weight it has at ScoreAge, its
-// final weight as far as waiting can reach; a bin no release read, or one
-// nobody ran in, is not scored.
-func (s *forecastScore) add(forecast float32, final float64) {
-	if forecast <= 0 || final <= 0 {
+// add scores a bin's forecast of its final weight, of which reach arrives
+// by ScoreAge, against the weight it has then (arrived); a bin no release
+// read, or one nobody ran in, is not scored.
+func (s *forecastScore) add(forecast float32, reach, arrived float64) {
+	if forecast <= 0 || arrived <= 0 {
 		return
 	}
-	s.forecast = s.forecast*forecastDecay + float64(forecast)
-	s.final = s.final*forecastDecay + final
+	s.forecast = s.forecast*forecastDecay + float64(forecast)*reach
+	s.final = s.final*forecastDecay + arrived
 	s.n = s.n*forecastDecay + 1
 }
 

@@ -376,3 +376,30 @@ func TestBinsWithoutActivityTeachNothing(t *testing.T) {
 	assert.Zero(t, b.group.load.fit.n)
 	assert.False(t, b.group.Learned())
 }
+
+// A forecast is of a bin's final weight, the score's weight what had
+// arrived by ScoreAge: a forecast counts the part of it the arrival curve
+// says arrives by then (its reach), so that requests outlasting ScoreAge
+// neither hide a shortfall nor read as one. 200 bins scored alike.
+func TestAForecastIsScoredOnWhatArrivesByScoreAge(t *testing.T) {
+	for _, tc := range []struct {
+		name                     string
+		forecast, reach, arrived float64
+		bins                     int
+		understated              bool
+	}{
+		{"right, all in by ScoreAge", 1, 1, 1, 200, false},
+		{"a tenth short, all in by ScoreAge", 0.9, 1, 1, 200, true},
+		{"right, a third arriving later", 1.5, 2.0 / 3, 1, 200, false},
+		{"a tenth short, a third arriving later", 1.35, 2.0 / 3, 1, 200, true},
+		{"a tenth short, too few bins", 0.9, 1, 1, minLoadBins / 2, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var s forecastScore
+			for range tc.bins {
+				s.add(float32(tc.forecast), tc.reach, tc.arrived)
+			}
+			assert.Equal(t, tc.understated, s.understated())
+		})
+	}
+}
