@@ -397,8 +397,11 @@ func (grp *Group) within(mark uint64) bool {
 // split moves the group's GPUs that carry the ledger's mark to a new group
 // with a copy of its books, and returns it.
 func (l *Ledger) split(grp *Group) *Group {
-	out := &Group{l: l, bins: slices.Clone(grp.bins), admitted: grp.admitted, arrival: grp.arrival,
-		load: grp.load, cost: grp.cost, chunks: grp.chunks, forecasts: grp.forecasts, scoredTo: grp.scoredTo, waits: grp.waits, learnedTo: grp.learnedTo, busyBins: grp.busyBins}
+	// Every field is the group's books so far, but its bins (cloned) and
+	// its members: a copy misses no score or fit added later.
+	out := new(Group)
+	*out = *grp
+	out.bins, out.members = slices.Clone(grp.bins), nil
 	var keep []*GPU
 	for _, g := range grp.members {
 		if g.mark == l.mark {
