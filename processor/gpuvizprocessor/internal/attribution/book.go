@@ -866,9 +866,9 @@ type binSteps struct{ chunked, decode, read float64 }
 // taken of it (of the sampling ratio): the share of its time its steps
 // carried chunks, and how many decodes shared each of the others' weight
 // read. The chunks admitted give the time they cover in it, counted once
-// where they overlap (chunkSlots); the part of the bin still to come is taken as chunked as the bin's activity says the whole
-// is (chunkModel), where every GPU of the group measured it, else as the
-// part admitted.
+// where they overlap (chunkSlots); the part of the bin still to come is
+// taken as chunked as the bin's activity says the whole is (chunkModel),
+// where every GPU of the group measured it, else as the part admitted.
 func (grp *Group) steps(sb *groupBin, taken float64) binSteps {
 	if taken <= 0 {
 		return binSteps{decode: 1}
