@@ -1284,9 +1284,10 @@ func (l *Ledger) Learned() bool {
 
 // Understated reports whether the group's forecasts of its bins' final
 // weight, made when a release first read them, have fallen short of the
-// weight the bins had at ScoreAge (forecastScore): requests
-// still running when their neighbours were released took more than the
-// forecasts left for them.
+// weight the bins had at ScoreAge, each counting the part the arrival
+// curve says arrives by then (forecastScore): requests still running when
+// their neighbours were released took more than the forecasts left for
+// them.
 func (grp *Group) Understated() bool { return grp.forecasts.understated() }
 
 // Waiting reports whether the group's GPUs waited for their host through
