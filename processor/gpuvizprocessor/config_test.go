@@ -36,6 +36,7 @@ func TestLoadConfig(t *testing.T) {
 	want.History.AlignGPM = false
 	want.Match.Order = []string{MatchProcess, MatchHost}
 	want.PhaseSpans = false
+	want.ResultsOn = ResultsOnChild
 	want.Rules = []RuleConfig{{Name: "myserver", SpanName: "generate", DecodeSecondsAttribute: "myserver.decode_s"}}
 	want.Bottleneck.MemoryDRAM = 0.6
 	want.Metrics.Interval = 30 * time.Second
@@ -57,6 +58,7 @@ func TestInvalidConfig(t *testing.T) {
 		"too_many_gpus":        "history.max_gpus: 65536 must be at most 65535",
 		"bad_order":            `match.order[1]: "gpu" is not a matching method`,
 		"empty_order":          "match.order: name at least one of pod, slurm, attribute, process, host",
+		"bad_results_on":       `results_on: "span" is not one of "request", "child"`,
 		"bad_threshold":        "bottleneck: memory_dram",
 		"bad_power_swing":      "bottleneck: power_swing: 40 must be a share in [0, 1] (0 turns it off)",
 		"bad_rule":             "name",

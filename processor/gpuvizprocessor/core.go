@@ -296,11 +296,22 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 		c.countUnenriched(ctx, "no_gpu", len(spans))
 		return next.ConsumeTraces(ctx, td)
 	}
+	handedOn := c.cfg.ResultsOn == ResultsOnChild
+	if handedOn {
+		children := childSpans(td, spans)
+		if err := next.ConsumeTraces(ctx, td); err != nil {
+			return err // nothing admitted: the sender's retry is not counted twice
+		}
+		td = children
+	}
 	b := &heldBatch{td: td, next: next, info: client.FromContext(ctx), spans: spans, arrived: now, deadline: now.Add(c.cfg.MaxWait)}
 	c.mu.Lock()
 	if !c.hold.admit(b) {
 		c.mu.Unlock()
 		c.countUnenriched(ctx, "overflow", len(spans))
+		if handedOn {
+			return nil // the children carry nothing yet
+		}
 		return next.ConsumeTraces(ctx, td)
 	}
 	// The batch outlives this call: under pdata.useProtoPooling the
@@ -545,10 +556,17 @@ func (c *core) release(now time.Time, force func(*heldBatch) bool) {
 	for i, b := range ready {
 		if !b.enriched {
 			c.annotateBatch(b, v)
+			if c.cfg.ResultsOn == ResultsOnChild {
+				dropBareChildren(b.td)
+			}
 			b.enriched = true
 			c.recordHold(b, now)
 		}
-		c.forward(now, b, force(b))
+		if b.td.SpanCount() == 0 {
+			pref.UnrefTraces(b.td) // children only, none of them enriched
+		} else {
+			c.forward(now, b, force(b))
+		}
 		// Handed on (or back in the hold): its spans, now grown by what
 		// annotateBatch wrote, must not live on through this release's
 		// slice once the next consumer is done with them.

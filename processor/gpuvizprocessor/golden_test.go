@@ -89,7 +89,16 @@ func familySpans(base time.Time) ptrace.Traces {
 // TestEnrichedSpansGolden pins what every span family gets from the
 // processor, against a fixture GPU whose signals change every second.
 func TestEnrichedSpansGolden(t *testing.T) {
-	p := newPipelines(t, nil)
+	for on, file := range map[string]string{ResultsOnRequest: "enriched_spans.yaml", ResultsOnChild: "child_spans.yaml"} {
+		t.Run(on, func(t *testing.T) { testEnrichedSpansGolden(t, on, file) })
+	}
+}
+
+// testEnrichedSpansGolden checks what the processor hands on with its
+// results on span results_on against file: with child, the children
+// after the spans as they came.
+func testEnrichedSpansGolden(t *testing.T, on, file string) {
+	p := newPipelines(t, func(c *Config) { c.ResultsOn = on })
 	// A fixed moment: every timestamp in the golden file is reproducible.
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC) // in the past: spans ending in the future are malformed
 	samples := make([]sample, 25)
@@ -103,10 +112,19 @@ func TestEnrichedSpansGolden(t *testing.T) {
 	}
 	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base.Add(-2*time.Second), time.Second, samples)))
 	require.NoError(t, p.traces.ConsumeTraces(context.Background(), familySpans(base)))
-	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+	sent := familySpans(base)
+	batches := 1
+	if on == ResultsOnChild {
+		batches = 2
+	}
+	require.Eventually(t, func() bool { return len(p.spans.AllTraces()) == batches }, 5*time.Second, 10*time.Millisecond)
+	if on == ResultsOnChild {
+		require.NoError(t, ptracetest.CompareTraces(sent, p.spans.AllTraces()[0]), "the spans as they came")
+	}
 
-	got := p.spans.AllTraces()[0]
-	path := filepath.Join("testdata", "enriched_spans.yaml")
+	got := p.spans.AllTraces()[batches-1]
+	pinChildIDs(got)
+	path := filepath.Join("testdata", file)
 	if *update {
 		require.NoError(t, golden.WriteTraces(t, path, got))
 	}
@@ -117,10 +135,48 @@ func TestEnrichedSpansGolden(t *testing.T) {
 	// A golden file can pin the wrong thing: every request span (vLLM,
 	// GenAI, TGI handler, Triton model) and both aggregate spans (TGI
 	// prefill step, Triton compute) must have been enriched.
-	for _, name := range []string{"llm_request", "chat llama-3.1-70b", "chat_completions", "prefill", "llama", "compute"} {
-		attrs := spanAttrs(t, p.spans, name)
-		require.Len(t, attrs, 1, name)
-		assert.Contains(t, attrs[0], "gpuviz.energy", name)
-		assert.Contains(t, attrs[0], "gpuviz.bottleneck", name)
+	names := []string{"llm_request", "chat llama-3.1-70b", "chat_completions", "prefill", "llama", "compute"}
+	if on == ResultsOnChild {
+		// Their results went on a child each.
+		require.Len(t, spanAttrs(t, p.spans, requestSpanName), len(names))
+		names = []string{requestSpanName}
 	}
+	for _, name := range names {
+		attrs := spanAttrs(t, p.spans, name)
+		require.NotEmpty(t, attrs, name)
+		for _, a := range attrs {
+			assert.Contains(t, a, "gpuviz.energy", name)
+			assert.Contains(t, a, "gpuviz.bottleneck", name)
+		}
+	}
+}
+
+// pinChildIDs gives each gpu.request span a span ID made from its parent's
+// (the request span's, last byte flipped), in place of its random one, and
+// its phase spans that parent: a golden file can then pin where each hangs.
+func pinChildIDs(td ptrace.Traces) {
+	pinned := map[pcommon.SpanID]pcommon.SpanID{}
+	spans := func(fn func(ptrace.Span)) {
+		for i := range td.ResourceSpans().Len() {
+			sss := td.ResourceSpans().At(i).ScopeSpans()
+			for j := range sss.Len() {
+				for k := range sss.At(j).Spans().Len() {
+					fn(sss.At(j).Spans().At(k))
+				}
+			}
+		}
+	}
+	spans(func(s ptrace.Span) {
+		if s.Name() == requestSpanName {
+			id := s.ParentSpanID()
+			id[7] ^= 0xff
+			pinned[s.SpanID()] = id
+			s.SetSpanID(id)
+		}
+	})
+	spans(func(s ptrace.Span) {
+		if id, ok := pinned[s.ParentSpanID()]; ok {
+			s.SetParentSpanID(id)
+		}
+	})
 }

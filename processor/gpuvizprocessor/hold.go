@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
@@ -121,3 +122,62 @@ func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
 // requeue puts back a batch the next consumer refused; false when there is
 // no room (it is then refused for good).
 func (h *hold) requeue(b *heldBatch) bool { return h.admit(b) }
+
+// requestSpanName names the child span a request's results go on with
+// results_on: child.
+const requestSpanName = "gpu.request"
+
+// childSpans gives each recognised span of td (spans, in td's order) a
+// child span gpu.request on the same trace, under a copy of its resource
+// and the processor's own scope, and points the held span at it: results
+// and phase spans are written there at release. It returns the children,
+// held in place of td, which goes on at once (results_on: child).
+func childSpans(td ptrace.Traces, spans []heldSpan) ptrace.Traces {
+	out := ptrace.NewTraces()
+	next := 0
+	rss := td.ResourceSpans()
+	for i := 0; i < rss.Len() && next < len(spans); i++ {
+		rs := rss.At(i)
+		var children ptrace.SpanSlice
+		started := false
+		sss := rs.ScopeSpans()
+		for j := range sss.Len() {
+			sl := sss.At(j).Spans()
+			for k := 0; k < sl.Len() && next < len(spans); k++ {
+				hs := &spans[next]
+				if sl.At(k) != hs.span {
+					continue
+				}
+				next++
+				if !started {
+					crs := out.ResourceSpans().AppendEmpty()
+					rs.Resource().CopyTo(crs.Resource())
+					css := crs.ScopeSpans().AppendEmpty()
+					css.Scope().SetName(metadata.ScopeName)
+					children, started = css.Spans(), true
+				}
+				child := children.AppendEmpty()
+				child.SetName(requestSpanName)
+				child.SetKind(ptrace.SpanKindInternal)
+				child.SetTraceID(hs.span.TraceID())
+				child.SetParentSpanID(hs.span.SpanID())
+				child.SetSpanID(newSpanID())
+				child.SetStartTimestamp(hs.span.StartTimestamp())
+				child.SetEndTimestamp(hs.span.EndTimestamp())
+				hs.span, hs.siblings = child, children
+			}
+		}
+	}
+	return out
+}
+
+// dropBareChildren removes from td, a batch childSpans made, the children
+// that got no results (their spans were not enriched, counted why), and
+// the resources left without spans.
+func dropBareChildren(td ptrace.Traces) {
+	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
+		spans := rs.ScopeSpans().At(0).Spans()
+		spans.RemoveIf(func(s ptrace.Span) bool { return s.Name() == requestSpanName && s.Attributes().Len() == 0 })
+		return spans.Len() == 0
+	})
+}

@@ -577,3 +577,52 @@ func TestGatewayKeepsHostsApart(t *testing.T) {
 	assert.InDelta(t, 5*650.0, named["gpuviz.energy"], 1e-6)
 	assert.Equal(t, onNode2.Name(), "llm_request")
 }
+
+// With results_on: child the request span goes on at once, untouched, and
+// its results follow on a child span gpu.request under a copy of its
+// resource: the results the request span carries by default, with the
+// phase spans under the child.
+func TestResultsOnAChildSpan(t *testing.T) {
+	send := func(on string) (*pipelines, ptrace.Traces) {
+		p := newPipelines(t, func(c *Config) { c.ResultsOn = on })
+		now := time.Now().Truncate(time.Second)
+		require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(-30*time.Second), time.Second, repeat(busy, 31))))
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, now.Add(-20*time.Second), 1, 1, 8, 200)
+		td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty().SetName("GET /health")
+		sent := ptrace.NewTraces()
+		td.CopyTo(sent)
+		require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+		return p, sent
+	}
+	onRequest, _ := send(ResultsOnRequest)
+	onChild, sent := send(ResultsOnChild)
+	require.Eventually(t, func() bool { return onRequest.spans.SpanCount() > 0 && len(onChild.spans.AllTraces()) == 2 }, 5*time.Second, 10*time.Millisecond)
+
+	got := onChild.spans.AllTraces()
+	assert.Equal(t, sent, got[0], "handed on as it came, before its results")
+	request := sent.ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	children := got[1]
+	require.Equal(t, 1, children.ResourceSpans().Len())
+	rs := children.ResourceSpans().At(0)
+	assert.Equal(t, sent.ResourceSpans().At(0).Resource().Attributes().AsRaw(), rs.Resource().Attributes().AsRaw())
+	require.Equal(t, 1, rs.ScopeSpans().Len())
+	assert.Equal(t, metadata.ScopeName, rs.ScopeSpans().At(0).Scope().Name())
+	spans := rs.ScopeSpans().At(0).Spans()
+	require.Equal(t, 4, spans.Len(), "gpu.request and its three phase spans")
+	child := spans.At(0)
+	assert.Equal(t, "gpu.request", child.Name())
+	assert.Equal(t, request.TraceID(), child.TraceID())
+	assert.Equal(t, request.SpanID(), child.ParentSpanID())
+	assert.Equal(t, request.StartTimestamp(), child.StartTimestamp())
+	assert.Equal(t, request.EndTimestamp(), child.EndTimestamp())
+	for i := 1; i < spans.Len(); i++ {
+		assert.Equal(t, child.SpanID(), spans.At(i).ParentSpanID(), spans.At(i).Name())
+		assert.Equal(t, spanAttrs(t, onRequest.spans, spans.At(i).Name()), spanAttrs(t, onChild.spans, spans.At(i).Name()))
+	}
+
+	want := spanAttrs(t, onRequest.spans, "llm_request")[0]
+	maps.DeleteFunc(want, func(k string, _ any) bool { return !strings.HasPrefix(k, "gpuviz.") })
+	assert.Contains(t, want, "gpuviz.energy")
+	assert.Equal(t, []map[string]any{want}, spanAttrs(t, onChild.spans, "gpu.request"))
+}

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/featuregate"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -444,4 +445,67 @@ func pointsAt(md pmetric.Metrics, ts pcommon.Timestamp) pmetric.Metrics {
 		}
 	}
 	return out
+}
+
+// With results_on: child a batch the next consumer refuses is refused to
+// the sender and nothing of it is held: its retry is admitted once.
+func TestResultsOnAChildSpanRefusedAtOnceHoldNothing(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.ResultsOn = ResultsOnChild })
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	*now = base.Add(21 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
+	refused := errors.New("queue full")
+	require.ErrorIs(t, c.consumeTraces(context.Background(), td, consumertest.NewErr(refused)), refused)
+	assert.Zero(t, c.hold.n, "nothing held")
+
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	assert.Equal(t, 1, c.hold.n, "the retry's gpu.request")
+	require.Len(t, sink.AllTraces(), 1)
+	assert.Equal(t, 1, sink.AllTraces()[0].SpanCount(), "the request span, on at once")
+	for step := range 8 {
+		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+	}
+	require.Len(t, sink.AllTraces(), 2)
+	assert.Len(t, spanAttrs(t, sink, "gpu.request"), 1)
+	assert.Zero(t, c.hold.n)
+}
+
+// With results_on: child a span that is not enriched (here: no GPU on its
+// host) leaves no child: its gpu.request goes nowhere, and a batch of only
+// such children is not handed on.
+func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.ResultsOn = ResultsOnChild })
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	*now = base.Add(21 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	elsewhere := ptrace.NewTraces()
+	vllmSpan(elsewhere, 2, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
+	elsewhere.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-2")
+	elsewhere.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	for step := range 30 {
+		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+	}
+	assert.Zero(t, c.hold.n)
+	require.Len(t, sink.AllTraces(), 2, "the spans as they came, then the one child with results")
+	children := spanAttrs(t, sink, "gpu.request")
+	require.Len(t, children, 1)
+	assert.Equal(t, []any{"GPU-a"}, children[0]["gpuviz.gpu.ids"])
+	assert.Equal(t, 1, sink.AllTraces()[1].ResourceSpans().Len(), "no resource left without spans")
+
+	// A batch whose only span gets no results sends nothing more.
+	lone := ptrace.NewTraces()
+	vllmSpan(lone, 3, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
+	lone.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-2")
+	require.NoError(t, c.consumeTraces(context.Background(), lone, sink))
+	for step := range 30 {
+		c.tick(base.Add(51*time.Second + time.Duration(step)*time.Second))
+	}
+	assert.Zero(t, c.hold.n)
+	assert.Len(t, sink.AllTraces(), 3, "the lone span only")
 }
