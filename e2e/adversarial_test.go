@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,6 +106,7 @@ type adversarialSink struct {
 	repeated int
 	unknown  int // spans of a sequence number never sent
 	phases   int
+	children int // gpu.request spans (results_on: child)
 	sampled  map[int64]ptrace.Traces
 }
 
@@ -114,6 +116,8 @@ func (s *adversarialSink) Export(_ context.Context, req ptraceotlp.ExportRequest
 	adversarial.EachSpan(req.Traces(), func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) {
 		_, seq, ok := adversarial.CaseOf(sp)
 		switch {
+		case !ok && sp.Name() == "gpu.request":
+			s.children++
 		case !ok:
 			s.phases++
 		case seq < 0 || seq >= int64(len(s.seen)):
@@ -130,7 +134,7 @@ func (s *adversarialSink) Export(_ context.Context, req ptraceotlp.ExportRequest
 	return ptraceotlp.NewExportResponse(), nil
 }
 
-func (s *adversarialSink) counts() (originals, phases int) {
+func (s *adversarialSink) counts() (originals, phases, children int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, ok := range s.seen {
@@ -138,7 +142,7 @@ func (s *adversarialSink) counts() (originals, phases int) {
 			originals++
 		}
 	}
-	return originals, s.phases
+	return originals, s.phases, s.children
 }
 
 // sentTally is what the test sent.
@@ -225,11 +229,17 @@ func TestAdversarial(t *testing.T) {
 	t.Run("proto_pooling", func(t *testing.T) {
 		runAdversarial(t, pooledSpans, "--feature-gates=pdata.useProtoPooling")
 	})
+	// The request spans go on at once, untouched; each enriched one's
+	// results follow on a child gpu.request.
+	t.Run("results_on_child", func(t *testing.T) {
+		runAdversarial(t, pooledSpans, "--set=processors::gpuviz::results_on=child")
+	})
 }
 
 // runAdversarial sends spans adversarial spans through the built collector
 // started with args.
 func runAdversarial(t *testing.T, spans int, args ...string) {
+	onChild := slices.Contains(args, "--set=processors::gpuviz::results_on=child")
 	root, err := filepath.Abs("..")
 	require.NoError(t, err)
 	bin := env("GPUVIZ_COLLECTOR", filepath.Join(root, "_build/otelcol-gpuviz"))
@@ -291,10 +301,13 @@ func runAdversarial(t *testing.T, spans int, args ...string) {
 		if m, err = scrapePromText(telemetryPort); err != nil {
 			return false
 		}
-		originals, phases := sink.counts()
+		originals, phases, children := sink.counts()
 		want := m.sum("otelcol_receiver_accepted_spans", "") + m.sum("otelcol_processor_gpuviz_phase_spans_added", "")
+		if onChild {
+			want += m.sum("otelcol_processor_gpuviz_spans_enriched", "")
+		}
 		return m.sum("otelcol_processor_gpuviz_pending_spans", "") == 0 && m.sum("otelcol_exporter_sent_spans", "") == want &&
-			float64(originals+phases) == want
+			float64(originals+phases+children) == want
 	}, 3*time.Minute, 250*time.Millisecond, "the collector drains")
 	drainTime := time.Since(start) - sendTime
 	done, _ := collector.Exited()
@@ -323,8 +336,14 @@ func runAdversarial(t *testing.T, spans int, args ...string) {
 	assert.Zero(t, m.sum("otelcol_receiver_refused_spans", ""))
 	assert.Zero(t, m.sum("otelcol_exporter_send_failed_spans", ""))
 	assert.Zero(t, m.sum("otelcol_processor_gpuviz_spans_refused", ""))
-	assert.Equal(t, accepted+phaseSpans, m.sum("otelcol_exporter_sent_spans", ""), "the exporter sent the originals and the phase spans")
-	originals, phases := sink.counts()
+	enriched := m.sum("otelcol_processor_gpuviz_spans_enriched", "")
+	added := 0.0 // gpu.request spans
+	if onChild {
+		added = enriched
+	}
+	assert.Equal(t, accepted+phaseSpans+added, m.sum("otelcol_exporter_sent_spans", ""), "the exporter sent the originals, the phase spans and any gpu.request spans")
+	originals, phases, children := sink.counts()
+	assert.EqualValues(t, added, children, "a gpu.request for each enriched span with results_on: child, else none")
 	assert.Equal(t, spans, originals, "every original span came out")
 	assert.Zero(t, sink.repeated, "no span came out twice")
 	assert.Zero(t, sink.unknown)
@@ -342,7 +361,6 @@ func runAdversarial(t *testing.T, spans int, args ...string) {
 	for r, n := range sent.malformed {
 		assert.Equal(t, n, reasons[r], "sent %s", r)
 	}
-	enriched := m.sum("otelcol_processor_gpuviz_spans_enriched", "")
 	assert.EqualValues(t, sent.byOutcome[adversarial.Enriched], enriched+unenriched,
 		"every well-formed span enriched or passed through for a reason other than malformed")
 
@@ -352,7 +370,11 @@ func runAdversarial(t *testing.T, spans int, args ...string) {
 	for seq, want := range sent.sampled {
 		got, ok := sink.sampled[seq]
 		if assert.True(t, ok, "sampled span %d came out", seq) {
-			assert.NoError(t, adversarial.Check(sent.cases[seq], want, got))
+			check := adversarial.Check
+			if onChild {
+				check = adversarial.CheckUntouched
+			}
+			assert.NoError(t, check(sent.cases[seq], want, got))
 			compared++
 		}
 	}
@@ -365,8 +387,8 @@ func runAdversarial(t *testing.T, spans int, args ...string) {
 	t.Logf("adversarial: %d spans (%d enriched-class, %d malformed, %d not inference), %d cases, send %v, drain %v, total %v",
 		spans, sent.byOutcome[adversarial.Enriched], sent.byOutcome[adversarial.Malformed], sent.byOutcome[adversarial.NotInference],
 		len(adversarial.Cases()), sendTime.Round(time.Millisecond), drainTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
-	t.Logf("adversarial: accepted %.0f, sent by the exporter %.0f (phase spans %.0f), received %d + %d phase; enriched %.0f; retries %d; %d sampled spans compared; VmHWM %d bytes (%.1f MiB)",
-		accepted, m.sum("otelcol_exporter_sent_spans", ""), phaseSpans, originals, phases, enriched, retries, compared, hwm, float64(hwm)/(1<<20))
+	t.Logf("adversarial: accepted %.0f, sent by the exporter %.0f (phase spans %.0f), received %d + %d phase + %d gpu.request; enriched %.0f; retries %d; %d sampled spans compared; VmHWM %d bytes (%.1f MiB)",
+		accepted, m.sum("otelcol_exporter_sent_spans", ""), phaseSpans, originals, phases, children, enriched, retries, compared, hwm, float64(hwm)/(1<<20))
 	t.Logf("adversarial: unenriched by reason: %v", reasons)
 }
 
