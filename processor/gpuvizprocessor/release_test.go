@@ -447,13 +447,21 @@ func pointsAt(md pmetric.Metrics, ts pcommon.Timestamp) pmetric.Metrics {
 	return out
 }
 
+// childCore is a virtual core with results_on: child that has seen 21 s
+// of GPU-a busy on host from base, the clock at their end.
+func childCore(t *testing.T, host string) (*core, time.Time, *consumertest.TracesSink) {
+	t.Helper()
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.ResultsOn = ResultsOnChild })
+	c.ingest.consume(context.Background(), gpuMetrics(host, "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	*now = base.Add(21 * time.Second)
+	return c, base, sink
+}
+
 // With results_on: child a batch the next consumer refuses is refused to
 // the sender and nothing of it is held: its retry is admitted once.
 func TestResultsOnAChildSpanRefusedAtOnceHoldNothing(t *testing.T) {
-	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.ResultsOn = ResultsOnChild })
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	*now = base.Add(21 * time.Second)
+	c, base, sink := childCore(t, "")
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 	refused := errors.New("queue full")
@@ -476,10 +484,7 @@ func TestResultsOnAChildSpanRefusedAtOnceHoldNothing(t *testing.T) {
 // host) leaves no child: its gpu.request goes nowhere, and a batch of only
 // such children is not handed on.
 func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
-	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.ResultsOn = ResultsOnChild })
-	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	*now = base.Add(21 * time.Second)
+	c, base, sink := childCore(t, "node-1")
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
