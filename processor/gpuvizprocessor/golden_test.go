@@ -94,9 +94,9 @@ func TestEnrichedSpansGolden(t *testing.T) {
 	}
 }
 
-// testEnrichedSpansGolden checks what the processor hands on with its
-// results on span results_on against file: with child, the children
-// after the spans as they came.
+// testEnrichedSpansGolden checks what the processor hands on with
+// results_on set to on against file: with child, the children, after the
+// spans as they came.
 func testEnrichedSpansGolden(t *testing.T, on, file string) {
 	p := newPipelines(t, func(c *Config) { c.ResultsOn = on })
 	// A fixed moment: every timestamp in the golden file is reproducible.
