@@ -129,7 +129,8 @@ const requestSpanName = "gpu.request"
 
 // childSpans gives each recognised span of td (spans, in td's order) a
 // child span gpu.request on the same trace, under a copy of its resource
-// and the processor's own scope, and points the held span at it: results
+// and the processor's own scope, carrying the request's model
+// (gen_ai.request.model), and points the held span at it: results
 // and phase spans are written there at release. It returns the children,
 // held in place of td, which goes on at once (results_on: child).
 func childSpans(td ptrace.Traces, spans []heldSpan) ptrace.Traces {
@@ -164,6 +165,10 @@ func childSpans(td ptrace.Traces, spans []heldSpan) ptrace.Traces {
 				child.SetSpanID(newSpanID())
 				child.SetStartTimestamp(hs.span.StartTimestamp())
 				child.SetEndTimestamp(hs.span.EndTimestamp())
+				if hs.req.Model != "" {
+					// What queries group the results by, where the request says.
+					child.Attributes().PutStr(attrModel, hs.req.Model)
+				}
 				hs.span, hs.siblings = child, children
 			}
 		}
@@ -177,7 +182,10 @@ func childSpans(td ptrace.Traces, spans []heldSpan) ptrace.Traces {
 func dropBareChildren(td ptrace.Traces) {
 	td.ResourceSpans().RemoveIf(func(rs ptrace.ResourceSpans) bool {
 		spans := rs.ScopeSpans().At(0).Spans()
-		spans.RemoveIf(func(s ptrace.Span) bool { return s.Name() == requestSpanName && s.Attributes().Len() == 0 })
+		spans.RemoveIf(func(s ptrace.Span) bool {
+			_, annotated := s.Attributes().Get(attrFamily)
+			return s.Name() == requestSpanName && !annotated
+		})
 		return spans.Len() == 0
 	})
 }

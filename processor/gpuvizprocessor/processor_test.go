@@ -621,8 +621,10 @@ func TestResultsOnAChildSpan(t *testing.T) {
 		assert.Equal(t, spanAttrs(t, onRequest.spans, spans.At(i).Name()), spanAttrs(t, onChild.spans, spans.At(i).Name()))
 	}
 
+	// The request's results, and its model to group them by.
 	want := spanAttrs(t, onRequest.spans, "llm_request")[0]
-	maps.DeleteFunc(want, func(k string, _ any) bool { return !strings.HasPrefix(k, "gpuviz.") })
+	maps.DeleteFunc(want, func(k string, _ any) bool { return !strings.HasPrefix(k, "gpuviz.") && k != "gen_ai.request.model" })
 	assert.Contains(t, want, "gpuviz.energy")
+	assert.Contains(t, want, "gen_ai.request.model")
 	assert.Equal(t, []map[string]any{want}, spanAttrs(t, onChild.spans, "gpu.request"))
 }
