@@ -628,3 +628,44 @@ func TestResultsOnAChildSpan(t *testing.T) {
 	assert.Contains(t, want, "gen_ai.request.model")
 	assert.Equal(t, []map[string]any{want}, spanAttrs(t, onChild.spans, "gpu.request"))
 }
+
+// With results_on: child the derived metrics' exemplars point at the span
+// that carries the results: the request's gpu.request, on its trace.
+func TestResultsOnAChildSpanExemplarsPointAtIt(t *testing.T) {
+	p := newPipelines(t, func(c *Config) {
+		c.MaxWait, c.Metrics.Interval, c.ResultsOn = time.Second, time.Millisecond, ResultsOnChild
+	})
+	now := time.Now().Truncate(time.Second)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(-40*time.Second), time.Second, repeat(busy, 41))))
+	td := ptrace.NewTraces()
+	request := vllmSpan(td, 7, now.Add(-30*time.Second), 0, 2, 20, 100)
+	traceID, requestID := request.TraceID(), request.SpanID()
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return len(p.spans.AllTraces()) == 2 }, 5*time.Second, 10*time.Millisecond)
+	child := p.spans.AllTraces()[1].ResourceSpans().At(0).ScopeSpans().At(0).Spans().At(0)
+	require.Equal(t, requestID, child.ParentSpanID())
+
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(time.Second), time.Second, repeat(busy, 1))))
+	md := p.points.AllMetrics()[len(p.points.AllMetrics())-1]
+	seen := 0
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Type() != pmetric.MetricTypeHistogram {
+				continue
+			}
+			dps := ms.At(j).Histogram().DataPoints()
+			for k := range dps.Len() {
+				exs := dps.At(k).Exemplars()
+				for l := range exs.Len() {
+					assert.Equal(t, traceID, exs.At(l).TraceID(), ms.At(j).Name())
+					assert.Equal(t, child.SpanID(), exs.At(l).SpanID(), ms.At(j).Name())
+					seen++
+				}
+			}
+		}
+	}
+	assert.Positive(t, seen)
+}
