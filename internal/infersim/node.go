@@ -188,3 +188,34 @@ func (n *Node) Bins(gpu int, from, to int64) []Bin {
 	}
 	return out
 }
+
+// Running returns how many of engine e's requests were running at t, as
+// the engine counts them (vLLM's num_requests_running, SGLang's
+// num_running_reqs): scheduled and not finished, less those preempted back
+// to the queue and not yet rescheduled. It is what the engine's own gauge
+// reads, so what a simulated server exports, not a truth only the scorer
+// sees.
+func (n *Node) Running(e int, t int64) int {
+	count := 0
+	for _, r := range n.Episode(n.EpisodeIndex(t)).requests {
+		if r.Engine == e && r.Scheduled != 0 && r.Scheduled <= t && t < r.Finished && !r.preemptedAt(t) {
+			count++
+		}
+	}
+	return count
+}
+
+// preemptedAt reports whether r was waiting at t after a preemption: its
+// recomputation (its first chunk after the preemption) had not started.
+func (r Request) preemptedAt(t int64) bool {
+	for _, p := range r.Preempted {
+		if p > t {
+			break
+		}
+		i, _ := slices.BinarySearchFunc(r.Chunks, p, func(c Chunk, at int64) int { return cmpInt(c.Start, at) })
+		if i == len(r.Chunks) || r.Chunks[i].Start > t {
+			return true
+		}
+	}
+	return false
+}

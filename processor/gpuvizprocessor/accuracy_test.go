@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/collector/receiver/receivertest"
@@ -54,6 +55,7 @@ var (
 	accuracySamples = flag.Duration("accuracy.samples", 0, "the receiver's samples.interval for the run (0: the default): what a finer sampling clock buys")
 	accuracyBins    = flag.Duration("accuracy.resolution", 0, "attribution.resolution for the run (0: the default): what finer books buy")
 	accuracyFirst   = flag.Duration("accuracy.first", 0, "score only the requests that finished in each run's first this long (0: all): how the books do while they warm up")
+	accuracyEngines = flag.Duration("accuracy.engines", 15*time.Second, "how often the engines' running-request gauges are scraped (0: never): what the engines' own counts buy")
 	accuracyModel   = flag.String("accuracy.model", "h200", "the simulated GPU (nvmlsim's models): how the estimate's H200-derived constants carry to other GPUs")
 )
 
@@ -73,6 +75,8 @@ const (
 	// the processor's bins and the truth's: a live clock starts anywhere,
 	// and half a bin is the worst phase for a 100 ms tick.
 	accuracyTickPhase = 50 * time.Millisecond
+	// accuracyEnginePhase puts the engines' scrapes off both.
+	accuracyEnginePhase = 130 * time.Millisecond
 )
 
 func TestAccuracy(t *testing.T) {
@@ -207,12 +211,24 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 		nextTick = math.MaxInt64
 	}
 	nextStep := start + int64(accuracyTick)
+	// The engines' running-request gauges, scraped as a prometheus
+	// receiver would, off the other clocks' phase.
+	engineEvery, nextEngines := int64(*accuracyEngines), start+int64(*accuracyEngines)+int64(accuracyEnginePhase)
+	if engineEvery <= 0 {
+		nextEngines = math.MaxInt64
+	}
 	last := start
 	firstLag := map[string]time.Duration{}   // when each GPU's GPM lag was first taken
 	firstValue := map[string]time.Duration{} // and what it was then
 	tail := int64(pcfg.MaxWait) + 2*interval
-	for t0 := min(nextScrape, nextTick, nextStep); t0 <= end+tail; t0 = min(nextScrape, nextTick, nextStep) {
+	for t0 := min(nextScrape, nextTick, nextStep, nextEngines); t0 <= end+tail; t0 = min(nextScrape, nextTick, nextStep, nextEngines) {
 		clock.Store(t0)
+		if t0 >= nextEngines {
+			md := pmetric.NewMetrics()
+			inferspans.AppendRunning(md, node, t0, env)
+			require.NoError(t, mp.ConsumeMetrics(ctx, md))
+			nextEngines += engineEvery
+		}
 		if t0 >= nextScrape {
 			md, err := recv.Scrape(ctx)
 			require.NoError(t, err)

@@ -228,6 +228,11 @@ func (c *core) tick(now time.Time) {
 // metrics.interval, appends the derived metrics.
 func (c *core) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	c.ingest.consume(ctx, md)
+	if counts := engineCounts(md, nil); len(counts) > 0 {
+		c.mu.Lock()
+		c.matchEngines(counts)
+		c.mu.Unlock()
+	}
 	if c.cfg.Metrics.Enabled {
 		c.flushMetrics(ctx, md, c.now())
 	}

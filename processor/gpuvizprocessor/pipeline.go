@@ -26,6 +26,9 @@ type pipeline struct {
 	ledger     *attribution.Ledger
 	books      map[timeline.Key]*attribution.GPU
 	sets       map[string]*gpuSet
+	// engines are, per GPU set's name, the servers whose running-request
+	// counts matched it (running).
+	engines map[string]engineSources
 
 	// onFreeze and onFinal are the live view's: told each bin's label as
 	// it freezes, and again once it is final, at the horizon too
@@ -43,6 +46,7 @@ type pipeline struct {
 // gpuSet is a set of GPUs that spans matched, interned: the spans of one
 // set share what is computed for it, found by pointer, and its books.
 type gpuSet struct {
+	name string // its key in pipeline.sets
 	keys []timeline.Key
 	gpus []*attribution.GPU // nil until the pipeline needs them
 	// groups are the ledger's groups that make up gpus, as of version.
@@ -62,8 +66,8 @@ func (p *pipeline) set(keys []timeline.Key) *gpuSet {
 	if s, ok := p.sets[string(p.name)]; ok {
 		return s
 	}
-	s := &gpuSet{keys: keys}
-	p.sets[string(p.name)] = s
+	s := &gpuSet{name: string(p.name), keys: keys}
+	p.sets[s.name] = s
 	return s
 }
 
@@ -129,7 +133,7 @@ func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
 		warmupWait: cfg.Attribution.WarmupWait,
-		ledger:     attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{},
+		ledger:     attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{}, engines: map[string]engineSources{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
@@ -734,5 +738,22 @@ func (p *pipeline) forget() {
 	for name, s := range p.sets {
 		s.gpus, s.groups = nil, nil
 		delete(p.sets, name)
+	}
+	// A set's servers that have all gone silent for attribution.EngineGap
+	// against the newest count are forgotten with it.
+	var newest int64
+	for _, srcs := range p.engines {
+		for _, e := range srcs {
+			newest = max(newest, e.ts)
+		}
+	}
+	for name, srcs := range p.engines {
+		keep := false
+		for _, e := range srcs {
+			keep = keep || newest-e.ts <= attribution.EngineGap
+		}
+		if !keep {
+			delete(p.engines, name)
+		}
 	}
 }

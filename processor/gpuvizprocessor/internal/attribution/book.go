@@ -246,6 +246,9 @@ type Group struct {
 	learnedTo int64
 	busyBins  int
 	mark      uint64
+	// engines are the counts of running requests the engines serving the
+	// group's GPUs report (Running).
+	engines engineCounts
 }
 
 // arrival is a group's learned arrival curve. arrived is, per age class,
@@ -385,6 +388,24 @@ func (l *Ledger) Groups(gpus []*GPU, dst []*Group) []*Group {
 }
 
 // within reports whether every GPU of the group carries mark.
+// GroupOf returns the group whose GPUs are exactly gpus, or nil where they
+// are not one whole group. Unlike Groups it never splits one.
+func (l *Ledger) GroupOf(gpus []*GPU) *Group {
+	if len(gpus) == 0 {
+		return nil
+	}
+	grp := gpus[0].group
+	if grp == nil || len(grp.members) != len(gpus) {
+		return nil
+	}
+	for _, g := range gpus[1:] {
+		if g.group != grp {
+			return nil
+		}
+	}
+	return grp
+}
+
 func (grp *Group) within(mark uint64) bool {
 	for _, g := range grp.members {
 		if g.mark != mark {
@@ -1007,7 +1028,7 @@ func (grp *Group) finalWeight(pb *pieceBin, sb *groupBin, gpus uint16) float64 {
 				// learned, and its forecast is not scored.
 				return sb.weight / grp.arrival.known(pb)
 			}
-			sb.toCome, sb.toComeAt = grp.toCome(pb.i, w-sb.weight, gpus)*grp.lateShare(pb.i), grp.l.epoch
+			sb.toCome, sb.toComeAt = grp.toCome(pb.i, w-sb.weight, gpus)*grp.keptShare(pb.i), grp.l.epoch
 		}
 		return sb.forecasts(sb.weight + sb.toCome)
 	}
@@ -1037,6 +1058,47 @@ func (grp *Group) lateShare(i int64) float64 {
 		return 0 // nothing arrives past finalize_after (the curve's sums round)
 	}
 	return max(0, min(1, (1-a.knownAt(age))/(1-ref)))
+}
+
+// keptShare is how much of the weight bin i's activity says is still to
+// come is kept for requests not yet admitted. Where the engines' own counts
+// bracket the bin it is all of it while they say a request ran then that
+// has not been admitted, and none once every one has: what the fit predicts
+// beyond the admitted is then its error, and requests the engines ran but
+// never report (aborted ones) keep theirs. Elsewhere it is lateShare.
+func (grp *Group) keptShare(i int64) float64 {
+	l := grp.l
+	unseen, known := grp.engines.unseen(l.Start(i)+l.width/2, grp.presentAt)
+	switch {
+	case !known:
+		return grp.lateShare(i)
+	case unseen:
+		return 1
+	}
+	return 0
+}
+
+// presentAt is how many admitted requests ran in t's bin on average: their
+// request-seconds in it over its width; ok is false outside the window.
+func (grp *Group) presentAt(t int64) (float64, bool) {
+	l := grp.l
+	i := l.Index(t)
+	if i < l.lo || i >= l.hi {
+		return 0, false
+	}
+	return grp.at(i).present / (float64(l.width) / 1e9), true
+}
+
+// Running records that the inference engines serving the group's GPUs,
+// and only those, counted n requests running at t; it reports false for a
+// count older than the newest held, which is dropped.
+func (grp *Group) Running(t int64, n float64) bool {
+	l := grp.l
+	if !grp.engines.add(t, n, l.width, l.lo, int(l.n)) {
+		return false
+	}
+	l.epoch++
+	return true
 }
 
 // forecasts keeps w as the bin's first forecast of its final weight, for

@@ -87,6 +87,16 @@ const (
 // span's attributes; only when those name no GPU are the resource's used
 // (what a span says is more specific than what its process says). Each map
 // is read once; keys are screened by length before being compared.
+// Placement returns what a server's resource says of where it runs (host,
+// process, pod, Slurm job, GPU hints), as a span of that resource would
+// carry it, with a window of the instant at: for matching the server's own
+// metrics to its GPUs.
+func (r *Recognizer) Placement(resource pcommon.Resource, at time.Time) Request {
+	req := Request{Start: at, End: at}
+	r.hints(&req, pcommon.NewMap(), resource.Attributes())
+	return req
+}
+
 func (r *Recognizer) hints(req *Request, span, resource pcommon.Map) {
 	for k, v := range span.All() {
 		req.Enriched = req.Enriched || strings.HasPrefix(k, OwnAttributePrefix)

@@ -1,0 +1,49 @@
+package inferspans // import "github.com/gpuviz/gpuviz/internal/inferspans"
+
+import (
+	"fmt"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
+)
+
+// RunningMetric is, per engine family, the gauge its server exports on
+// /metrics of how many requests it is running (scheduled and not finished,
+// preempted ones not counted); "" for a family whose server exports none
+// here.
+var RunningMetric = map[string]string{
+	infersim.FamilyVLLM:   "vllm:num_requests_running",
+	infersim.FamilySGLang: "sglang:num_running_reqs",
+}
+
+// prometheusScope is the scope the collector's prometheus receiver puts
+// scraped metrics under.
+const prometheusScope = "github.com/open-telemetry/opentelemetry-collector-contrib/receiver/prometheusreceiver"
+
+// AppendRunning appends to md each engine's running-request gauge as a
+// prometheus receiver scraping its server at t hands it on: one resource
+// per server (service.name its job, service.instance.id its target, and
+// what the deployment adds, as on its spans), the value node's engine
+// counts at t. Engines whose family exports no such gauge are left out.
+func AppendRunning(md pmetric.Metrics, node *infersim.Node, t int64, env Env) {
+	for ei, e := range node.Scenario().Engines {
+		name := RunningMetric[e.Family]
+		if name == "" {
+			continue
+		}
+		rm := md.ResourceMetrics().AppendEmpty()
+		resource(e, env, kv{"service.name", e.Name}, kv{"service.instance.id", fmt.Sprintf("%s:%d", env.Host, 8000+ei)}).
+			MoveTo(rm.Resource().Attributes())
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(prometheusScope)
+		m := sm.Metrics().AppendEmpty()
+		m.SetName(name)
+		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(pcommon.Timestamp(t))
+		dp.SetDoubleValue(float64(node.Running(ei, t)))
+		dp.Attributes().PutStr("model_name", e.LLM.Name)
+		dp.Attributes().PutStr("engine", "0")
+	}
+}

@@ -1,0 +1,132 @@
+package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
+)
+
+// runningMetrics are the gauges inference servers export of how many
+// requests they are running, as the prometheus receiver names them (and
+// with the colon a Prometheus translation turns into an underscore).
+var runningMetrics = map[string]bool{
+	"vllm:num_requests_running": true, "vllm_num_requests_running": true,
+	"sglang:num_running_reqs": true, "sglang_num_running_reqs": true,
+}
+
+// engineCount is one server's count of its running requests at one
+// scrape: its data points at that instant summed (vLLM's data-parallel
+// engines, one per engine label).
+type engineCount struct {
+	resource pcommon.Resource // valid while the batch is being consumed
+	source   string           // the server: service.name and service.instance.id
+	ts       int64
+	n        float64
+}
+
+// engineCounts returns the running-request counts in md; what else md
+// holds is not read.
+func engineCounts(md pmetric.Metrics, dst []engineCount) []engineCount {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		rm := rms.At(i)
+		first := len(dst)
+		sms := rm.ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				if !runningMetrics[m.Name()] || m.Type() != pmetric.MetricTypeGauge {
+					continue
+				}
+				dps := m.Gauge().DataPoints()
+				for d := range dps.Len() {
+					dp := dps.At(d)
+					v := numberValue(dp)
+					if dp.Flags().NoRecordedValue() || !(v >= 0) {
+						continue
+					}
+					ts := int64(dp.Timestamp())
+					found := false
+					for c := first; c < len(dst); c++ {
+						if dst[c].ts == ts {
+							dst[c].n += v
+							found = true
+							break
+						}
+					}
+					if !found {
+						res := rm.Resource().Attributes()
+						dst = append(dst, engineCount{resource: rm.Resource(), source: stringAttr(res, "service.name") + "\x00" + stringAttr(res, "service.instance.id"), ts: ts, n: v})
+					}
+				}
+			}
+		}
+	}
+	return dst
+}
+
+// engineSources are the servers whose counts matched one GPU set: each
+// one's newest count, so that the set's count at any scrape is their sum.
+type engineSources map[string]engineSource
+
+type engineSource struct {
+	ts int64
+	n  float64
+}
+
+// maxEngineSources bounds the servers one GPU set sums (a host's engines
+// matched by host); counts from more are not used.
+const maxEngineSources = 64
+
+// running records a server's count for the GPU set it matched and hands
+// the set's sum to the set's group of books, where the set is one whole
+// group: the books then know how many requests ran that they have not
+// seen (attribution.Group.Running). Servers silent for longer than
+// attribution.EngineGap are no longer counted. It reports whether the
+// count reached the books.
+func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) bool {
+	srcs := p.engines[set.name]
+	if srcs == nil {
+		srcs = engineSources{}
+		p.engines[set.name] = srcs
+	}
+	if _, ok := srcs[source]; !ok && len(srcs) >= maxEngineSources {
+		return false
+	}
+	srcs[source] = engineSource{ts: ts, n: n}
+	var sum float64
+	for s, e := range srcs {
+		if ts-e.ts > attribution.EngineGap {
+			delete(srcs, s)
+			continue
+		}
+		sum += e.n
+	}
+	gpus := make([]*attribution.GPU, len(set.keys))
+	for i, k := range set.keys {
+		if gpus[i] = p.books[k]; gpus[i] == nil {
+			return false
+		}
+	}
+	grp := p.ledger.GroupOf(gpus)
+	return grp != nil && grp.Running(ts, sum)
+}
+
+// matchEngines matches each count's server to its GPUs, as a span of its
+// resource would be, and hands the counts to the pipeline; the caller
+// holds c.mu.
+func (c *core) matchEngines(counts []engineCount) {
+	for _, ec := range counts {
+		at := time.Unix(0, ec.ts)
+		req := c.recognizer.Placement(ec.resource, at)
+		keys, _ := c.matcher.match(req)
+		if len(keys) == 0 {
+			continue
+		}
+		c.pipeline.running(c.pipeline.set(keys), ec.source, ec.ts, ec.n)
+	}
+}
