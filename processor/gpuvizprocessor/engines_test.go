@@ -42,9 +42,9 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	ts := time.Unix(1000, 0)
 	md := pmetric.NewMetrics()
 	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "", ts, true, 3, 4) // data-parallel engines: summed
-	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", ts, true, 2)    // a Prometheus translation's name
-	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", ts, true, 9)     // not a running count
-	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", ts, false, 9)    // not a gauge
+	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", ts, true, 2)   // a Prometheus translation's name
+	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", ts, true, 9)    // not a running count
+	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", ts, false, 9)   // not a gauge
 	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", ts, true, math.NaN(), -1)
 	got := engineCounts(md, nil)
 	require.Len(t, got, 2)
