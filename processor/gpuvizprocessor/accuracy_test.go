@@ -142,7 +142,7 @@ func runAccuracy(t *testing.T, scenario string, seed uint64, offset int) (*infer
 		pcfg.Attribution.Horizon = pcfg.Attribution.FinalizeAfter + pcfg.MaxWait + 5*time.Minute
 		pcfg.MaxPendingSpans = 1 << 30
 	}
-	return runPipeline(t, rcfg, pcfg, start, start+episode)
+	return runPipeline(t, rcfg, pcfg, start, start+episode, *accuracyEngines)
 }
 
 // pipelineOut is what a harness run exported: the traces, and every GPU
@@ -154,8 +154,9 @@ type pipelineOut struct {
 
 // runPipeline runs the simulated server rcfg describes, the receiver's
 // scraper on rcfg and the processor on pcfg, all on one virtual clock,
-// over [start, end) and a tail for the last spans to be released.
-func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start, end int64) (*infersim.Truth, pipelineOut) {
+// over [start, end) and a tail for the last spans to be released; the
+// servers' running counts are scraped every engines (0: never).
+func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start, end int64, engines time.Duration) (*infersim.Truth, pipelineOut) {
 	t.Helper()
 	ctx := context.Background()
 	var clock atomic.Int64
@@ -213,7 +214,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	nextStep := start + int64(accuracyTick)
 	// The engines' running-request gauges, scraped as a prometheus
 	// receiver would, off the other clocks' phase.
-	engineEvery, nextEngines := int64(*accuracyEngines), start+int64(*accuracyEngines)+int64(accuracyEnginePhase)
+	engineEvery, nextEngines := int64(engines), start+int64(engines)+int64(accuracyEnginePhase)
 	if engineEvery <= 0 {
 		nextEngines = math.MaxInt64
 	}
@@ -379,7 +380,7 @@ func TestInProcessMatchesLive(t *testing.T) {
 	for _, b := range live.Bins {
 		start, end = min(start, b.Start), max(end, b.Start+live.Header.BinWidthNS)
 	}
-	truth, out := runPipeline(t, rcfg, pcfg, start, end)
+	truth, out := runPipeline(t, rcfg, pcfg, start, end, 0) // the live run's servers sent no counts
 	traces := out.traces
 	rep, err := score.Score(truth, traces, score.Options{BaselineInterval: rcfg.CollectionInterval})
 	require.NoError(t, err)
