@@ -74,7 +74,11 @@ func TestEndToEnd(t *testing.T) {
 		Prometheus: env("GPUVIZ_PROMETHEUS", "prometheus"),
 		// Simulated GPUs even on a machine with real ones: the load
 		// generator follows the simulation's schedule.
-		CollectorArgs: []string{"--set=receivers::gpuviz::backend=simulated"},
+		CollectorArgs: []string{"--set=receivers::gpuviz::backend=simulated",
+			// Its own telemetry, where Jaeger's 8888 is not.
+			"--config=yaml:service::telemetry::metrics::level: normal",
+			fmt.Sprintf("--config=yaml:service::telemetry::metrics::readers: [{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", e2eTelemetryPort),
+		},
 		LoadgenArgs:   []string{"--duration", runFor.String(), "--truth", truthFile},
 	}
 	require.NotEmpty(t, cfg.Jaeger, "set GPUVIZ_JAEGER (make e2e does, from scripts/jaeger.sh)")
@@ -100,7 +104,28 @@ func TestEndToEnd(t *testing.T) {
 
 	traceIDs := checkJaeger(t)
 	checkPrometheus(t, traceIDs)
+	checkEngineCounts(t)
 	checkAccuracy(t, truthFile)
+}
+
+// e2eTelemetryPort serves the collector's own metrics in TestEndToEnd.
+const e2eTelemetryPort = 18888
+
+// checkEngineCounts: the prometheus receiver scraped the load generator's
+// servers every 5 s and the processor booked their counts to the node's
+// GPUs, every one of them once its books existed.
+func checkEngineCounts(t *testing.T) {
+	m, err := scrapePromText(e2eTelemetryPort)
+	require.NoError(t, err)
+	booked := m.sum("otelcol_processor_gpuviz_engine_counts", `outcome="booked"`)
+	all := m.sum("otelcol_processor_gpuviz_engine_counts", "")
+	t.Logf("servers' running counts: %v booked of %v", booked, all)
+	assert.Greater(t, booked, runFor.Seconds()/5/2, "about one a scrape")
+	assert.Zero(t, m.sum("otelcol_processor_gpuviz_engine_counts", `outcome="unmatched"`))
+	assert.Zero(t, m.sum("otelcol_processor_gpuviz_engine_counts", `outcome="dropped"`))
+	// Over the run: the series went stale when the load generator exited.
+	r := query(t, `count(count_over_time({__name__=~"vllm.num_requests_running"}[3m]))`)
+	require.Len(t, r.Data.Result, 1, "the counts pass through the processor to Prometheus")
 }
 
 // dumpLogs shows the end of every process's log.

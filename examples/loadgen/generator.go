@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/gpuviz/gpuviz/internal/infersim"
 	"github.com/gpuviz/gpuviz/internal/inferspans"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 )
@@ -31,6 +32,9 @@ type generator struct {
 	last      int64 // every request that finished before it was emitted
 	logger    *log.Logger
 	progress  int64 // when the next progress line is due
+	// node is an engine scenario's simulation (nil otherwise): its servers'
+	// /metrics read it.
+	node *infersim.Node
 }
 
 // newGenerator builds what cfg asks for from start (Unix ns) on; host is
@@ -77,6 +81,7 @@ func newGenerator(cfg config, start int64, exp *exporter, host string, logger *l
 		return nil, err
 	}
 	sc := node.Scenario()
+	g.node = node
 	g.src = newEngineSource(node, inferspans.Env{Host: host, GPUIDs: uuids})
 	for _, e := range sc.Engines {
 		if !slices.Contains(g.families, e.Family) {

@@ -84,6 +84,9 @@ type config struct {
 	Concurrency int
 	Service     string
 	GPUUUID     string
+	// MetricsListen is where the simulated servers' /metrics are served
+	// ("": not served).
+	MetricsListen string
 
 	set map[string]bool // the flags given on the command line
 }
@@ -111,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "synthetic mode: most requests in the model at once")
 	fs.StringVar(&cfg.Service, "service", "vllm", "--scenario sequential and --mode synthetic: service.name of the vLLM spans (TGI and Triton use their servers' own)")
 	fs.StringVar(&cfg.GPUUUID, "gpu-uuid", "", "synthetic mode with --match attribute: the GPU UUID to put on the spans")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "engine scenarios: serve the simulated servers' /metrics (vllm:num_requests_running, sglang:num_running_reqs) on this host:port, for a prometheus receiver to scrape")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -146,7 +150,7 @@ func (c *config) validate() error {
 		return fmt.Errorf("--duration %v: must not be negative", c.Duration)
 	}
 	if c.Mode == modeSynthetic || c.Mode == modeFlood {
-		for _, f := range []string{"scenario", "truth"} {
+		for _, f := range []string{"scenario", "truth", "metrics-listen"} {
 			if c.set[f] {
 				return fmt.Errorf("--%s applies to --mode simulated only", f)
 			}
@@ -178,6 +182,9 @@ func (c *config) validate() error {
 	if c.Scenario == scenarioSequential {
 		if c.set["truth"] {
 			return errors.New("--truth needs an engine scenario: the sequential schedule has no engines to take the truth of")
+		}
+		if c.set["metrics-listen"] {
+			return errors.New("--metrics-listen needs an engine scenario: the sequential schedule has no engines to count requests")
 		}
 		return c.validateLegacy()
 	}
@@ -254,6 +261,13 @@ func run(ctx context.Context, cfg config, stdout io.Writer, logger *log.Logger) 
 	logger.Printf("mode %s, families %s: sending %s as host %q", cfg.Mode, strings.Join(g.families, ","), exp.describe, host)
 	if cfg.Mode == modeSimulated {
 		logger.Printf("following %d simulated %s GPUs, seed %d, scenario %s: the collector's gpuviz receiver needs simulated: {model: %s, gpus: %d, seed: %d}", cfg.SimGPUs, cfg.SimModel, cfg.SimSeed, cfg.Scenario, cfg.SimModel, cfg.SimGPUs, cfg.SimSeed)
+	}
+	if cfg.MetricsListen != "" {
+		stopServing, err := serveRunning(cfg.MetricsListen, g.node, logger)
+		if err != nil {
+			return errors.Join(err, exp.close())
+		}
+		defer stopServing()
 	}
 	t := time.NewTicker(tick)
 	err = g.loop(ctx, t.C)

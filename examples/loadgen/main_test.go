@@ -69,6 +69,8 @@ func TestFlagErrors(t *testing.T) {
 		"--scenario sequential --truth t.jsonl":     "--truth needs an engine scenario",
 		"--mode synthetic --scenario steady":        "--scenario applies to --mode simulated only",
 		"--mode synthetic --truth t.jsonl":          "--truth applies to --mode simulated only",
+		"--mode flood --metrics-listen :18000":      "--metrics-listen applies to --mode simulated only",
+		"--scenario sequential --metrics-listen :1": "--metrics-listen needs an engine scenario",
 		"--scenario sequential --match pid":         `--match "pid"`,
 		"--scenario sequential --families vllm,trt": `unknown family "trt"`,
 		"--scenario sequential --families ,":        "name at least one",

@@ -2,6 +2,8 @@ package inferspans // import "github.com/gpuviz/gpuviz/internal/inferspans"
 
 import (
 	"fmt"
+	"io"
+	"iter"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -28,11 +30,8 @@ const prometheusScope = "github.com/open-telemetry/opentelemetry-collector-contr
 // what the deployment adds, as on its spans), the value node's engine
 // counts at t. Engines whose family exports no such gauge are left out.
 func AppendRunning(md pmetric.Metrics, node *infersim.Node, t int64, env Env) {
-	for ei, e := range node.Scenario().Engines {
+	for ei, e := range runningEngines(node) {
 		name := RunningMetric[e.Family]
-		if name == "" {
-			continue
-		}
 		rm := md.ResourceMetrics().AppendEmpty()
 		resource(e, env, kv{"service.name", e.Name}, kv{"service.instance.id", fmt.Sprintf("%s:%d", env.Host, 8000+ei)}).
 			MoveTo(rm.Resource().Attributes())
@@ -45,5 +44,41 @@ func AppendRunning(md pmetric.Metrics, node *infersim.Node, t int64, env Env) {
 		dp.SetDoubleValue(float64(node.Running(ei, t)))
 		dp.Attributes().PutStr("model_name", e.LLM.Name)
 		dp.Attributes().PutStr("engine", "0")
+	}
+}
+
+// WriteRunning writes what the node's servers' /metrics would show at t of
+// their running-request gauges, in Prometheus' text format, as one
+// endpoint: each engine's series under its engine index and model. A
+// prometheus receiver scraping it sees one server, so its counts are
+// summed; that describes the node's GPUs only where one engine serves them
+// all (the other scenarios' spans match each engine's own GPUs, and the
+// processor leaves counts of a different set of GPUs unbooked).
+func WriteRunning(w io.Writer, node *infersim.Node, t int64) error {
+	typed := map[string]bool{}
+	for ei, e := range runningEngines(node) {
+		name := RunningMetric[e.Family]
+		if !typed[name] {
+			typed[name] = true
+			if _, err := fmt.Fprintf(w, "# HELP %s Number of requests running.\n# TYPE %s gauge\n", name, name); err != nil {
+				return err
+			}
+		}
+		if _, err := fmt.Fprintf(w, "%s{engine=\"%d\",model_name=%q} %d\n", name, ei, e.LLM.Name, node.Running(ei, t)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runningEngines yields, by index, the node's engines whose family exports
+// a running-request gauge.
+func runningEngines(node *infersim.Node) iter.Seq2[int, infersim.Engine] {
+	return func(yield func(int, infersim.Engine) bool) {
+		for ei, e := range node.Scenario().Engines {
+			if RunningMetric[e.Family] != "" && !yield(ei, e) {
+				return
+			}
+		}
 	}
 }

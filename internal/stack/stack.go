@@ -19,6 +19,9 @@ const (
 	JaegerQuery   = "http://127.0.0.1:16686"
 	PrometheusURL = "http://127.0.0.1:19090"
 	collectorOTLP = "127.0.0.1:14317"
+	// ServersMetrics is where the load generator serves the simulated
+	// servers' /metrics; examples/e2e/collector.yaml scrapes it.
+	ServersMetrics = "127.0.0.1:18000"
 )
 
 // Config says where the programs and files are.
@@ -68,6 +71,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		{"loadgen", cfg.Loadgen, append([]string{
 			"--endpoint", collectorOTLP, "--protocol", "grpc", "--mode", "simulated",
 			"--sim-model", "h200", "--sim-gpus", "8", "--sim-seed", "1", "--scenario", Scenario,
+			"--metrics-listen", ServersMetrics,
 		}, cfg.LoadgenArgs...), nil},
 	}
 	for _, st := range steps {

@@ -28,6 +28,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -380,7 +381,19 @@ func TestInProcessMatchesLive(t *testing.T) {
 	for _, b := range live.Bins {
 		start, end = min(start, b.Start), max(end, b.Start+live.Header.BinWidthNS)
 	}
-	truth, out := runPipeline(t, rcfg, pcfg, start, end, 0) // the live run's servers sent no counts
+	// The live collector scraped the simulated servers' counts as often.
+	var servers struct {
+		Config struct {
+			ScrapeConfigs []struct {
+				ScrapeInterval time.Duration `mapstructure:"scrape_interval"`
+			} `mapstructure:"scrape_configs"`
+		} `mapstructure:"config"`
+	}
+	sub, err = cm.Sub("receivers::prometheus/servers")
+	require.NoError(t, err)
+	require.NoError(t, sub.Unmarshal(&servers, confmap.WithIgnoreUnused()))
+	require.Len(t, servers.Config.ScrapeConfigs, 1)
+	truth, out := runPipeline(t, rcfg, pcfg, start, end, servers.Config.ScrapeConfigs[0].ScrapeInterval)
 	traces := out.traces
 	rep, err := score.Score(truth, traces, score.Options{BaselineInterval: rcfg.CollectionInterval})
 	require.NoError(t, err)

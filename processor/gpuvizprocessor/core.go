@@ -229,9 +229,7 @@ func (c *core) tick(now time.Time) {
 func (c *core) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	c.ingest.consume(ctx, md)
 	if counts := engineCounts(md, nil); len(counts) > 0 {
-		c.mu.Lock()
-		c.matchEngines(counts)
-		c.mu.Unlock()
+		c.matchEngines(ctx, counts)
 	}
 	if c.cfg.Metrics.Enabled {
 		c.flushMetrics(ctx, md, c.now())

@@ -1,10 +1,13 @@
 package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
 
 import (
+	"context"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 )
@@ -82,20 +85,28 @@ type engineSource struct {
 // matched by host); counts from more are not used.
 const maxEngineSources = 64
 
+// What became of a server's count (processor_gpuviz_engine_counts).
+const (
+	countBooked    = "booked"
+	countUnmatched = "unmatched"
+	countNoBooks   = "no_books"
+	countDropped   = "dropped"
+)
+
 // running records a server's count for the GPU set it matched and hands
 // the set's sum to the set's group of books, where the set is one whole
 // group: the books then know how many requests ran that they have not
 // seen (attribution.Group.Running). Servers silent for longer than
-// attribution.EngineGap are no longer counted. It reports whether the
-// count reached the books.
-func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) bool {
+// attribution.EngineGap are no longer counted. It returns what became of
+// the count.
+func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) string {
 	srcs := p.engines[set.name]
 	if srcs == nil {
 		srcs = engineSources{}
 		p.engines[set.name] = srcs
 	}
-	if _, ok := srcs[source]; !ok && len(srcs) >= maxEngineSources {
-		return false
+	if e, ok := srcs[source]; ok && ts < e.ts || !ok && len(srcs) >= maxEngineSources {
+		return countDropped
 	}
 	srcs[source] = engineSource{ts: ts, n: n}
 	var sum float64
@@ -109,24 +120,35 @@ func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) bool
 	gpus := make([]*attribution.GPU, len(set.keys))
 	for i, k := range set.keys {
 		if gpus[i] = p.books[k]; gpus[i] == nil {
-			return false
+			return countNoBooks
 		}
 	}
-	grp := p.ledger.GroupOf(gpus)
-	return grp != nil && grp.Running(ts, sum)
+	switch grp := p.ledger.GroupOf(gpus); {
+	case grp == nil:
+		return countNoBooks
+	case !grp.Running(ts, sum):
+		return countDropped
+	}
+	return countBooked
 }
 
 // matchEngines matches each count's server to its GPUs, as a span of its
-// resource would be, and hands the counts to the pipeline; the caller
-// holds c.mu.
-func (c *core) matchEngines(counts []engineCount) {
+// resource would be, hands the counts to the pipeline, and counts what
+// became of them.
+func (c *core) matchEngines(ctx context.Context, counts []engineCount) {
+	outcomes := map[string]int64{}
+	c.mu.Lock()
 	for _, ec := range counts {
-		at := time.Unix(0, ec.ts)
-		req := c.recognizer.Placement(ec.resource, at)
+		req := c.recognizer.Placement(ec.resource, time.Unix(0, ec.ts))
 		keys, _ := c.matcher.match(req)
 		if len(keys) == 0 {
+			outcomes[countUnmatched]++
 			continue
 		}
-		c.pipeline.running(c.pipeline.set(keys), ec.source, ec.ts, ec.n)
+		outcomes[c.pipeline.running(c.pipeline.set(keys), ec.source, ec.ts, ec.n)]++
+	}
+	c.mu.Unlock()
+	for outcome, n := range outcomes {
+		c.tel.ProcessorGpuvizEngineCounts.Add(ctx, n, metric.WithAttributes(attribute.String("outcome", outcome)))
 	}
 }

@@ -2,25 +2,35 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // serverGauge appends to md one server's resource with a gauge name of
 // points (engine label: value), all at ts.
-func serverGauge(md pmetric.Metrics, name, service, instance, gpu string, ts time.Time, gauge bool, points ...float64) {
+// A server on host, named with its GPU's uuid where gpu is set.
+func serverGauge(md pmetric.Metrics, name, service, instance, host, gpu string, ts time.Time, gauge bool, points ...float64) {
 	rm := md.ResourceMetrics().AppendEmpty()
 	res := rm.Resource().Attributes()
 	res.PutStr("service.name", service)
 	res.PutStr("service.instance.id", instance)
+	if host != "" {
+		res.PutStr("host.name", host)
+	}
 	if gpu != "" {
 		res.PutStr("gpu.uuid", gpu)
 	}
@@ -41,11 +51,11 @@ func serverGauge(md pmetric.Metrics, name, service, instance, gpu string, ts tim
 func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	ts := time.Unix(1000, 0)
 	md := pmetric.NewMetrics()
-	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "", ts, true, 3, 4) // data-parallel engines: summed
-	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", ts, true, 2)   // a Prometheus translation's name
-	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", ts, true, 9)    // not a running count
-	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", ts, false, 9)   // not a gauge
-	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", ts, true, math.NaN(), -1)
+	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "", "", ts, true, 3, 4) // data-parallel engines: summed
+	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", "", ts, true, 2)   // a Prometheus translation's name
+	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", "", ts, true, 9)    // not a running count
+	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", "", ts, false, 9)   // not a gauge
+	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", "", ts, true, math.NaN(), -1)
 	got := engineCounts(md, nil)
 	require.Len(t, got, 2)
 	assert.Equal(t, "vllm\x00a:8000", got[0].source)
@@ -57,17 +67,20 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 
 // A server's count reaches the books of the GPUs its resource matches, as
 // a span of that resource would be matched, once those GPUs are one group;
-// the servers of one GPU set are summed, and a silent one drops out.
+// the servers of one GPU set are summed, a silent one drops out, and what
+// became of each count is counted.
 func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
-	c, now, _ := virtualCore(t, nil)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
 	t0 := time.Unix(1_700_000_000, 0)
 	*now = t0
-	for i, id := range []string{"GPU-0", "GPU-1"} {
-		c.processMetrics(context.Background(), gpuMetrics("node-a", id, int64(i), t0, time.Second, []sample{{powerW: 100}, {powerW: 100}}))
+	for i, host := range []string{"node-a", "node-b"} {
+		c.processMetrics(context.Background(), gpuMetrics(host, fmt.Sprintf("GPU-%d", i), 0, t0, time.Second, []sample{{powerW: 100}, {powerW: 100}}))
 	}
-	scrape := func(at time.Time, instance, gpu string, n float64) {
+	scrape := func(at time.Time, instance, host, gpu string, n float64) {
 		md := pmetric.NewMetrics()
-		serverGauge(md, "vllm:num_requests_running", "vllm", instance, gpu, at, true, n)
+		serverGauge(md, "vllm:num_requests_running", "vllm", instance, host, gpu, at, true, n)
 		c.processMetrics(context.Background(), md)
 	}
 	k0 := timeline.Key{Host: "node-a", GPU: "GPU-0"}
@@ -75,17 +88,23 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 	set := c.pipeline.set([]timeline.Key{k0})
 	c.mu.Unlock()
 
-	scrape(t0, "a:8000", "GPU-0", 3)
+	scrape(t0, "a:8000", "node-a", "GPU-0", 3)
+	scrape(t0, "z:8000", "node-z", "GPU-9", 3)
 	c.mu.Lock()
 	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: t0.UnixNano(), n: 3}}, c.pipeline.engines[set.name], "matched by its gpu.uuid")
-	assert.False(t, c.pipeline.running(set, "vllm\x00a:8000", t0.Add(time.Second).UnixNano(), 3), "no books for the GPU yet")
 	c.pipeline.groupsOf(set)
-	assert.True(t, c.pipeline.running(set, "vllm\x00b:8000", t0.Add(2*time.Second).UnixNano(), 2), "the set's books are one group")
+	assert.Equal(t, countBooked, c.pipeline.running(set, "vllm\x00b:8000", t0.Add(2*time.Second).UnixNano(), 2), "the set's books are one group")
+	assert.Equal(t, countDropped, c.pipeline.running(set, "vllm\x00b:8000", t0.Add(time.Second).UnixNano(), 2), "older than the newest held")
 	c.mu.Unlock()
 
 	late := t0.Add(2*time.Second + time.Duration(61e9))
-	scrape(late, "b:8000", "GPU-0", 1)
+	scrape(late, "b:8000", "node-a", "GPU-0", 1)
 	c.mu.Lock()
 	assert.Equal(t, engineSources{"vllm\x00b:8000": {ts: late.UnixNano(), n: 1}}, c.pipeline.engines[set.name], "a: silent past EngineGap")
 	c.mu.Unlock()
+	metadatatest.AssertEqualProcessorGpuvizEngineCounts(t, tel, []metricdata.DataPoint[int64]{
+		{Attributes: attribute.NewSet(attribute.String("outcome", countNoBooks)), Value: 1},
+		{Attributes: attribute.NewSet(attribute.String("outcome", countUnmatched)), Value: 1},
+		{Attributes: attribute.NewSet(attribute.String("outcome", countBooked)), Value: 1},
+	}, metricdatatest.IgnoreTimestamp())
 }

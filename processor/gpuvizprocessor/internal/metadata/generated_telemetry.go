@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	meter                            metric.Meter
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
+	ProcessorGpuvizEngineCounts      metric.Int64Counter
 	ProcessorGpuvizExemplarsAttached metric.Int64Counter
 	ProcessorGpuvizGpmLag            metric.Float64ObservableGauge
 	ProcessorGpuvizGpuPoints         metric.Int64Counter
@@ -136,6 +137,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.ProcessorGpuvizEngineCounts, err = builder.meter.Int64Counter(
+		"otelcol_processor_gpuviz_engine_counts",
+		metric.WithDescription("Inference servers' running-request counts read (vllm:num_requests_running, sglang:num_running_reqs, one per server and scrape), by attribute `outcome`: booked (handed to the books of the GPUs the server matched), unmatched (no GPUs matched its resource), no_books (its GPUs are not one group of books, or none yet: no span of theirs admitted), or dropped (older than the newest count held, or a 65th server on one GPU set). They still pass through. [Development]"),
+		metric.WithUnit("{count}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizExemplarsAttached, err = builder.meter.Int64Counter(
 		"otelcol_processor_gpuviz_exemplars_attached",
 		metric.WithDescription("Exemplars (trace and span ids of requests) attached to the derived metrics. [Development]"),

@@ -32,6 +32,7 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	tb.ProcessorGpuvizEngineCounts.Add(context.Background(), 1)
 	tb.ProcessorGpuvizExemplarsAttached.Add(context.Background(), 1)
 	tb.ProcessorGpuvizGpuPoints.Add(context.Background(), 1)
 	tb.ProcessorGpuvizGpuPointsRefused.Add(context.Background(), 1)
@@ -41,6 +42,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.ProcessorGpuvizSpansEnriched.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansRefused.Add(context.Background(), 1)
 	tb.ProcessorGpuvizSpansUnenriched.Add(context.Background(), 1)
+	AssertEqualProcessorGpuvizEngineCounts(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualProcessorGpuvizExemplarsAttached(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
