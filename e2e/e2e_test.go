@@ -79,7 +79,7 @@ func TestEndToEnd(t *testing.T) {
 			"--config=yaml:service::telemetry::metrics::level: normal",
 			fmt.Sprintf("--config=yaml:service::telemetry::metrics::readers: [{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", e2eTelemetryPort),
 		},
-		LoadgenArgs:   []string{"--duration", runFor.String(), "--truth", truthFile},
+		LoadgenArgs: []string{"--duration", runFor.String(), "--truth", truthFile},
 	}
 	require.NotEmpty(t, cfg.Jaeger, "set GPUVIZ_JAEGER (make e2e does, from scripts/jaeger.sh)")
 	ctx := context.Background()
