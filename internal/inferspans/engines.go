@@ -18,6 +18,7 @@ import (
 var RunningMetric = map[string]string{
 	infersim.FamilyVLLM:   "vllm:num_requests_running",
 	infersim.FamilySGLang: "sglang:num_running_reqs",
+	infersim.FamilyTGI:    "tgi_batch_current_size", // the router's running batch
 }
 
 // prometheusScope is the scope the collector's prometheus receiver puts

@@ -14,10 +14,12 @@ import (
 
 // runningMetrics are the gauges inference servers export of how many
 // requests they are running, as the prometheus receiver names them (and
-// with the colon a Prometheus translation turns into an underscore).
+// with the colon a Prometheus translation turns into an underscore): vLLM's,
+// SGLang's, and TGI's router's batch (the requests it is running).
 var runningMetrics = map[string]bool{
 	"vllm:num_requests_running": true, "vllm_num_requests_running": true,
 	"sglang:num_running_reqs": true, "sglang_num_running_reqs": true,
+	"tgi_batch_current_size": true,
 }
 
 // engineCount is one server's count of its running requests at one

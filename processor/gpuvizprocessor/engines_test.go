@@ -53,16 +53,19 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	md := pmetric.NewMetrics()
 	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "", "", ts, true, 3, 4) // data-parallel engines: summed
 	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", "", ts, true, 2)   // a Prometheus translation's name
-	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", "", ts, true, 9)    // not a running count
-	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", "", ts, false, 9)   // not a gauge
+	serverGauge(md, "tgi_batch_current_size", "tgi", "f:80", "", "", ts, true, 5)
+	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", "", ts, true, 9)  // not a running count
+	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", "", ts, false, 9) // not a gauge
 	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", "", ts, true, math.NaN(), -1)
 	got := engineCounts(md, nil)
-	require.Len(t, got, 2)
+	require.Len(t, got, 3)
 	assert.Equal(t, "vllm\x00a:8000", got[0].source)
 	assert.Equal(t, 7.0, got[0].n)
 	assert.Equal(t, ts.UnixNano(), got[0].ts)
 	assert.Equal(t, "sglang\x00b:30000", got[1].source)
 	assert.Equal(t, 2.0, got[1].n)
+	assert.Equal(t, "tgi\x00f:80", got[2].source)
+	assert.Equal(t, 5.0, got[2].n)
 }
 
 // A server's count reaches the books of the GPUs its resource matches, as
