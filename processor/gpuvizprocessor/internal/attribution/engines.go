@@ -12,8 +12,8 @@ import (
 const EngineGap = int64(60e9)
 
 // engineCount is the inference engines' own count of the requests they
-// were running at t (vLLM's num_requests_running, SGLang's
-// num_running_reqs), summed over the engines serving a group's GPUs.
+// were running at t (the servers' running-request gauges the processor
+// reads), summed over the engines serving a group's GPUs.
 type engineCount struct {
 	t int64
 	n float64
