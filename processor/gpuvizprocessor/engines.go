@@ -15,11 +15,25 @@ import (
 // runningMetrics are the gauges inference servers export of how many
 // requests they are running, as the prometheus receiver names them (and
 // with the colon a Prometheus translation turns into an underscore): vLLM's,
-// SGLang's, and TGI's router's batch (the requests it is running).
-var runningMetrics = map[string]bool{
-	"vllm:num_requests_running": true, "vllm_num_requests_running": true,
-	"sglang:num_running_reqs": true, "sglang_num_running_reqs": true,
-	"tgi_batch_current_size": true,
+// SGLang's, TGI's router's batch (the requests it is running), and
+// Triton's TensorRT-LLM backend's requests scheduled in the running batch.
+var runningMetrics = map[string]runningGauge{
+	"vllm:num_requests_running": {}, "vllm_num_requests_running": {},
+	"sglang:num_running_reqs": {}, "sglang_num_running_reqs": {},
+	"tgi_batch_current_size":     {},
+	"nv_trt_llm_request_metrics": {attr: "request_type", value: "scheduled"},
+}
+
+// runningGauge says which of a gauge's data points count running
+// requests: those whose attribute attr is value; all where attr is "".
+type runningGauge struct{ attr, value string }
+
+func (g runningGauge) counts(dp pmetric.NumberDataPoint) bool {
+	if g.attr == "" {
+		return true
+	}
+	v, ok := dp.Attributes().Get(g.attr)
+	return ok && v.Str() == g.value
 }
 
 // engineCount is one server's count of its running requests at one
@@ -44,14 +58,15 @@ func engineCounts(md pmetric.Metrics, dst []engineCount) []engineCount {
 			ms := sms.At(j).Metrics()
 			for k := range ms.Len() {
 				m := ms.At(k)
-				if !runningMetrics[m.Name()] || m.Type() != pmetric.MetricTypeGauge {
+				gauge, ok := runningMetrics[m.Name()]
+				if !ok || m.Type() != pmetric.MetricTypeGauge {
 					continue
 				}
 				dps := m.Gauge().DataPoints()
 				for d := range dps.Len() {
 					dp := dps.At(d)
 					v := numberValue(dp)
-					if dp.Flags().NoRecordedValue() || !(v >= 0) {
+					if dp.Flags().NoRecordedValue() || !(v >= 0) || !gauge.counts(dp) {
 						continue
 					}
 					ts := int64(dp.Timestamp())

@@ -21,9 +21,9 @@ import (
 )
 
 // serverGauge appends to md one server's resource with a gauge name of
-// points (engine label: value), all at ts.
+// points (engine label: value), all at ts, and returns the points.
 // A server on host, named with its GPU's uuid where gpu is set.
-func serverGauge(md pmetric.Metrics, name, service, instance, host, gpu string, ts time.Time, gauge bool, points ...float64) {
+func serverGauge(md pmetric.Metrics, name, service, instance, host, gpu string, ts time.Time, gauge bool, points ...float64) pmetric.NumberDataPointSlice {
 	rm := md.ResourceMetrics().AppendEmpty()
 	res := rm.Resource().Attributes()
 	res.PutStr("service.name", service)
@@ -46,6 +46,7 @@ func serverGauge(md pmetric.Metrics, name, service, instance, host, gpu string, 
 		dp.SetDoubleValue(v)
 		dp.Attributes().PutStr("engine", string(rune('0'+i)))
 	}
+	return dps
 }
 
 func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
@@ -54,11 +55,15 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "", "", ts, true, 3, 4) // data-parallel engines: summed
 	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", "", ts, true, 2)   // a Prometheus translation's name
 	serverGauge(md, "tgi_batch_current_size", "tgi", "f:80", "", "", ts, true, 5)
+	triton := serverGauge(md, "nv_trt_llm_request_metrics", "triton", "g:8002", "", "", ts, true, 6, 512, 2)
+	for i, kind := range []string{"scheduled", "max", "context"} { // only the scheduled requests run
+		triton.At(i).Attributes().PutStr("request_type", kind)
+	}
 	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", "", ts, true, 9)  // not a running count
 	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", "", ts, false, 9) // not a gauge
 	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", "", ts, true, math.NaN(), -1)
 	got := engineCounts(md, nil)
-	require.Len(t, got, 3)
+	require.Len(t, got, 4)
 	assert.Equal(t, "vllm\x00a:8000", got[0].source)
 	assert.Equal(t, 7.0, got[0].n)
 	assert.Equal(t, ts.UnixNano(), got[0].ts)
@@ -66,6 +71,8 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	assert.Equal(t, 2.0, got[1].n)
 	assert.Equal(t, "tgi\x00f:80", got[2].source)
 	assert.Equal(t, 5.0, got[2].n)
+	assert.Equal(t, "triton\x00g:8002", got[3].source)
+	assert.Equal(t, 6.0, got[3].n)
 }
 
 // A server's count reaches the books of the GPUs its resource matches, as
