@@ -12,10 +12,12 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -117,4 +119,44 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 		{Attributes: attribute.NewSet(attribute.String("outcome", countUnmatched)), Value: 1},
 		{Attributes: attribute.NewSet(attribute.String("outcome", countBooked)), Value: 1},
 	}, metricdatatest.IgnoreTimestamp())
+}
+
+// BenchmarkEngineCounts measures what reading the inference servers'
+// running counts costs the metrics path: per op, one scrape of the 8 vLLM
+// servers of a host of 8 GPUs, each matched by host and booked.
+func BenchmarkEngineCounts(b *testing.B) {
+	c, now, _ := virtualCoreWith(b, processortest.NewNopSettings(metadata.Type), func(cfg *Config) { cfg.Metrics.Enabled = false })
+	ctx := context.Background()
+	t0 := time.Unix(1_700_000_000, 0)
+	*now = t0
+	var keys []timeline.Key
+	for g := range 8 {
+		id := fmt.Sprintf("GPU-%d", g)
+		c.processMetrics(ctx, gpuMetrics("node-a", id, int64(g), t0, time.Second, []sample{{powerW: 100}, {powerW: 100}}))
+		keys = append(keys, timeline.Key{Host: "node-a", GPU: id})
+	}
+	c.mu.Lock()
+	set := c.pipeline.set(keys)
+	c.pipeline.groupsOf(set)
+	c.mu.Unlock()
+	md := pmetric.NewMetrics()
+	for s := range 8 {
+		serverGauge(md, "vllm:num_requests_running", "vllm", fmt.Sprintf("10.0.0.%d:8000", s), "node-a", "", t0, true, 3)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		// Each pass is the next scrape, 15 s on.
+		ts := pcommon.NewTimestampFromTime(t0.Add(time.Duration(i+1) * 15 * time.Second))
+		forEachNumberPoint(md, func(dp pmetric.NumberDataPoint) { dp.SetTimestamp(ts) })
+		if _, err := c.processMetrics(ctx, md); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n := len(c.pipeline.engines[set.name]); n != 8 {
+		b.Fatalf("%d servers booked on the host's GPUs, want 8", n)
+	}
 }

@@ -35,7 +35,7 @@ func virtualCore(t *testing.T, tune func(*Config)) (*core, *time.Time, *consumer
 
 // virtualCoreWith is virtualCore with the processor's settings (its own
 // telemetry, say).
-func virtualCoreWith(t *testing.T, set processor.Settings, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
+func virtualCoreWith(t testing.TB, set processor.Settings, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
 	t.Helper()
 	cfg := createDefaultConfig()
 	// Spans are released as soon as they settle: the tests of the warm-up
