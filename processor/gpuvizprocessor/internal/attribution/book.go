@@ -55,8 +55,8 @@ func (c Config) Validate() error {
 // GPUBinBytes a GPU's own part (unsafe.Sizeof, tested): a bin of a group of
 // n GPUs takes GroupBinBytes + n × GPUBinBytes.
 const (
-	GroupBinBytes = 128
-	GPUBinBytes   = 32
+	GroupBinBytes = 152
+	GPUBinBytes   = 40
 )
 
 // ageBounds are the upper bounds, in seconds, of the age classes of the
@@ -125,9 +125,15 @@ type groupBin struct {
 	// the others, each times its request's life factor (Group.Life).
 	chunkWeight, chunkSecs, stepWeight, stepShared float64
 	// shareAll is the share given to requests released while every GPU of
-	// the group had the bin frozen and none final: theirs alike.
-	shareAll float64
-	energy   float64 // J: Σ over the GPUs that froze the bin with energy measured
+	// the group had the bin frozen and none final: theirs alike. waitAll is
+	// what those of them released where GPUs waited took beyond it, per
+	// unit of a GPU's waiting share: GPU g's is gpuBin.wait × waitAll.
+	shareAll, waitAll float64
+	energy            float64 // J: Σ over the GPUs that froze the bin with energy measured
+	// Σ gpuBin.wait × energy over the GPUs that froze the bin with energy
+	// measured, and Σ gpuBin.wait over those with a label: a release reads
+	// its GPUs' waiting shares in O(1).
+	waitEnergy, waitLabelled float64
 	// Admitted requests overlapping the bin, and those of them not yet
 	// released, as differences from the bin before (summed as each GPU's
 	// finalisation walks forward): admitting and releasing cost O(1), not
@@ -158,9 +164,12 @@ type groupBin struct {
 type gpuBin struct {
 	// share is given to requests released while the group's GPUs differed
 	// on the bin (some not frozen yet, or final); the GPU's whole share is
-	// this plus the group's shareAll.
+	// this plus the group's shareAll and wait × its waitAll.
 	share  float64
 	energy float64 // J, once frozen
+	// wait is its waiting share (waitingShare), fixed as it froze, so that
+	// every release and its finalisation read the same one.
+	wait float64
 	// tensor and dram are its activity-seconds, once frozen with
 	// activity measured (active).
 	tensor, dram float32
@@ -459,6 +468,7 @@ func (grp *Group) recount() {
 	for i := grp.l.lo; i < grp.l.hi; i++ {
 		sb := grp.at(i)
 		sb.energy, sb.waiting, sb.frozen, sb.known, sb.labelled, sb.final = 0, 0, 0, 0, 0, 0
+		sb.waitEnergy, sb.waitLabelled = 0, 0
 		sb.activity = groupActivity{}
 		for _, g := range grp.members {
 			mb := g.at(i)
@@ -470,9 +480,11 @@ func (grp *Group) recount() {
 				if mb.known {
 					sb.known++
 					sb.energy += mb.energy
+					sb.waitEnergy += mb.wait * mb.energy
 				}
 				if mb.label != 0 {
 					sb.labelled++
+					sb.waitLabelled += mb.wait
 				}
 				if mb.waits() {
 					sb.waiting++
@@ -789,25 +801,24 @@ func (grp *Group) Release(r *Request, shares []float64) (known bool, seconds flo
 			continue
 		}
 		f := grp.share(pb, sb, all, r.life)
+		// Where some GPU waited through the bin, each takes its own share:
+		// f + its waiting share × extra, the floor power of the part no
+		// request covered left idle.
+		extra := 0.0
 		if sb.waiting > 0 && sb.present > 0 {
-			// Some GPU waited through the bin: each takes its own share,
-			// the floor power of the part no request covered left idle.
-			wait := l.ratio * pb.secs * grp.arrival.known(pb) / sb.present * sb.occupied(width)
-			for _, g := range grp.members {
-				w := g.waitingShare(pb.i)
-				g.take(pb, w*wait+(1-w)*f, width, shares, &seconds)
-			}
-			continue
+			extra = l.ratio*pb.secs*grp.arrival.known(pb)/sb.present*sb.occupied(width) - f
 		}
 		if sb.frozen == all && sb.final == 0 {
-			// Every GPU frozen, none final: one share for all.
+			// Every GPU frozen, none final: one share for all, and one for
+			// their waiting shares.
 			sb.shareAll += f
-			shares[pb.piece] += f * sb.energy
-			seconds += f * width * float64(sb.labelled)
+			sb.waitAll += extra
+			shares[pb.piece] += f*sb.energy + extra*sb.waitEnergy
+			seconds += (f*float64(sb.labelled) + extra*sb.waitLabelled) * width
 			continue
 		}
 		for _, g := range grp.members {
-			g.take(pb, f, width, shares, &seconds)
+			g.take(pb, f+g.at(pb.i).wait*extra, width, shares, &seconds)
 		}
 	}
 	if lo, hi := l.clip(r.lo, r.hi); hi > lo {
@@ -976,7 +987,7 @@ func (grp *Group) Reweigh(r *Request, from, to float64) {
 	}
 }
 
-// waitingShare is the share of GPU g's bin i that it drew waiting, where
+// waitingShare is the share of GPU g's bin mb that it drew waiting, where
 // it froze the bin idle or host_bound (the host set the pace): its floor
 // power over the time its activity says it was not busy. That energy is the
 // price of waiting, shared by the requests present in proportion to their
@@ -984,8 +995,7 @@ func (grp *Group) Reweigh(r *Request, from, to float64) {
 // GPU's activity says nothing of it); the rest is the work's, shared by
 // cost (docs/attribution.md). 0 for a GPU that did not wait, or until its
 // floor and the bin's energy are known.
-func (g *GPU) waitingShare(i int64) float64 {
-	mb := g.at(i)
+func (g *GPU) waitingShare(mb *gpuBin) float64 {
 	if !mb.waits() || !mb.known || mb.energy <= 0 || g.floorW <= 0 {
 		return 0
 	}
@@ -1242,6 +1252,13 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 		mb.reach = g.l.binsReached(act.Spread)
 		sb.activity.add(mb)
 	}
+	mb.wait = g.waitingShare(mb)
+	if known {
+		sb.waitEnergy += mb.wait * mb.energy
+	}
+	if mb.label != 0 {
+		sb.waitLabelled += mb.wait
+	}
 }
 
 // waits reports whether the GPU froze the bin waiting: idle, or host_bound.
@@ -1398,10 +1415,10 @@ func (g *GPU) finalize(to int64, force bool) {
 		}
 		// In a bin the GPU waited through, the floor power of the part no
 		// request covered is idle (Release leaves it), at the floor the
-		// releases saw, before this bin moves it.
+		// releases saw: the one it froze with.
 		idle := 0.0
 		if sb.weight > 0 && sb.waiting > 0 {
-			idle = g.waitingShare(g.finalTo) * (1 - sb.occupied(w))
+			idle = mb.wait * (1 - sb.occupied(w))
 		}
 		if mb.known && mb.energy > 0 {
 			g.learnFloor(mb.energy / w)
@@ -1409,7 +1426,7 @@ func (g *GPU) finalize(to int64, force bool) {
 		if g.onFinal != nil {
 			g.onFinal(g.finalTo, labelOf(mb.label))
 		}
-		share := sb.shareAll + mb.share
+		share := sb.shareAll + mb.share + mb.wait*sb.waitAll
 		if mb.label != 0 {
 			g.totals.Seconds.Add(labelOf(mb.label), w)
 			if sb.weight <= 0 {

@@ -173,6 +173,45 @@ func TestAWaitingBinsUncoveredPartIsIdle(t *testing.T) {
 	}
 }
 
+// A waiting bin's share is the one it froze with: its releases and its
+// finalisation read the same, so a floor that moves in between changes
+// neither what its requests get nor what stays idle, and leaves no
+// correction.
+func TestAWaitingBinKeepsTheShareItFrozeWith(t *testing.T) {
+	// Its one request over the bin's first 30 ms takes 30% of the floor's
+	// 10 J and the rest's 20 J, at the 100 W floor the bin froze with.
+	const given = 0.3*10 + 20
+	for _, move := range []struct {
+		name          string
+		beforeRelease bool
+	}{{"after its release", false}, {"before its release", true}} {
+		t.Run(move.name, func(t *testing.T) {
+			b := testBook(1)
+			freeze(b, 0, 1, 100) // the floor: 100 W
+			b.Finalize(b.Index(at(1)))
+			before := b.Totals()
+			p := []Piece{{Start: at(1), End: at(1.03), Rate: 1}}
+			admit(b, p, at(2))
+			// 100 W over 0.1 s is a third of the bin's 30 J.
+			b.Freeze(b.Index(at(1)), 30, true, bottleneck.HostBound, Activity{})
+			if move.beforeRelease {
+				b.learnFloor(50)
+			}
+			sh := make([]float64, 1)
+			release(b, p, at(3), sh)
+			if !move.beforeRelease {
+				b.learnFloor(50)
+			}
+			assert.InDelta(t, given, sh[0], 1e-6)
+			b.Finalize(b.Index(at(1.1)))
+			got := b.Totals()
+			assert.InDelta(t, 30-given, got.Idle-before.Idle, 1e-6)
+			assert.InDelta(t, 0, got.Correction-before.Correction, 1e-6)
+			closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
+		})
+	}
+}
+
 // The floor drops to a lower bin's power at once and creeps up towards
 // higher ones, so that one busy bin does not lift it.
 func TestTheFloorFollowsTheLeastPower(t *testing.T) {
