@@ -993,8 +993,8 @@ func (grp *Group) Reweigh(r *Request, from, to float64) {
 // price of waiting, shared by the requests present in proportion to their
 // time there (the time still to come from the arrival curve: a waiting
 // GPU's activity says nothing of it); the rest is the work's, shared by
-// cost (docs/attribution.md). 0 for a GPU that did not wait, or until its
-// floor and the bin's energy are known.
+// cost (docs/attribution.md). 0 for a GPU that did not wait, or whose
+// floor or energy for the bin was not known when it froze the bin.
 func (g *GPU) waitingShare(mb *gpuBin) float64 {
 	if !mb.waits() || !mb.known || mb.energy <= 0 || g.floorW <= 0 {
 		return 0
