@@ -38,6 +38,12 @@
 #
 #   make build && scripts/measure-processor.sh
 #   PAIRS=1 SECONDS=10 RATES=2000 scripts/measure-processor.sh   # a smoke run
+#   PAIRS=1 SECONDS=600 RATES=2000 scripts/measure-processor.sh  # whole episodes
+#
+# The simulated GPUs repeat a 10-minute episode aligned on the clock (its
+# schedule built at xx:x0:00, its GPUs waiting through the minute before);
+# shorter windows catch those unevenly, which at 2,000 spans/s moves a run by
+# 2-3 us a span. SECONDS=600 gives every variant exactly one of each.
 set -euo pipefail
 # SECONDS is bash's clock: it holds a value only if the caller exported one.
 run_s=$(printenv SECONDS || true)
