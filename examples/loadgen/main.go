@@ -114,7 +114,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 16, "synthetic mode: most requests in the model at once")
 	fs.StringVar(&cfg.Service, "service", "vllm", "--scenario sequential and --mode synthetic: service.name of the vLLM spans (TGI and Triton use their servers' own)")
 	fs.StringVar(&cfg.GPUUUID, "gpu-uuid", "", "synthetic mode with --match attribute: the GPU UUID to put on the spans")
-	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "engine scenarios: serve the simulated servers' /metrics (their running-request gauges: vllm:num_requests_running, sglang:num_running_reqs, tgi_batch_current_size) on this host:port, for a prometheus receiver to scrape")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "engine scenarios: serve the simulated servers' /metrics (their running-request gauges: vllm:num_requests_running, sglang:num_running_reqs, tgi_batch_current_size, trtllm_num_requests_running) on this host:port, for a prometheus receiver to scrape")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -11,14 +11,15 @@ import (
 	"github.com/gpuviz/gpuviz/internal/infersim"
 )
 
-// RunningMetric is, per engine family, the gauge its server exports on
-// /metrics of how many requests it is running (scheduled and not finished,
-// preempted ones not counted); "" for a family whose server exports none
-// here.
+// RunningMetric is, per engine family, the gauge its server exports of how
+// many requests it is running (scheduled and not finished, preempted ones
+// not counted), on /metrics (trtllm-serve: /prometheus/metrics); "" for a
+// family whose server exports none here.
 var RunningMetric = map[string]string{
 	infersim.FamilyVLLM:   "vllm:num_requests_running",
 	infersim.FamilySGLang: "sglang:num_running_reqs",
-	infersim.FamilyTGI:    "tgi_batch_current_size", // the router's running batch
+	infersim.FamilyTGI:    "tgi_batch_current_size",      // the router's running batch
+	infersim.FamilyTRTLLM: "trtllm_num_requests_running", // trtllm-serve's active requests
 }
 
 // prometheusScope is the scope the collector's prometheus receiver puts

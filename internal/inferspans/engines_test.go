@@ -39,3 +39,17 @@ func TestAppendRunningExportsEachEnginesCount(t *testing.T) {
 	}
 	assert.Greater(t, len(seen), 2, "the counts move: %v", seen)
 }
+
+// In mixed, every family's server exports its own gauge: TensorRT-LLM's
+// (trtllm-serve) beside vLLM's, SGLang's and TGI's router's.
+func TestAppendRunningNamesEachFamilysGauge(t *testing.T) {
+	node, err := nvmlsim.NewNode("h200", "mixed", 8, 1)
+	require.NoError(t, err)
+	md := pmetric.NewMetrics()
+	AppendRunning(md, node, int64(node.Scenario().Episode)*1000+int64(2*time.Minute), env)
+	var names []string
+	for i := range md.ResourceMetrics().Len() {
+		names = append(names, md.ResourceMetrics().At(i).ScopeMetrics().At(0).Metrics().At(0).Name())
+	}
+	assert.Equal(t, []string{"vllm:num_requests_running", "sglang:num_running_reqs", "tgi_batch_current_size", "trtllm_num_requests_running"}, names)
+}

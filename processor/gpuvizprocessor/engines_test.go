@@ -57,6 +57,7 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "", "", ts, true, 3, 4) // data-parallel engines: summed
 	serverGauge(md, "sglang_num_running_reqs", "sglang", "b:30000", "", "", ts, true, 2)   // a Prometheus translation's name
 	serverGauge(md, "tgi_batch_current_size", "tgi", "f:80", "", "", ts, true, 5)
+	serverGauge(md, "trtllm_num_requests_running", "trtllm", "h:8000", "", "", ts, true, 8)
 	triton := serverGauge(md, "nv_trt_llm_request_metrics", "triton", "g:8002", "", "", ts, true, 6, 512, 2)
 	for i, kind := range []string{"scheduled", "max", "context"} { // only the scheduled requests run
 		triton.At(i).Attributes().PutStr("request_type", kind)
@@ -65,7 +66,7 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", "", ts, false, 9) // not a gauge
 	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", "", ts, true, math.NaN(), -1)
 	got := engineCounts(md, nil)
-	require.Len(t, got, 4)
+	require.Len(t, got, 5)
 	assert.Equal(t, "vllm\x00a:8000", got[0].source)
 	assert.Equal(t, 7.0, got[0].n)
 	assert.Equal(t, ts.UnixNano(), got[0].ts)
@@ -73,8 +74,10 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	assert.Equal(t, 2.0, got[1].n)
 	assert.Equal(t, "tgi\x00f:80", got[2].source)
 	assert.Equal(t, 5.0, got[2].n)
-	assert.Equal(t, "triton\x00g:8002", got[3].source)
-	assert.Equal(t, 6.0, got[3].n)
+	assert.Equal(t, "trtllm\x00h:8000", got[3].source)
+	assert.Equal(t, 8.0, got[3].n)
+	assert.Equal(t, "triton\x00g:8002", got[4].source)
+	assert.Equal(t, 6.0, got[4].n)
 }
 
 // A server's count reaches the books of the GPUs its resource matches, as
