@@ -16,15 +16,14 @@ import (
 // requests they are running, as the prometheus receiver names them (and
 // with the colon a Prometheus translation turns into an underscore): vLLM's,
 // SGLang's, TGI's router's batch (the requests it is running), TensorRT-LLM's
-// own server's active requests (trtllm-serve; Dynamo re-exports it, once
-// with a colon), and Triton's TensorRT-LLM backend's requests scheduled in
-// the running batch.
+// own server's active requests (trtllm-serve), and Triton's TensorRT-LLM
+// backend's requests scheduled in the running batch.
 var runningMetrics = map[string]runningGauge{
 	"vllm:num_requests_running": {}, "vllm_num_requests_running": {},
 	"sglang:num_running_reqs": {}, "sglang_num_running_reqs": {},
-	"trtllm_num_requests_running": {}, "trtllm:num_requests_running": {},
-	"tgi_batch_current_size":     {},
-	"nv_trt_llm_request_metrics": {attr: "request_type", value: "scheduled"},
+	"tgi_batch_current_size":      {},
+	"trtllm_num_requests_running": {},
+	"nv_trt_llm_request_metrics":  {attr: "request_type", value: "scheduled"},
 }
 
 // runningGauge says which of a gauge's data points count running
