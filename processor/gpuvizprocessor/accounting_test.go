@@ -290,7 +290,7 @@ func TestAccountingConservesAndIsOrderIndependent(t *testing.T) {
 			require.Len(t, spanEnergies(t, sink), len(reqs))
 			md := pmetric.NewMetrics()
 			c.flushMetrics(context.Background(), md, base.Add(80*time.Second))
-			return readDerived(t, md), c.books()
+			return readDerived(t, md), c.spans.books()
 		}
 		d, books := run(rng.Perm(len(reqs)), true)
 		require.Len(t, books, 1)

@@ -196,7 +196,7 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 	// live view uses (no view here: Start left it unset).
 	var intervals []score.GPUInterval
 	width := int64(pcfg.Attribution.Resolution)
-	c.pipeline.onFinal = func(k timeline.Key, binStart int64, l bottleneck.Label) {
+	c.spans.pipeline.onFinal = func(k timeline.Key, binStart int64, l bottleneck.Label) {
 		g, ok := gpuIndex[k.GPU]
 		require.True(t, ok, "a book for GPU %s, which the simulation does not have", k.GPU)
 		if l != "" {

@@ -19,7 +19,7 @@ type Config struct {
 	// collection intervals, so the scrape after the span ended has arrived.
 	// Where a span's GPUs are fed less often (dcgm-exporter scrapes every
 	// 30 s), the wait grows to two of their observed sample spacings, up
-	// to two history.max_span (core.wait); so may a long request's where
+	// to two history.max_span (hold.wait); so may a long request's where
 	// its GPUs' forecasts fell short (docs/attribution.md, "Long requests").
 	MaxWait time.Duration `mapstructure:"max_wait"`
 	// MaxPendingSpans bounds the spans held at once: every span of a held
@@ -261,7 +261,7 @@ func createDefaultConfig() *Config {
 
 // maxHold is the longest a span is held for its GPUs' data: max_wait, or
 // two of a slower source's sample spacings, at most two history.max_span
-// (core.wait); a long request's wait stays within it too (core.ready).
+// (hold.wait); a long request's wait stays within it too (hold.ready).
 func (cfg *Config) maxHold() time.Duration {
 	return max(cfg.MaxWait, 2*cfg.History.MaxSpan)
 }

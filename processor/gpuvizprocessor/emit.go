@@ -2,7 +2,6 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 
 import (
 	"cmp"
-	"context"
 	"slices"
 	"strings"
 	"sync"
@@ -11,8 +10,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
@@ -303,21 +300,22 @@ func boolInt(b bool) int64 {
 	return 0
 }
 
-// flushMetrics appends the derived metrics when due.
-func (c *core) flushMetrics(ctx context.Context, md pmetric.Metrics, now time.Time) {
-	if !c.emitter.due(now) {
-		return
+// flushed is what one flush of the derived metrics did, for the
+// processor's own metrics.
+type flushed struct {
+	exemplars                   int64 // attached
+	foldedModels, foldedTenants int64 // requests counted under "other"
+}
+
+// flush appends the derived metrics to md when due, with every GPU's books
+// as books returns them then.
+func (e *emitter) flush(md pmetric.Metrics, now time.Time, books func() []gpuBooks) flushed {
+	if !e.due(now) {
+		return flushed{}
 	}
-	if n := c.emitter.emit(md, now, c.books()); n > 0 {
-		c.tel.ProcessorGpuvizExemplarsAttached.Add(ctx, n)
-	}
-	models, tenants := c.emitter.takeFolded()
-	if models > 0 {
-		c.tel.ProcessorGpuvizRequestsFolded.Add(ctx, models, metric.WithAttributes(attribute.String("dimension", "model")))
-	}
-	if tenants > 0 {
-		c.tel.ProcessorGpuvizRequestsFolded.Add(ctx, tenants, metric.WithAttributes(attribute.String("dimension", "tenant")))
-	}
+	f := flushed{exemplars: e.emit(md, now, books())}
+	f.foldedModels, f.foldedTenants = e.takeFolded()
+	return f
 }
 
 // takeFolded returns the requests counted under "other" since it was last

@@ -1,13 +1,8 @@
 package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor"
 
 import (
-	"context"
-	"time"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 )
@@ -149,25 +144,4 @@ func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) stri
 		return countDropped
 	}
 	return countBooked
-}
-
-// matchEngines matches each count's server to its GPUs, as a span of its
-// resource would be, hands the counts to the pipeline, and counts what
-// became of them.
-func (c *core) matchEngines(ctx context.Context, counts []engineCount) {
-	outcomes := map[string]int64{}
-	c.mu.Lock()
-	for _, ec := range counts {
-		req := c.recognizer.Placement(ec.resource, time.Unix(0, ec.ts))
-		keys, _ := c.matcher.match(req)
-		if len(keys) == 0 {
-			outcomes[countUnmatched]++
-			continue
-		}
-		outcomes[c.pipeline.running(c.pipeline.set(keys), ec.source, ec.ts, ec.n)]++
-	}
-	c.mu.Unlock()
-	for outcome, n := range outcomes {
-		c.tel.ProcessorGpuvizEngineCounts.Add(ctx, n, metric.WithAttributes(attribute.String("outcome", outcome)))
-	}
 }

@@ -99,24 +99,24 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 		c.processMetrics(context.Background(), md)
 	}
 	k0 := timeline.Key{Host: "node-a", GPU: "GPU-0"}
-	c.mu.Lock()
-	set := c.pipeline.set([]timeline.Key{k0})
-	c.mu.Unlock()
+	c.spans.mu.Lock()
+	set := c.spans.pipeline.set([]timeline.Key{k0})
+	c.spans.mu.Unlock()
 
 	scrape(t0, "a:8000", "node-a", "GPU-0", 3)
 	scrape(t0, "z:8000", "node-z", "GPU-9", 3)
-	c.mu.Lock()
-	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: t0.UnixNano(), n: 3}}, c.pipeline.engines[set.name], "matched by its gpu.uuid")
-	c.pipeline.groupsOf(set)
-	assert.Equal(t, countBooked, c.pipeline.running(set, "vllm\x00b:8000", t0.Add(2*time.Second).UnixNano(), 2), "the set's books are one group")
-	assert.Equal(t, countDropped, c.pipeline.running(set, "vllm\x00b:8000", t0.Add(time.Second).UnixNano(), 2), "older than the newest held")
-	c.mu.Unlock()
+	c.spans.mu.Lock()
+	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: t0.UnixNano(), n: 3}}, c.spans.pipeline.engines[set.name], "matched by its gpu.uuid")
+	c.spans.pipeline.groupsOf(set)
+	assert.Equal(t, countBooked, c.spans.pipeline.running(set, "vllm\x00b:8000", t0.Add(2*time.Second).UnixNano(), 2), "the set's books are one group")
+	assert.Equal(t, countDropped, c.spans.pipeline.running(set, "vllm\x00b:8000", t0.Add(time.Second).UnixNano(), 2), "older than the newest held")
+	c.spans.mu.Unlock()
 
 	late := t0.Add(2*time.Second + time.Duration(61e9))
 	scrape(late, "b:8000", "node-a", "GPU-0", 1)
-	c.mu.Lock()
-	assert.Equal(t, engineSources{"vllm\x00b:8000": {ts: late.UnixNano(), n: 1}}, c.pipeline.engines[set.name], "a: silent past EngineGap")
-	c.mu.Unlock()
+	c.spans.mu.Lock()
+	assert.Equal(t, engineSources{"vllm\x00b:8000": {ts: late.UnixNano(), n: 1}}, c.spans.pipeline.engines[set.name], "a: silent past EngineGap")
+	c.spans.mu.Unlock()
 	metadatatest.AssertEqualProcessorGpuvizEngineCounts(t, tel, []metricdata.DataPoint[int64]{
 		{Attributes: attribute.NewSet(attribute.String("outcome", countNoBooks)), Value: 1},
 		{Attributes: attribute.NewSet(attribute.String("outcome", countUnmatched)), Value: 1},
@@ -138,10 +138,10 @@ func BenchmarkEngineCounts(b *testing.B) {
 		c.processMetrics(ctx, gpuMetrics("node-a", id, int64(g), t0, time.Second, []sample{{powerW: 100}, {powerW: 100}}))
 		keys = append(keys, timeline.Key{Host: "node-a", GPU: id})
 	}
-	c.mu.Lock()
-	set := c.pipeline.set(keys)
-	c.pipeline.groupsOf(set)
-	c.mu.Unlock()
+	c.spans.mu.Lock()
+	set := c.spans.pipeline.set(keys)
+	c.spans.pipeline.groupsOf(set)
+	c.spans.mu.Unlock()
 	md := pmetric.NewMetrics()
 	for s := range 8 {
 		serverGauge(md, "vllm:num_requests_running", "vllm", fmt.Sprintf("10.0.0.%d:8000", s), "node-a", "", t0, true, 3)
@@ -157,9 +157,9 @@ func BenchmarkEngineCounts(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if n := len(c.pipeline.engines[set.name]); n != 8 {
+	c.spans.mu.Lock()
+	defer c.spans.mu.Unlock()
+	if n := len(c.spans.pipeline.engines[set.name]); n != 8 {
 		b.Fatalf("%d servers booked on the host's GPUs, want 8", n)
 	}
 }

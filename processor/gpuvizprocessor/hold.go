@@ -6,6 +6,7 @@ import (
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.uber.org/zap"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
@@ -27,11 +28,11 @@ type heldBatch struct {
 	size int
 	// arrived is when the batch came; deadline when it is let go without
 	// its GPU data: arrived + max_wait, then once extended to arrived +
-	// core.wait (the source's sample spacing), see core.ready.
+	// hold.wait (the source's sample spacing), see hold.ready.
 	arrived  time.Time
 	deadline time.Time
 	extended bool
-	// group is when its settle group opened (see core.release).
+	// group is when its settle group opened (see spanPath.release).
 	group time.Time
 	// enriched: released once and refused by the next consumer; it waits
 	// to be offered again until retryUntil.
@@ -53,8 +54,8 @@ type heldSpan struct {
 	pieces   []attribution.Piece
 	pieceBuf [inference.MaxPhases]attribution.Piece
 	life     float64 // its life factor in the books: 1 as admitted, then its release round's (pipeline.reweigh)
-	// result is its result from the release's round (in core.results),
-	// and phaseStats its phases' statistics (in core.phaseResults) with
+	// result is its result from the release's round (in spanPath.results),
+	// and phaseStats its phases' statistics (in spanPath.phaseResults) with
 	// phase spans on, until annotateBatch writes them; nil for a span left
 	// un-enriched.
 	result     *spanResult
@@ -74,14 +75,24 @@ func (hs *heldSpan) keys() []timeline.Key {
 // aggregate of others (a batch step) nor a client's view of one.
 func (hs *heldSpan) takesShare() bool { return !hs.req.Aggregate && !hs.req.Client }
 
-// hold is the bounded queue of held batches. Its bound counts every span
-// of a held batch, not only the inference spans: the batch is held whole,
-// and a sender mixing one inference span into batches of others would
-// otherwise hold many times the bound.
+// hold is the bounded queue of held batches, and when each may go. Its
+// bound counts every span of a held batch, not only the inference spans:
+// the batch is held whole, and a sender mixing one inference span into
+// batches of others would otherwise hold many times the bound.
 type hold struct {
 	max     int
 	n       int // spans held
 	batches []*heldBatch
+
+	// What ready reads: the knobs, whether the GPUs' data is in, and
+	// whether their books still learn or wait for long requests.
+	cfg      *Config
+	store    *timeline.Store
+	ingest   *ingest
+	pipeline *pipeline
+	logger   *zap.Logger
+	// warmingSaid: the log has said once that spans wait for warm-up.
+	warmingSaid bool
 }
 
 // admit queues b; false when its spans would exceed the bound.
@@ -122,6 +133,154 @@ func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
 // requeue puts back a batch the next consumer refused; false when there is
 // no room (it is then refused for good).
 func (h *hold) requeue(b *heldBatch) bool { return h.admit(b) }
+
+// ready reports whether every span of the batch has matched (match tries
+// those not matched yet), its settle group has closed, its GPUs' energy is
+// in up to its end, their fits are not warming up and, where their
+// forecasts fell short, its spans have waited their runningHold; the
+// caller holds the span path's lock. settled caches the sets' settled
+// times for one release, warming the sets' warm-up (nil: no group is
+// warming, or the hold is too full to wait for one).
+func (h *hold) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time, warming map[*gpuSet]bool, match func(*heldSpan)) bool {
+	if now.Before(b.group.Add(h.cfg.Attribution.SettleWindow)) && now.Before(b.deadline) {
+		return false
+	}
+	if warming != nil && now.Before(b.arrived.Add(h.cfg.Attribution.WarmupWait)) && h.warms(b, now, warming) {
+		return false
+	}
+	if !now.Before(b.deadline) {
+		if b.extended {
+			return true
+		}
+		b.extended = true
+		if b.deadline = b.arrived.Add(h.wait(b)); !now.Before(b.deadline) {
+			return true
+		}
+	}
+	if now.Before(b.group.Add(h.cfg.Attribution.SettleWindow)) {
+		return false
+	}
+	holdLong := h.roomToWait()
+	for i := range b.spans {
+		hs := &b.spans[i]
+		match(hs)
+		if hs.set == nil {
+			return false
+		}
+		if holdLong && h.pipeline.holdsLong(hs.set) {
+			if until := hs.req.End.Add(runningHold(hs.req)); now.Before(until) {
+				// Past max_wait if need be, up to the longest hold.
+				if last := b.arrived.Add(h.cfg.maxHold()); last.Before(until) {
+					until = last
+				}
+				if b.deadline.Before(until) {
+					b.deadline = until
+				}
+				return false
+			}
+		}
+		t, ok := settled[hs.set]
+		if !ok {
+			// A GPU the receiver reports failed is not waited for: it
+			// sends nothing until it answers again.
+			keys := h.ingest.answering(hs.set.keys)
+			t = noneToWaitFor
+			if len(keys) > 0 {
+				t, _ = h.store.SettledAll(keys) // zero when a GPU has no energy yet
+			}
+			// A GPU the receiver and dcgm-exporter both feed has arrived
+			// only once the slower source's sample after the span has.
+			if d, _, ok := h.ingest.dcgmLag(keys); ok && d.Before(t) {
+				t = d
+			}
+			settled[hs.set] = t
+		}
+		if t.Before(hs.req.End) {
+			return false
+		}
+	}
+	return true
+}
+
+// runningHold is how long after it ended a span of req waits where its
+// GPUs' forecasts of the weight still to come fall short or its GPUs wait
+// for their host (pipeline.holdsLong): its running time (prefill and
+// decode, not its queue). The requests it shared bins with, which run about
+// as long, have then mostly reported. It is held at most the longest hold
+// (Config.maxHold) after it arrived, and only while the hold is at most
+// half full (docs/attribution.md, "Long requests").
+func runningHold(req inference.Request) time.Duration {
+	start := req.Start
+	for _, ph := range req.Phases {
+		if ph.Name == inference.PhaseQueue {
+			start = ph.End
+		}
+	}
+	return req.End.Sub(start)
+}
+
+// warms reports whether a span of b matched GPUs whose fits are warming
+// up (pipeline.warming): until the books have learned how a bin's
+// activity predicts its final weight, the split falls back to the arrival
+// curve, which errs most in a collector's first minute (docs/attribution.md,
+// "Warming up"). ready holds such a batch for at most
+// attribution.warmup_wait after it arrived, and after its GPUs first had
+// to wait. memo caches the sets' answers for one release; the caller
+// holds the span path's lock.
+func (h *hold) warms(b *heldBatch, now time.Time, memo map[*gpuSet]bool) bool {
+	var last *gpuSet
+	for i := range b.spans {
+		set := b.spans[i].set
+		if set == nil || set == last {
+			continue
+		}
+		last = set
+		w, ok := memo[set]
+		if !ok {
+			w = h.pipeline.warming(set, now)
+			memo[set] = w
+		}
+		if w {
+			if !h.warmingSaid {
+				h.warmingSaid = true
+				h.logger.Info("holding inference spans while their GPUs' energy books learn to read GPU activity, as after every start (attribution.warmup_wait)",
+					zap.Duration("at_most", h.cfg.Attribution.WarmupWait))
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// noneToWaitFor settles a span all of whose GPUs are reported failed.
+var noneToWaitFor = time.Unix(1<<40, 0)
+
+// wait is the longest a batch is held for its GPUs' data: max_wait, or,
+// where a matched GPU's source sends less often, two of its sample spacings
+// (timeline.Store.Spacing): a dcgm-exporter scraped every 30 s sends the
+// sample after a span's end up to 30 s after it, and a scrape may be late.
+// It is at most two history.max_span (beyond max_span a sample describes
+// nothing anyway); a GPU whose spacing is not known yet (a source's first
+// point) does not extend it, nor do spans not matched yet. The caller
+// holds the span path's lock.
+func (h *hold) wait(b *heldBatch) time.Duration {
+	w := h.cfg.MaxWait
+	seen := map[*gpuSet]bool{}
+	for i := range b.spans {
+		set := b.spans[i].set
+		if set == nil || seen[set] {
+			continue
+		}
+		seen[set] = true
+		if spacing, ok := h.store.Spacing(set.keys); ok {
+			w = max(w, 2*spacing)
+		}
+		if _, spacing, ok := h.ingest.dcgmLag(set.keys); ok {
+			w = max(w, 2*spacing)
+		}
+	}
+	return min(w, h.cfg.maxHold())
+}
 
 // requestSpanName names the child span a request's results go on with
 // results_on: child.

@@ -121,7 +121,7 @@ var handlers = map[string]handler{
 		}
 	},
 	// A GPU the receiver reports failed (lost, or gone while it resets)
-	// sends no data: spans do not wait for it (core.ready).
+	// sends no data: spans do not wait for it (hold.ready).
 	"hw.status": func(in *ingest, b *ingestBatch, p point) {
 		if p.v == 1 {
 			b.state(p.key).failed = stringAttr(p.attrs, "hw.state") == "failed"

@@ -197,7 +197,7 @@ func TestSpanLabelsAndBottleneckTimeAgree(t *testing.T) {
 	assert.Equal(t, "compute_bound", labels[2])
 	assert.Equal(t, "host_bound", labels[3], "a request waited on an idle GPU")
 	want.Add(bottleneck.Idle, 1)
-	books := c.books()
+	books := c.spans.books()
 	require.Len(t, books, 1)
 	got := books[0].totals.Seconds
 	// The counter runs over every final bin: before and after the requests
@@ -307,9 +307,9 @@ func TestReleaseRetriesWithTheClientsMetadata(t *testing.T) {
 			for _, got := range next.seen {
 				assert.Equal(t, []string{"acme"}, got.Metadata.Get("x-tenant"))
 			}
-			c.mu.Lock()
-			assert.Zero(t, c.hold.n, "nothing left held")
-			c.mu.Unlock()
+			c.spans.mu.Lock()
+			assert.Zero(t, c.spans.hold.n, "nothing left held")
+			c.spans.mu.Unlock()
 		})
 	}
 }
@@ -418,7 +418,7 @@ func TestNVLinkCapacityMakesAFraction(t *testing.T) {
 			c.ingest.consume(context.Background(), md)
 			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
 			bins := c.store.Bins(k, base.Add(2*time.Second), 100*time.Millisecond, 1, nil)
-			assert.Equal(t, tc.want, c.pipeline.classify(&bins[0], 0, true))
+			assert.Equal(t, tc.want, c.spans.pipeline.classify(&bins[0], 0, true))
 		})
 	}
 }
@@ -556,8 +556,8 @@ func TestPowerSamplesPlaceBinsWithinTheirTick(t *testing.T) {
 			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
 			limit, _ := c.store.PowerLimit(k)
 			bins := c.store.Bins(k, base.Add(time.Second), 100*time.Millisecond, 2, nil)
-			assert.Equal(t, tc.chunk, c.pipeline.classify(&bins[0], limit, true), "the chunk's bin")
-			assert.Equal(t, tc.dec, c.pipeline.classify(&bins[1], limit, true), "a decode bin")
+			assert.Equal(t, tc.chunk, c.spans.pipeline.classify(&bins[0], limit, true), "the chunk's bin")
+			assert.Equal(t, tc.dec, c.spans.pipeline.classify(&bins[1], limit, true), "a decode bin")
 		})
 	}
 }

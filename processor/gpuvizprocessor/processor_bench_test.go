@@ -93,15 +93,15 @@ func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 		rs := td.ResourceSpans().At(0)
 		sl := rs.ScopeSpans().At(0).Spans()
 		for k := range sl.Len() {
-			req, _, _ := c.recognizer.Recognize(sl.At(k), rs.Resource(), now)
+			req, _, _ := c.spans.recognizer.Recognize(sl.At(k), rs.Resource(), now)
 			batch.spans = append(batch.spans, heldSpan{span: sl.At(k), siblings: sl, req: req})
 		}
-		c.mu.Lock()
+		c.spans.mu.Lock()
 		memo := map[matchMemo]matched{}
 		for i := range batch.spans {
-			c.matchSpan(&batch.spans[i], memo, now)
+			c.spans.matchSpan(&batch.spans[i], memo, now)
 		}
-		c.mu.Unlock()
+		c.spans.mu.Unlock()
 		return batch
 	}
 	b.ReportAllocs()
@@ -111,10 +111,10 @@ func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 		b.StopTimer()
 		batch := newBatch()
 		b.StartTimer()
-		c.mu.Lock()
-		c.enrich([]*heldBatch{batch}, now)
-		c.mu.Unlock()
-		c.annotateBatch(batch, nil)
+		c.spans.mu.Lock()
+		c.spans.enrich([]*heldBatch{batch}, now)
+		c.spans.mu.Unlock()
+		c.spans.annotateBatch(batch, nil)
 		n += len(batch.spans)
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "spans/s")

@@ -536,7 +536,7 @@ func TestLateSpanGetsItsFairShare(t *testing.T) {
 	assert.InDelta(t, 5*busy.powerW, short, 1e-6)
 	assert.InEpsilon(t, 25*busy.powerW-2.5*busy.powerW, long, 0.01, "half of the shared five seconds, not none of them")
 	c.tick(now)
-	books := c.books()
+	books := c.spans.books()
 	require.Len(t, books, 1)
 	tot := books[0].totals
 	assert.InDelta(t, tot.Measured, tot.Attributed+tot.Idle+tot.Unsampled+tot.Correction, 1e-6)

@@ -134,11 +134,11 @@ func TestReleaseLetsGoOfEachBatchItHandsOn(t *testing.T) {
 	c, now, _ := virtualCore(t, nil)
 	next := &gcWatcher{}
 	sendThreeBatches(t, c, now, base, 0, next)
-	c.mu.Lock()
-	for _, b := range c.hold.batches {
+	c.spans.mu.Lock()
+	for _, b := range c.spans.hold.batches {
 		next.held = append(next.held, weak.Make(b))
 	}
-	c.mu.Unlock()
+	c.spans.mu.Unlock()
 	require.Len(t, next.held, 3)
 	for step := range 8 {
 		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
@@ -228,13 +228,13 @@ func TestTheResultsBufferIsLetGoWhenNothingIsHeld(t *testing.T) {
 	vllmSpan(later, 2, base.Add(3*time.Second), 0.2, 0.5, 4, 100)
 	require.NoError(t, c.consumeTraces(context.Background(), later, next))
 
-	c.release(*now, func(*heldBatch) bool { return false })
+	c.spans.release(*now, func(*heldBatch) bool { return false })
 	require.Len(t, next.seen, 1, "the first batch left")
-	assert.NotZero(t, cap(c.results), "kept while a span is held")
+	assert.NotZero(t, cap(c.spans.results), "kept while a span is held")
 	*now = now.Add(c.cfg.Attribution.SettleWindow + time.Second)
-	c.release(*now, func(*heldBatch) bool { return false })
+	c.spans.release(*now, func(*heldBatch) bool { return false })
 	require.Len(t, next.seen, 2, "the second batch left")
-	assert.Zero(t, cap(c.results), "let go: nothing is held")
+	assert.Zero(t, cap(c.spans.results), "let go: nothing is held")
 }
 
 // Under pdata.useProtoPooling the service returns a batch's memory to the
@@ -466,10 +466,10 @@ func TestResultsOnAChildSpanRefusedAtOnceHoldNothing(t *testing.T) {
 	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 	refused := errors.New("queue full")
 	require.ErrorIs(t, c.consumeTraces(context.Background(), td, consumertest.NewErr(refused)), refused)
-	assert.Zero(t, c.hold.n, "nothing held")
+	assert.Zero(t, c.spans.hold.n, "nothing held")
 
 	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
-	assert.Equal(t, 1, c.hold.n, "the retry's gpu.request")
+	assert.Equal(t, 1, c.spans.hold.n, "the retry's gpu.request")
 	require.Len(t, sink.AllTraces(), 1)
 	assert.Equal(t, 1, sink.AllTraces()[0].SpanCount(), "the request span, on at once")
 	for step := range 8 {
@@ -477,7 +477,7 @@ func TestResultsOnAChildSpanRefusedAtOnceHoldNothing(t *testing.T) {
 	}
 	require.Len(t, sink.AllTraces(), 2)
 	assert.Len(t, spanAttrs(t, sink, "gpu.request"), 1)
-	assert.Zero(t, c.hold.n)
+	assert.Zero(t, c.spans.hold.n)
 }
 
 // With results_on: child a span that is not enriched (here: no GPU on its
@@ -496,7 +496,7 @@ func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
 	for step := range 30 {
 		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
 	}
-	assert.Zero(t, c.hold.n)
+	assert.Zero(t, c.spans.hold.n)
 	require.Len(t, sink.AllTraces(), 2, "the spans as they came, then the one child with results")
 	children := spanAttrs(t, sink, "gpu.request")
 	require.Len(t, children, 1)
@@ -511,6 +511,6 @@ func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
 	for step := range 30 {
 		c.tick(base.Add(51*time.Second + time.Duration(step)*time.Second))
 	}
-	assert.Zero(t, c.hold.n)
+	assert.Zero(t, c.spans.hold.n)
 	assert.Len(t, sink.AllTraces(), 3, "the lone span only")
 }

@@ -26,7 +26,7 @@ func (p *tracesProcessor) Start(ctx context.Context, host component.Host) error 
 // Shutdown releases everything this pipeline still holds (enriched with
 // the samples there are) before letting go of the core: nothing is dropped.
 func (p *tracesProcessor) Shutdown(ctx context.Context) error {
-	p.core.release(p.core.now(), func(b *heldBatch) bool { return b.next == p.next })
+	p.core.spans.release(p.core.now(), func(b *heldBatch) bool { return b.next == p.next })
 	return p.shutdown(ctx)
 }
 

@@ -270,7 +270,7 @@ func defaultViewLimits() view.Limits {
 
 func TestViewOfASimulatedNode(t *testing.T) {
 	sim, v := newViewedSim(t, createDefaultConfig(), defaultViewLimits())
-	require.NotNil(t, sim.core.view, "the processor found the gpuviz_view extension")
+	require.NotNil(t, sim.core.spans.view, "the processor found the gpuviz_view extension")
 	sim.run(150 * time.Second)
 	a := v.view(t, "/api/v1/view?range=120&columns=120")
 	assert.True(t, a.Simulated)
@@ -494,10 +494,10 @@ func TestViewBounds(t *testing.T) {
 
 func TestNoViewCostsNothing(t *testing.T) {
 	sim := newViewSim(t, "steady", 1, viewHost{}, createDefaultConfig())
-	assert.Nil(t, sim.core.view)
+	assert.Nil(t, sim.core.spans.view)
 	assert.Nil(t, sim.core.ingest.view)
-	assert.Nil(t, sim.core.pipeline.onFreeze)
-	assert.Nil(t, sim.core.pipeline.onFinal)
+	assert.Nil(t, sim.core.spans.pipeline.onFreeze)
+	assert.Nil(t, sim.core.spans.pipeline.onFinal)
 	sim.run(20 * time.Second)
 	assert.NotZero(t, sim.core.store.Len())
 }
