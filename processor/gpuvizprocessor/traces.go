@@ -8,10 +8,11 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
-// tracesProcessor is the traces side: it recognises inference spans and
-// holds their batch until they settle and the GPU energy covering them has
-// arrived, then the core enriches it and passes it on from its release
-// loop. Batches without inference spans pass straight through.
+// tracesProcessor is the traces side: its core's span path recognises
+// inference spans and holds their batch until they settle and the GPU
+// energy covering them has arrived, then enriches it and passes it on from
+// the core's release loop. Batches without inference spans pass straight
+// through.
 type tracesProcessor struct {
 	handle
 	next consumer.Traces
