@@ -30,7 +30,6 @@ type core struct {
 	cfg     *Config
 	logger  *zap.Logger
 	tel     telemetry
-	store   *timeline.Store
 	ingest  *ingest
 	emitter *emitter
 	spans   *spanPath
@@ -63,10 +62,10 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 	tel := telemetry{b: tb}
 	store := timeline.New(cfg.timeline())
 	an := newGPUAnalysis(cfg.Analysis.Enabled, cfg.analysis())
-	in := newIngest(store, an, tb, cfg.History.MaxSpan, cfg.History.AlignGPM)
+	in := newIngest(store, an, tel, cfg.History.MaxSpan, cfg.History.AlignGPM)
 	em := newEmitter(set, cfg, store, an, time.Now())
 	c := &core{
-		cfg: cfg, logger: set.Logger, tel: tel, store: store, ingest: in, emitter: em,
+		cfg: cfg, logger: set.Logger, tel: tel, ingest: in, emitter: em,
 		spans: newSpanPath(cfg, set.Logger, tel, store, recognizer, in, em),
 		now:   time.Now, ticker: realTicker, unregister: unregister, id: set.ID,
 	}

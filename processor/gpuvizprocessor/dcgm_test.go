@@ -519,7 +519,7 @@ func TestDCGMBesideTheReceiver(t *testing.T) {
 	assert.InDelta(t, 0.55, a["gpuviz.gpu.dram_activity.mean"], 1e-9)
 	assert.Greater(t, a["gpuviz.gpu.power.mean"], 50.0, "the receiver's power, not DCGM's 1 W")
 	assert.Greater(t, a["gpuviz.energy"], 50.0*4, "the receiver's energy counter, not DCGM's")
-	w := c.store.Window(timeline.Key{Host: host, GPU: uuid}, start.Add(30*time.Second), start.Add(34*time.Second))
+	w := c.spans.store.Window(timeline.Key{Host: host, GPU: uuid}, start.Add(30*time.Second), start.Add(34*time.Second))
 	assert.Greater(t, math.Abs(w.Stats[timeline.Utilization].Mean-0.03), 1e-6, "the receiver's utilisation samples, not DCGM's 3 %%")
 	assert.InDelta(t, 1.0, w.Coverage, 1e-9)
 }

@@ -80,12 +80,11 @@ func (hs *heldSpan) takesShare() bool { return !hs.req.Aggregate && !hs.req.Clie
 // the batch is held whole, and a sender mixing one inference span into
 // batches of others would otherwise hold many times the bound.
 type hold struct {
-	max     int
-	n       int // spans held
+	n       int // spans held, at most cfg.MaxPendingSpans
 	batches []*heldBatch
 
-	// What ready reads: the knobs, whether the GPUs' data is in, and
-	// whether their books still learn or wait for long requests.
+	// What admit and ready read: the knobs, whether the GPUs' data is in,
+	// and whether their books still learn or wait for long requests.
 	cfg      *Config
 	store    *timeline.Store
 	ingest   *ingest
@@ -98,7 +97,7 @@ type hold struct {
 // admit queues b; false when its spans would exceed the bound.
 func (h *hold) admit(b *heldBatch) bool {
 	b.size = b.td.SpanCount()
-	if h.n+b.size > h.max {
+	if h.n+b.size > h.cfg.MaxPendingSpans {
 		return false
 	}
 	h.batches = append(h.batches, b)
@@ -110,7 +109,7 @@ func (h *hold) admit(b *heldBatch) bool {
 // batches wait beyond their settle group and energy, for their GPUs' fits
 // to warm up or for long requests' neighbours, so that those waits never
 // fill it.
-func (h *hold) roomToWait() bool { return h.n <= h.max/2 }
+func (h *hold) roomToWait() bool { return h.n <= h.cfg.MaxPendingSpans/2 }
 
 // take removes and returns the batches ready says to release, in arrival
 // order.

@@ -10,12 +10,9 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 
 	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/inference"
-	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
@@ -195,7 +192,7 @@ var pcieLaneBytesPerSecond = [...]float64{0, 250e6, 500e6, 985e6, 1969e6, 3938e6
 type ingest struct {
 	store    *timeline.Store
 	analysis *gpuAnalysis
-	tel      *metadata.TelemetryBuilder
+	tel      telemetry
 	// supersede is how long a signal the gpuviz receiver sent keeps DCGM's
 	// points of it out: history.max_span, the longest a sample describes.
 	supersede time.Duration
@@ -247,7 +244,7 @@ type counterPoint struct {
 	ok    bool
 }
 
-func newIngest(store *timeline.Store, an *gpuAnalysis, tel *metadata.TelemetryBuilder, supersede time.Duration, alignGPM bool) *ingest {
+func newIngest(store *timeline.Store, an *gpuAnalysis, tel telemetry, supersede time.Duration, alignGPM bool) *ingest {
 	return &ingest{store: store, analysis: an, tel: tel, supersede: supersede, alignGPM: alignGPM, gpus: map[timeline.Key]*gpuIngest{}}
 }
 
@@ -454,12 +451,7 @@ func (in *ingest) consume(ctx context.Context, md pmetric.Metrics) {
 		in.state(k).gpm.learn()
 	}
 	in.analysis.observe(b.observed)
-	if b.learned > 0 {
-		in.tel.ProcessorGpuvizGpuPoints.Add(ctx, b.learned)
-	}
-	for reason, n := range b.refused {
-		in.tel.ProcessorGpuvizGpuPointsRefused.Add(ctx, n, metric.WithAttributes(attribute.String("reason", reason)))
-	}
+	in.tel.points(ctx, b.learned, b.refused)
 }
 
 func (b *ingestBatch) refuse(reason string) {

@@ -136,7 +136,7 @@ func newTestCore(t *testing.T) *core {
 func signalValues(c *core, k timeline.Key, sig timeline.Signal, t0 time.Time, ticks []time.Duration) []float64 {
 	var out []float64
 	for i := 1; i < len(ticks); i++ {
-		st := c.store.Window(k, t0.Add(ticks[i-1]), t0.Add(ticks[i])).Stats[sig]
+		st := c.spans.store.Window(k, t0.Add(ticks[i-1]), t0.Add(ticks[i])).Stats[sig]
 		if st.Seconds > 0 {
 			out = append(out, math.Round(st.Mean*1e4)/1e4) // µs of skew are below this
 		}

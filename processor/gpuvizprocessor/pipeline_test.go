@@ -417,7 +417,7 @@ func TestNVLinkCapacityMakesAFraction(t *testing.T) {
 			}
 			c.ingest.consume(context.Background(), md)
 			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
-			bins := c.store.Bins(k, base.Add(2*time.Second), 100*time.Millisecond, 1, nil)
+			bins := c.spans.store.Bins(k, base.Add(2*time.Second), 100*time.Millisecond, 1, nil)
 			assert.Equal(t, tc.want, c.spans.pipeline.classify(&bins[0], 0, true))
 		})
 	}
@@ -554,8 +554,8 @@ func TestPowerSamplesPlaceBinsWithinTheirTick(t *testing.T) {
 			}
 			c.ingest.consume(context.Background(), md)
 			k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
-			limit, _ := c.store.PowerLimit(k)
-			bins := c.store.Bins(k, base.Add(time.Second), 100*time.Millisecond, 2, nil)
+			limit, _ := c.spans.store.PowerLimit(k)
+			bins := c.spans.store.Bins(k, base.Add(time.Second), 100*time.Millisecond, 2, nil)
 			assert.Equal(t, tc.chunk, c.spans.pipeline.classify(&bins[0], limit, true), "the chunk's bin")
 			assert.Equal(t, tc.dec, c.spans.pipeline.classify(&bins[1], limit, true), "a decode bin")
 		})

@@ -106,7 +106,7 @@ func TestPrefillLagWaitsForEnoughReadings(t *testing.T) {
 // loadgen-like prefill (225 ms, 2,250 tokens) on a host's 8 GPUs, in
 // batches of 512 spans.
 func BenchmarkIngestPrefilled(b *testing.B) {
-	in := newIngest(nil, nil, nil, 0, true)
+	in := newIngest(nil, nil, telemetry{}, 0, true)
 	keys := make([]timeline.Key, 8)
 	t0 := int64(1_700_000_000) * int64(time.Second)
 	for i := range keys {

@@ -64,7 +64,7 @@ func newSpanPath(cfg *Config, logger *zap.Logger, tel telemetry, store *timeline
 	p := newPipeline(store, cfg)
 	return &spanPath{
 		cfg: cfg, logger: logger, tel: tel, store: store, recognizer: recognizer, ingest: in, emitter: em,
-		hold:     hold{max: cfg.MaxPendingSpans, cfg: cfg, store: store, ingest: in, pipeline: p, logger: logger},
+		hold:     hold{cfg: cfg, store: store, ingest: in, pipeline: p, logger: logger},
 		matcher:  matcher{store: store, order: cfg.Match.Order},
 		pipeline: p,
 	}

@@ -12,8 +12,7 @@ import (
 )
 
 // telemetry records the processor's own metrics (declared in
-// metadata.yaml) for the span side and the core; ingest counts its points
-// through the same builder.
+// metadata.yaml) for ingest, the span side and the core.
 type telemetry struct{ b *metadata.TelemetryBuilder }
 
 // gauges are what the observable gauges read at each collection.
@@ -43,6 +42,17 @@ func (t telemetry) register(g gauges) error {
 		o.Observe(int64(g.pendingSpans()))
 		return nil
 	})
+}
+
+// points counts the GPU points one metrics batch taught the timeline and
+// those it refused, by reason.
+func (t telemetry) points(ctx context.Context, learned int64, refused map[string]int64) {
+	if learned > 0 {
+		t.b.ProcessorGpuvizGpuPoints.Add(ctx, learned)
+	}
+	for reason, n := range refused {
+		t.b.ProcessorGpuvizGpuPointsRefused.Add(ctx, n, metric.WithAttributes(attribute.String("reason", reason)))
+	}
 }
 
 func (t telemetry) unenriched(ctx context.Context, reason string, n int) {

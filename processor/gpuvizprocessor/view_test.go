@@ -499,7 +499,7 @@ func TestNoViewCostsNothing(t *testing.T) {
 	assert.Nil(t, sim.core.spans.pipeline.onFreeze)
 	assert.Nil(t, sim.core.spans.pipeline.onFinal)
 	sim.run(20 * time.Second)
-	assert.NotZero(t, sim.core.store.Len())
+	assert.NotZero(t, sim.core.spans.store.Len())
 }
 
 // TestViewSourceFollowsTheProcessor: the real extension, found by type;
