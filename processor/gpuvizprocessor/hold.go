@@ -32,6 +32,11 @@ type heldBatch struct {
 	arrived  time.Time
 	deadline time.Time
 	extended bool
+	// passed counts the leading spans found past their wait by an earlier
+	// tick (matched, past their running hold, their GPUs' energy in): ready
+	// goes on from the first still waiting, so that a batch's spans are
+	// looked at about once, not once a tick for as long as it is held.
+	passed int
 	// group is when its settle group opened (see spanPath.release).
 	group time.Time
 	// enriched: released once and refused by the next consumer; it waits
@@ -136,7 +141,8 @@ func (h *hold) requeue(b *heldBatch) bool { return h.admit(b) }
 // ready reports whether every span of the batch has matched (match tries
 // those not matched yet), its settle group has closed, its GPUs' energy is
 // in up to its end, their fits are not warming up and, where their
-// forecasts fell short, its spans have waited their runningHold; the
+// forecasts fell short, its spans have waited their runningHold; a span
+// once past its wait is not waited for again (heldBatch.passed). The
 // caller holds the span path's lock. settled caches the sets' settled
 // times for one release, warming the sets' warm-up (nil: no group is
 // warming, or the hold is too full to wait for one).
@@ -160,8 +166,8 @@ func (h *hold) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 		return false
 	}
 	holdLong := h.roomToWait()
-	for i := range b.spans {
-		hs := &b.spans[i]
+	for ; b.passed < len(b.spans); b.passed++ {
+		hs := &b.spans[b.passed]
 		match(hs)
 		if hs.set == nil {
 			return false

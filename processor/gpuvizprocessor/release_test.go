@@ -409,6 +409,43 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 	}
 }
 
+// A batch leaves once its last span's GPU energy is in, however many of
+// its spans were ready at an earlier tick: the hold goes on from the first
+// span still waiting (heldBatch.passed), and must not pass over it. The
+// GPU's samples stop at 30 s and resume at 50 s: a span ending at 20 s is
+// ready at 38 s, as its settle window closes; one ending at 33 s waits for
+// the samples after the gap.
+func TestABatchLeavesWhenItsLastSpanIsReady(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	leaves := func(spans ...byte) time.Time {
+		c, now, _ := virtualCore(t, nil)
+		metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 80))
+		sink := &releaseClock{now: now, trace: spans[len(spans)-1]}
+		for s := range 80 {
+			*now = base.Add(time.Duration(s) * time.Second)
+			if s <= 30 || s >= 50 {
+				c.ingest.consume(context.Background(), pointsAt(metrics, pcommon.NewTimestampFromTime(*now)))
+			}
+			if s == 33 {
+				td := ptrace.NewTraces()
+				for _, trace := range spans {
+					start := map[byte]float64{1: 10, 2: 23}[trace]
+					vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), 0, 0.5, 9.5, 190)
+				}
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			}
+			c.tick(*now)
+		}
+		require.False(t, sink.at.IsZero(), "handed on")
+		return sink.at
+	}
+	resumed := base.Add(50 * time.Second)
+	assert.True(t, leaves(1).Before(resumed), "the span ending at 20 s does not wait for the gap")
+	late := leaves(2)
+	assert.False(t, late.Before(resumed), "the span ending at 33 s waits for the samples after the gap")
+	assert.Equal(t, late, leaves(1, 2), "the batch leaves with its last span")
+}
+
 // releaseClock records when the span of trace is handed on.
 type releaseClock struct {
 	now   *time.Time
