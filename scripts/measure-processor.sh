@@ -29,7 +29,8 @@
 # The script stops, loudly, if the collector exits, its receiver refuses a
 # span, or the load generator drops or has spans rejected.
 #
-# Environment (defaults): RATES ("2000 20000"), PAIRS (3), SECONDS (60, per
+# Environment (defaults): RATES ("2000 20000"), VARIANTS ("A B_on B_off": which
+# run each round, in that order; the ratios need A), PAIRS (3), SECONDS (60, per
 # run; MEASURE_SECONDS also works), WARMUP (50: past the processor's
 # warm-up hold, which at 2,000 spans/s holds the first 45 s), BIN (_build/otelcol-gpuviz),
 # BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888), LOADGEN (a built
@@ -54,6 +55,7 @@ cd "$(dirname "$0")/.."
 extra=("$@")
 
 rates=${RATES:-2000 20000}
+variants=${VARIANTS:-A B_on B_off}
 pairs=${PAIRS:-3}
 warmup=${WARMUP:-50}
 bin=${BIN:-_build/otelcol-gpuviz}
@@ -79,6 +81,9 @@ done
 for r in $rates; do
   [[ $r =~ ^[0-9]+$ ]] && ((r > 0)) || die "RATES: $r is not a positive integer"
 done
+for v in $variants; do
+  [[ $v =~ ^(A|B_on|B_off)$ ]] || die "VARIANTS: $v is not one of A, B_on, B_off"
+done
 [ -x "$bin" ] || die "$bin not built (make build), or set BIN"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/measure-processor.XXXXXX")
@@ -92,7 +97,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 echo "# scripts/measure-processor.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "command: RATES=\"$rates\" PAIRS=$pairs SECONDS=$run_s WARMUP=$warmup scripts/measure-processor.sh${*:+ $*}"
+echo "command: RATES=\"$rates\" VARIANTS=\"$variants\" PAIRS=$pairs SECONDS=$run_s WARMUP=$warmup scripts/measure-processor.sh${*:+ $*}"
 echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty tree)');" \
   "$("$bin" --version 2>/dev/null | head -1) built $(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ);" \
   "$(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
@@ -195,9 +200,9 @@ run_one() {
 
 for rate in $rates; do
   echo
-  echo "rate $rate spans/s: $pairs rounds of A, B_on, B_off; ${run_s} s each after ${warmup} s warm-up"
+  echo "rate $rate spans/s: $pairs rounds of ${variants// /, }; ${run_s} s each after ${warmup} s warm-up"
   for ((round = 1; round <= pairs; round++)); do
-    for variant in A B_on B_off; do
+    for variant in $variants; do
       run_one "$variant" "$rate" "$round"
     done
   done
@@ -205,7 +210,7 @@ done
 
 median() { # variant rate column: the median over the rounds
   awk -F'\t' -v v="$1" -v r="$2" -v c="$3" '$1 == v && $2 == r { print $c }' "$results" | sort -g |
-    awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+    awk '{ a[NR] = $1 } END { if (!NR) exit; if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
 }
 echo
 echo "## Results: medians of $pairs runs per cell, ${run_s} s each"
@@ -216,14 +221,15 @@ for rate in $rates; do
   printf "| %-7s | %8s | %10s | %12s | %9s | %12s | %9s |\n" variant spans/s "us/span" "us/span - A" "peak MiB" "collector %" "loadgen %"
   printf "|---------|---------:|-----------:|-------------:|----------:|-------------:|----------:|\n"
   a_us=$(median A "$rate" 7) a_hwm=$(median A "$rate" 8)
-  for variant in A B_on B_off; do
+  for variant in $variants; do
     awk -v v="$variant" -v el="$(median "$variant" "$rate" 4)" -v n="$(median "$variant" "$rate" 5)" \
       -v cpu="$(median "$variant" "$rate" 6)" -v us="$(median "$variant" "$rate" 7)" -v h="$(median "$variant" "$rate" 8)" \
       -v l="$(median "$variant" "$rate" 9)" -v aus="$a_us" 'BEGIN {
-        d = (v == "A") ? "" : sprintf("%+.2f", us - aus)
+        d = (v == "A" || aus == "") ? "" : sprintf("%+.2f", us - aus)
         printf "| %-7s | %8.0f | %10.2f | %12s | %9.1f | %12.1f | %9.1f |\n", v, n / el, us, d, h / 1024, 100 * cpu / el, 100 * l / el }'
   done
-  for variant in B_on B_off; do
+  [ -n "$a_us" ] || continue
+  for variant in ${variants//A/}; do
     awk -v v="$variant" -v us="$(median "$variant" "$rate" 7)" -v h="$(median "$variant" "$rate" 8)" -v aus="$a_us" -v ah="$a_hwm" \
       'BEGIN { printf "%s/A: CPU per span %.2fx, peak RSS %.2fx\n", v, us / aus, h / ah }'
   done
