@@ -185,43 +185,6 @@ func (d *dcgmIngest) learned(t int64) {
 	}
 }
 
-// dcgmLag says how far DCGM's data has arrived for keys, for the GPUs that
-// DCGM feeds signals of beside another source: the earliest of their
-// newest DCGM points, and the longest spacing of their last two. A GPU
-// whose DCGM points stopped (none within two history.max_span of its
-// newest point of any source) is not waited for. False when no GPU of keys
-// qualifies. Spans are released once the energy after their end has
-// arrived (timeline.Store.Settled); where the gpuviz receiver with
-// complement: dcgm gives that energy every tick and DCGM the SM, tensor
-// and DRAM activity every 30 s, this holds them for the activity too.
-func (in *ingest) dcgmLag(keys []timeline.Key) (time.Time, time.Duration, bool) {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	var (
-		earliest int64
-		spacing  time.Duration
-		ok       bool
-	)
-	for _, k := range keys {
-		g := in.gpus[k]
-		if g == nil || g.dcgm.last == 0 || g.backend == "" {
-			continue // no DCGM points, or DCGM alone (its energy settles the GPU)
-		}
-		newest, has := in.store.Newest(k)
-		if !has || newest.UnixNano()-g.dcgm.last > 2*int64(in.supersede) {
-			continue
-		}
-		if !ok || g.dcgm.last < earliest {
-			earliest = g.dcgm.last
-		}
-		if g.dcgm.prev != 0 {
-			spacing = max(spacing, time.Duration(g.dcgm.last-g.dcgm.prev))
-		}
-		ok = true
-	}
-	return time.Unix(0, earliest).UTC(), spacing, ok
-}
-
 // framebuffer takes FB_USED (used) or FB_FREE and feeds the memory limit,
 // used + free, once both of one timestamp are known.
 func (d *dcgmIngest) framebuffer(b *ingestBatch, p point, used bool) {

@@ -86,8 +86,11 @@ func engineCounts(md pmetric.Metrics, dst []engineCount) []engineCount {
 	return dst
 }
 
-// engineSources are the servers whose counts matched one GPU set: each
-// one's newest count, so that the set's count at any scrape is their sum.
+// engineTally keeps, per GPU set's name, the servers whose running-request
+// counts matched it: each one's newest count, so that the set's count at
+// any scrape is their sum.
+type engineTally map[string]engineSources
+
 type engineSources map[string]engineSource
 
 type engineSource struct {
@@ -107,20 +110,18 @@ const (
 	countDropped   = "dropped"
 )
 
-// running records a server's count for the GPU set it matched and hands
-// the set's sum to the set's group of books, where the set is one whole
-// group: the books then know how many requests ran that they have not
-// seen (attribution.Group.Running). Servers silent for longer than
-// attribution.EngineGap are no longer counted. It returns what became of
-// the count.
-func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) string {
-	srcs := p.engines[set.name]
+// count records a server's count for the GPU set named set and returns
+// the set's sum; servers silent for longer than attribution.EngineGap are
+// no longer counted. False when the count is dropped: older than the
+// server's last, or from a server past maxEngineSources.
+func (t engineTally) count(set, source string, ts int64, n float64) (float64, bool) {
+	srcs := t[set]
 	if srcs == nil {
 		srcs = engineSources{}
-		p.engines[set.name] = srcs
+		t[set] = srcs
 	}
 	if e, ok := srcs[source]; ok && ts < e.ts || !ok && len(srcs) >= maxEngineSources {
-		return countDropped
+		return 0, false
 	}
 	srcs[source] = engineSource{ts: ts, n: n}
 	var sum float64
@@ -131,17 +132,25 @@ func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) stri
 		}
 		sum += e.n
 	}
-	gpus := make([]*attribution.GPU, len(set.keys))
-	for i, k := range set.keys {
-		if gpus[i] = p.books[k]; gpus[i] == nil {
-			return countNoBooks
+	return sum, true
+}
+
+// forget drops the sets whose servers have all gone silent for
+// attribution.EngineGap against the newest count.
+func (t engineTally) forget() {
+	var newest int64
+	for _, srcs := range t {
+		for _, e := range srcs {
+			newest = max(newest, e.ts)
 		}
 	}
-	switch grp := p.ledger.GroupOf(gpus); {
-	case grp == nil:
-		return countNoBooks
-	case !grp.Running(ts, sum):
-		return countDropped
+	for name, srcs := range t {
+		keep := false
+		for _, e := range srcs {
+			keep = keep || newest-e.ts <= attribution.EngineGap
+		}
+		if !keep {
+			delete(t, name)
+		}
 	}
-	return countBooked
 }

@@ -3,7 +3,9 @@ package gpuvizprocessor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
@@ -122,6 +125,66 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 		{Attributes: attribute.NewSet(attribute.String("outcome", countUnmatched)), Value: 1},
 		{Attributes: attribute.NewSet(attribute.String("outcome", countBooked)), Value: 1},
 	}, metricdatatest.IgnoreTimestamp())
+}
+
+func TestEngineTallySumsEachSetsServers(t *testing.T) {
+	const gap = attribution.EngineGap
+	type count = tallyCount
+	tests := []struct {
+		name    string
+		counts  []tallyCount
+		wantSum float64
+		wantOK  bool
+	}{
+		{"one server", []count{{"s", "a", 0, 3}}, 3, true},
+		{"servers of one set add up", []count{{"s", "a", 0, 3}, {"s", "b", 1, 2}}, 5, true},
+		{"a server's newer count replaces its older", []count{{"s", "a", 0, 3}, {"s", "a", 1, 1}}, 1, true},
+		{"an older count than the server's last is dropped", []count{{"s", "a", 5, 3}, {"s", "a", 4, 1}}, 0, false},
+		{"other sets are not summed", []count{{"t", "a", 0, 3}, {"s", "b", 0, 2}}, 2, true},
+		{"a server silent past EngineGap is not counted", []count{{"s", "a", 0, 3}, {"s", "b", gap + 1, 2}}, 2, true},
+		{"a server silent for EngineGap still is", []count{{"s", "a", 0, 3}, {"s", "b", gap, 2}}, 5, true},
+		{"a server past maxEngineSources is dropped", append(servers("s", maxEngineSources), count{"s", "new", 0, 1}), 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tally := engineTally{}
+			var (
+				sum float64
+				ok  bool
+			)
+			for _, c := range tt.counts {
+				sum, ok = tally.count(c.set, c.source, c.ts, c.n)
+			}
+			assert.Equal(t, tt.wantOK, ok)
+			assert.Equal(t, tt.wantSum, sum)
+		})
+	}
+}
+
+// tallyCount is one server's count for a set.
+type tallyCount struct {
+	set, source string
+	ts          int64
+	n           float64
+}
+
+// servers returns one count of 1 at 0 from each of n servers of set.
+func servers(set string, n int) []tallyCount {
+	out := make([]tallyCount, n)
+	for i := range out {
+		out[i].set, out[i].source, out[i].n = set, fmt.Sprint(i), 1
+	}
+	return out
+}
+
+func TestEngineTallyForgetsSetsWhoseServersAllWentSilent(t *testing.T) {
+	tally := engineTally{}
+	tally.count("old", "a", 0, 1)
+	tally.count("mixed", "a", 0, 1)
+	tally.count("mixed", "b", attribution.EngineGap+1, 1)
+	tally.count("new", "c", attribution.EngineGap+1, 1)
+	tally.forget()
+	assert.ElementsMatch(t, []string{"mixed", "new"}, slices.Collect(maps.Keys(tally)))
 }
 
 // BenchmarkEngineCounts measures what reading the inference servers'

@@ -26,9 +26,9 @@ type pipeline struct {
 	ledger     *attribution.Ledger
 	books      map[timeline.Key]*attribution.GPU
 	sets       map[string]*gpuSet
-	// engines are, per GPU set's name, the servers whose running-request
-	// counts matched it (running).
-	engines map[string]engineSources
+	// engines sums the servers' running-request counts per GPU set
+	// (running).
+	engines engineTally
 
 	// onFreeze and onFinal are the live view's: told each bin's label as
 	// it freezes, and again once it is final, at the horizon too
@@ -133,7 +133,7 @@ func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
 		warmupWait: cfg.Attribution.WarmupWait,
-		ledger:     attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{}, engines: map[string]engineSources{},
+		ledger:     attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{}, engines: engineTally{},
 		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
 	}
 }
@@ -739,21 +739,29 @@ func (p *pipeline) forget() {
 		s.gpus, s.groups = nil, nil
 		delete(p.sets, name)
 	}
-	// A set's servers that have all gone silent for attribution.EngineGap
-	// against the newest count are forgotten with it.
-	var newest int64
-	for _, srcs := range p.engines {
-		for _, e := range srcs {
-			newest = max(newest, e.ts)
+	p.engines.forget()
+}
+
+// running records a server's count for the GPU set it matched and hands
+// the set's sum to the set's group of books, where the set is one whole
+// group: the books then know how many requests ran that they have not
+// seen (attribution.Group.Running). It returns what became of the count.
+func (p *pipeline) running(set *gpuSet, source string, ts int64, n float64) string {
+	sum, ok := p.engines.count(set.name, source, ts, n)
+	if !ok {
+		return countDropped
+	}
+	gpus := make([]*attribution.GPU, len(set.keys))
+	for i, k := range set.keys {
+		if gpus[i] = p.books[k]; gpus[i] == nil {
+			return countNoBooks
 		}
 	}
-	for name, srcs := range p.engines {
-		keep := false
-		for _, e := range srcs {
-			keep = keep || newest-e.ts <= attribution.EngineGap
-		}
-		if !keep {
-			delete(p.engines, name)
-		}
+	switch grp := p.ledger.GroupOf(gpus); {
+	case grp == nil:
+		return countNoBooks
+	case !grp.Running(ts, sum):
+		return countDropped
 	}
+	return countBooked
 }
