@@ -98,8 +98,10 @@ trap 'exit 130' INT TERM
 
 echo "# scripts/measure-processor.sh, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "command: RATES=\"$rates\" VARIANTS=\"$variants\" PAIRS=$pairs SECONDS=$run_s WARMUP=$warmup scripts/measure-processor.sh${*:+ $*}"
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty tree)');" \
-  "$("$bin" --version 2>/dev/null | head -1) built $(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ);" \
+# The binary carries no commit: it is named by its hash and build time, and
+# the checkout's commit is only where the script ran.
+echo "build $bin, sha256 $(sha256sum "$bin" | cut -c1-12), $("$bin" --version 2>/dev/null | head -1), built $(date -u -r "$bin" +%Y-%m-%dT%H:%M:%SZ);" \
+  "checkout $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD 2>/dev/null || echo ' (dirty tree)');" \
   "$(nproc) CPUs: $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
 
 if [ -n "${LOADGEN:-}" ]; then
