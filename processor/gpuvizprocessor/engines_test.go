@@ -129,21 +129,20 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 
 func TestEngineTallySumsEachSetsServers(t *testing.T) {
 	const gap = attribution.EngineGap
-	type count = tallyCount
 	tests := []struct {
 		name    string
 		counts  []tallyCount
 		wantSum float64
 		wantOK  bool
 	}{
-		{"one server", []count{{"s", "a", 0, 3}}, 3, true},
-		{"servers of one set add up", []count{{"s", "a", 0, 3}, {"s", "b", 1, 2}}, 5, true},
-		{"a server's newer count replaces its older", []count{{"s", "a", 0, 3}, {"s", "a", 1, 1}}, 1, true},
-		{"an older count than the server's last is dropped", []count{{"s", "a", 5, 3}, {"s", "a", 4, 1}}, 0, false},
-		{"other sets are not summed", []count{{"t", "a", 0, 3}, {"s", "b", 0, 2}}, 2, true},
-		{"a server silent past EngineGap is not counted", []count{{"s", "a", 0, 3}, {"s", "b", gap + 1, 2}}, 2, true},
-		{"a server silent for EngineGap still is", []count{{"s", "a", 0, 3}, {"s", "b", gap, 2}}, 5, true},
-		{"a server past maxEngineSources is dropped", append(servers("s", maxEngineSources), count{"s", "new", 0, 1}), 0, false},
+		{"one server", []tallyCount{{"s", "a", 0, 3}}, 3, true},
+		{"servers of one set add up", []tallyCount{{"s", "a", 0, 3}, {"s", "b", 1, 2}}, 5, true},
+		{"a server's newer count replaces its older", []tallyCount{{"s", "a", 0, 3}, {"s", "a", 1, 1}}, 1, true},
+		{"an older count than the server's last is dropped", []tallyCount{{"s", "a", 5, 3}, {"s", "a", 4, 1}}, 0, false},
+		{"other sets are not summed", []tallyCount{{"t", "a", 0, 3}, {"s", "b", 0, 2}}, 2, true},
+		{"a server silent past EngineGap is not counted", []tallyCount{{"s", "a", 0, 3}, {"s", "b", gap + 1, 2}}, 2, true},
+		{"a server silent for EngineGap still is", []tallyCount{{"s", "a", 0, 3}, {"s", "b", gap, 2}}, 5, true},
+		{"a server past maxEngineSources is dropped", append(servers("s", maxEngineSources), tallyCount{"s", "new", 0, 1}), 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
