@@ -123,7 +123,7 @@ type Registry struct {
 
 // Dropped counts what a bounded store did not keep.
 type Dropped struct {
-	GPUs                int64 // GPUs refused past max_gpus
+	GPUs                int64 // GPUs refused past max_gpus, again each time one is asked for after a refusal
 	SamplesTooOld       int64 // samples and labels older than the retention behind their GPU's newest
 	RequestsOverwritten int64 // requests dropped, oldest first, past max_requests
 }
@@ -291,10 +291,15 @@ func (s *Source) evictStale() bool {
 		return false
 	}
 	g := s.gpus[oldest]
+	g.evicted.Store(true)
 	delete(s.byKey, gpuKey{g.host, g.uuid})
 	s.gpus = append(s.gpus[:oldest:oldest], s.gpus[oldest+1:]...)
 	return true
 }
+
+// Evicted reports whether the source dropped g to make room for another
+// GPU: g is then no longer shown.
+func (g *GPU) Evicted() bool { return g.evicted.Load() }
 
 // snapshot returns the GPUs.
 func (s *Source) snapshot() []*GPU {
@@ -307,6 +312,10 @@ func (s *Source) snapshot() []*GPU {
 type GPU struct {
 	src            *Source
 	id, host, uuid string
+
+	// evicted: dropped by its source to make room; what is added to it
+	// is no longer shown, so its holder asks the source again.
+	evicted atomic.Bool
 
 	mu         sync.Mutex
 	index      int // -1 unknown

@@ -177,7 +177,7 @@ func TestAccountingGolden(t *testing.T) {
 	}
 	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, samples))
 	*now = base.Add(41 * time.Second)
-	require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, goldenRequests, []int{0, 1, 2, 3, 4, 5}), sink))
+	require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, goldenRequests, []int{0, 1, 2, 3, 4, 5}), sink, started))
 	for step := range 10 {
 		c.tick(base.Add(41*time.Second + time.Duration(step)*time.Second))
 	}
@@ -277,11 +277,11 @@ func TestAccountingConservesAndIsOrderIndependent(t *testing.T) {
 			c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, samples))
 			*now = base.Add(61 * time.Second)
 			if oneBatch {
-				require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, reqs, order), sink))
+				require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, reqs, order), sink, started))
 			} else {
 				for n, i := range order { // 0.4 s apart: all within the 5 s window
 					*now = base.Add(61*time.Second + time.Duration(n)*400*time.Millisecond)
-					require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, reqs, []int{i}), sink))
+					require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, reqs, []int{i}), sink, started))
 				}
 			}
 			for step := range 12 {

@@ -2,6 +2,7 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -76,17 +77,24 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 }
 
 // handle is one component's view of the core: it knows whether that
-// component started, so that Shutdown without Start is safe and the core's
-// background work runs while any component is started.
+// component started and whether it shut down, so that Shutdown without
+// Start, and Shutdown twice, are safe, and the core's background work runs
+// while any component is started.
 type handle struct {
 	core    *core
-	started bool
+	started bool // Start called, Shutdown not yet
+	closed  bool // Shutdown called: this component no longer uses the core
 }
+
+var errStartAfterShutdown = errors.New("gpuviz processor: Start after Shutdown")
 
 func (h *handle) start(_ context.Context, host component.Host) error {
 	c := h.core
 	c.lifeMu.Lock()
 	defer c.lifeMu.Unlock()
+	if h.closed {
+		return errStartAfterShutdown // the core may be gone: a restart creates a new component
+	}
 	if h.started {
 		return nil
 	}
@@ -100,38 +108,59 @@ func (h *handle) start(_ context.Context, host component.Host) error {
 	return nil
 }
 
-func (h *handle) shutdown(context.Context) error {
+// accepting reports whether the component is started and not shut down:
+// only then does the core's loop release what it holds.
+func (h *handle) accepting() bool {
+	h.core.lifeMu.Lock()
+	defer h.core.lifeMu.Unlock()
+	return h.started
+}
+
+// shutdown is the metrics side's Shutdown.
+func (h *handle) shutdown(context.Context) error { return h.close(nil) }
+
+// close ends this component's use of the core, once. It stops accepting
+// first and then runs flush (nil: nothing to flush): a batch admitted by a
+// call still running sees accepting false and is released by that call,
+// so none is left in a hold no loop releases. The last started component
+// stops the loop; the last component lets go of the core.
+func (h *handle) close(flush func() error) error {
 	c := h.core
 	c.lifeMu.Lock()
+	if h.closed {
+		c.lifeMu.Unlock()
+		return nil
+	}
+	h.closed = true
 	var stop, done chan struct{}
+	var v *viewSink
 	if h.started {
 		h.started = false
 		c.running--
 		if c.running == 0 {
 			stop, done = c.stop, c.done
-			if v := c.spans.setView(nil); v != nil {
-				defer v.detach()
-			}
+			v = c.spans.setView(nil)
 		}
 	}
 	c.users--
 	last := c.users == 0
 	c.lifeMu.Unlock()
+	var err error
+	if flush != nil {
+		err = flush()
+	}
 	if stop != nil {
 		close(stop)
 		<-done
+	}
+	if v != nil {
+		v.detach()
 	}
 	if last {
 		c.unregister()
 		c.tel.b.Shutdown()
 	}
-	return nil
-}
-
-func (c *core) isRunning() bool {
-	c.lifeMu.Lock()
-	defer c.lifeMu.Unlock()
-	return c.running > 0
+	return err
 }
 
 // loop runs tick until stopped.
@@ -157,7 +186,7 @@ func realTicker() (<-chan time.Time, func()) {
 // tick releases the held spans that are ready, finalises the books, and
 // once a minute forgets GPUs that went quiet.
 func (c *core) tick(now time.Time) {
-	c.spans.release(now, func(*heldBatch) bool { return false })
+	_ = c.spans.release(now, func(*heldBatch) bool { return false }) // nothing forced: refusals are counted
 	expire := now.Sub(c.lastExpire) > time.Minute
 	if expire {
 		c.lastExpire = now
@@ -166,13 +195,14 @@ func (c *core) tick(now time.Time) {
 }
 
 // consumeTraces is the traces side: spans go to the span path, and where
-// no release loop runs (not started, or stopped) the batch admitted is
-// released at once.
-func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consumer.Traces) error {
+// no release loop releases them for next (accepting false: its component
+// not started, or shut down while this call ran) the batch admitted is
+// released at once, and a refusal returned to the caller.
+func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consumer.Traces, accepting func() bool) error {
 	now := c.now()
 	b, err := c.spans.consume(ctx, td, next, now)
-	if b != nil && !c.isRunning() {
-		c.spans.release(now, func(x *heldBatch) bool { return x == b })
+	if b != nil && !accepting() {
+		return c.spans.release(now, func(x *heldBatch) bool { return x == b })
 	}
 	return err
 }

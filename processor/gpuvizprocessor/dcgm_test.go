@@ -382,7 +382,7 @@ func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
 		res.PutStr("k8s.pod.name", "vllm-1")
 		res.PutStr("k8s.namespace.name", "llm")
 		*now = t0.Add(2 * time.Second)
-		require.NoError(t, c.consumeTraces(context.Background(), td, next))
+		require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
 	}
 	t.Run("released when the scrape comes", func(t *testing.T) {
 		c, now, sink := virtualCore(t, nil)
@@ -503,7 +503,7 @@ func TestDCGMBesideTheReceiver(t *testing.T) {
 		if d == 50*time.Second {
 			td := ptrace.NewTraces()
 			vllmSpan(td, 1, start.Add(30*time.Second), 0, 1, 3, 100) // 30 s to 34 s
-			require.NoError(t, c.consumeTraces(ctx, td, sink))
+			require.NoError(t, c.consumeTraces(ctx, td, sink, started))
 		}
 		if d > 50*time.Second {
 			c.tick(*now)

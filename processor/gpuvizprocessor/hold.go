@@ -99,9 +99,18 @@ type hold struct {
 	warmingSaid bool
 }
 
-// admit queues b; false when its spans would exceed the bound.
+// admit queues b, counted at the spans it came with; false when they would
+// exceed the bound.
 func (h *hold) admit(b *heldBatch) bool {
 	b.size = b.td.SpanCount()
+	return h.put(b)
+}
+
+// put queues b at its size as admitted, also when the next consumer
+// refused it and it grew by its phase spans meanwhile (what annotate adds
+// is within the bound's bytes a span, Config.MaxPendingSpans); false when
+// there is no room.
+func (h *hold) put(b *heldBatch) bool {
 	if h.n+b.size > h.cfg.MaxPendingSpans {
 		return false
 	}
@@ -133,10 +142,6 @@ func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
 	h.batches = keep
 	return out
 }
-
-// requeue puts back a batch the next consumer refused; false when there is
-// no room (it is then refused for good).
-func (h *hold) requeue(b *heldBatch) bool { return h.admit(b) }
 
 // ready reports whether every span of the batch has matched (match tries
 // those not matched yet), its settle group has closed, its GPUs' energy is

@@ -58,6 +58,12 @@ func virtualCoreWith(t testing.TB, set processor.Settings, tune func(*Config)) (
 	return c, now, sink
 }
 
+// started and notStarted say whether the component a test's batch comes
+// through is started: if so its batch waits for the release loop (the
+// test's ticks), if not it is released at once.
+func started() bool    { return true }
+func notStarted() bool { return false }
+
 // spanEnergies returns each llm_request span's energy by trace ID byte.
 func spanEnergies(t *testing.T, sink *consumertest.TracesSink) map[byte]float64 {
 	out := map[byte]float64{}
@@ -113,11 +119,11 @@ func TestAttributionIsOrderIndependentWithinTheSettleWindow(t *testing.T) {
 			vllmSpan(td, byte(i+1), base.Add(time.Duration(s.start*float64(time.Second))), s.queue, s.prefill, s.decode, int64(20+30*i))
 			if !oneBatch {
 				*now = base.Add(41*time.Second + time.Duration(n)*time.Second) // 4 s from first to last: within the 5 s window
-				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 			}
 		}
 		if oneBatch {
-			require.NoError(t, c.consumeTraces(context.Background(), batch, sink))
+			require.NoError(t, c.consumeTraces(context.Background(), batch, sink, started))
 		}
 		for step := range 12 {
 			c.tick(base.Add(41*time.Second + time.Duration(step)*time.Second))
@@ -175,7 +181,7 @@ func TestSpanLabelsAndBottleneckTimeAgree(t *testing.T) {
 		}
 		vllmSpan(td, byte(i+1), base.Add(time.Duration(i)*time.Second), 0, 0, 1, 10)
 	}
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	for step := range 8 {
 		c.tick(base.Add(16*time.Second + time.Duration(step)*time.Second))
 	}
@@ -226,7 +232,7 @@ func TestBottleneckShareIsTheLabelsPartOfTheSpansTime(t *testing.T) {
 	*now = base.Add(12 * time.Second)
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base, 0, 1, 2, 10)
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	for step := range 8 {
 		c.tick(base.Add(12*time.Second + time.Duration(step)*time.Second))
 	}
@@ -298,7 +304,7 @@ func TestReleaseRetriesWithTheClientsMetadata(t *testing.T) {
 			td := ptrace.NewTraces()
 			vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
 			info := client.Info{Metadata: client.NewMetadata(map[string][]string{"x-tenant": {"acme"}})}
-			require.NoError(t, c.consumeTraces(client.NewContext(context.Background(), info), td, next))
+			require.NoError(t, c.consumeTraces(client.NewContext(context.Background(), info), td, next, started))
 			for step := range 12 {
 				c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
 			}
@@ -326,7 +332,7 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	c.tick(base.Add(27 * time.Second))
 	require.Len(t, sink.AllTraces(), 1)
 	forEachSpan(sink.AllTraces()[0], func(sp ptrace.Span) {
@@ -352,7 +358,7 @@ func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
 	*now = base.Add(21 * time.Second)
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	c.tick(base.Add(27 * time.Second))
 	require.Len(t, sink.AllTraces(), 1)
 	count := func(md pmetric.Metrics) (n int) {

@@ -159,7 +159,7 @@ func TestGPMLagIsLearnedFromTheSpansPrefills(t *testing.T) {
 			vllmSpan(td, byte(next), reqs[next].start, 0.01, prefill.Seconds(), 0.54, 30)
 		}
 		if td.SpanCount() > 0 {
-			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 		}
 	}
 	c.ingest.mu.Lock()

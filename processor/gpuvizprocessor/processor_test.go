@@ -525,7 +525,7 @@ func TestLateSpanGetsItsFairShare(t *testing.T) {
 		td := ptrace.NewTraces()
 		// One token a second each: they cost alike while they share.
 		span := vllmSpan(td, trace, base.Add(time.Duration(startS*float64(time.Second))), 0, 0, decodeS, int64(decodeS)+1)
-		require.NoError(t, c.consumeTraces(context.Background(), td, consumertest.NewNop())) // not started: released at once
+		require.NoError(t, c.consumeTraces(context.Background(), td, consumertest.NewNop(), notStarted)) // released at once
 		e, ok := span.Attributes().Get("gpuviz.energy")
 		require.True(t, ok)
 		return e.Double()

@@ -58,7 +58,7 @@ func sendThreeBatches(t *testing.T, c *core, now *time.Time, base time.Time, apa
 		td := ptrace.NewTraces()
 		vllmSpan(td, byte(i+1), base.Add(time.Duration(2+i)*time.Second), 0.2, 0.5, 4, 100)
 		out = append(out, td)
-		require.NoError(t, c.consumeTraces(context.Background(), td, next))
+		require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
 	}
 	return out
 }
@@ -220,13 +220,13 @@ func TestTheResultsBufferIsLetGoWhenNothingIsHeld(t *testing.T) {
 	next := &spanCounter{}
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
-	require.NoError(t, c.consumeTraces(context.Background(), td, next))
+	require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
 	// A second batch arrives after the first's settle window: it is
 	// still held when the first is released.
 	*now = base.Add(21*time.Second + c.cfg.Attribution.SettleWindow + time.Second)
 	later := ptrace.NewTraces()
 	vllmSpan(later, 2, base.Add(3*time.Second), 0.2, 0.5, 4, 100)
-	require.NoError(t, c.consumeTraces(context.Background(), later, next))
+	require.NoError(t, c.consumeTraces(context.Background(), later, next, started))
 
 	c.spans.release(*now, func(*heldBatch) bool { return false })
 	require.Len(t, next.seen, 1, "the first batch left")
@@ -269,7 +269,7 @@ func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 			vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 			// What the service's pipeline does around its first consumer.
 			require.True(t, pref.MarkPipelineOwnedTraces(td))
-			require.NoError(t, c.consumeTraces(context.Background(), td, next))
+			require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
 			pref.UnrefTraces(td)
 			for step := range 8 {
 				c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
@@ -323,7 +323,7 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 			for i := range tc.requests {
 				vllmSpan(td, byte(i+1), base.Add(3*time.Second+time.Duration(i)*600*time.Millisecond), 0.2, 0.5, tc.decode, 50)
 			}
-			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 			tick := func(from, to int) {
 				for s := from; s <= to; s++ {
 					c.tick(base.Add(time.Duration(s) * time.Second))
@@ -384,7 +384,7 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 			send := func(trace byte, start, decode float64, tokens int64) {
 				td := ptrace.NewTraces()
 				vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), 0, 0.5, decode, tokens)
-				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 			}
 			for s := range 200 {
 				*now = base.Add(time.Duration(s) * time.Second)
@@ -432,7 +432,7 @@ func TestABatchLeavesWhenItsLastSpanIsReady(t *testing.T) {
 					start := map[byte]float64{1: 10, 2: 23}[trace]
 					vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), 0, 0.5, 9.5, 190)
 				}
-				require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 			}
 			c.tick(*now)
 		}
@@ -502,10 +502,10 @@ func TestResultsOnAChildSpanRefusedAtOnceHoldNothing(t *testing.T) {
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 	refused := errors.New("queue full")
-	require.ErrorIs(t, c.consumeTraces(context.Background(), td, consumertest.NewErr(refused)), refused)
+	require.ErrorIs(t, c.consumeTraces(context.Background(), td, consumertest.NewErr(refused), started), refused)
 	assert.Zero(t, c.spans.hold.n, "nothing held")
 
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	assert.Equal(t, 1, c.spans.hold.n, "the retry's gpu.request")
 	require.Len(t, sink.AllTraces(), 1)
 	assert.Equal(t, 1, sink.AllTraces()[0].SpanCount(), "the request span, on at once")
@@ -529,7 +529,7 @@ func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
 	vllmSpan(elsewhere, 2, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 	elsewhere.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-2")
 	elsewhere.ResourceSpans().MoveAndAppendTo(td.ResourceSpans())
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	for step := range 30 {
 		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
 	}
@@ -544,7 +544,7 @@ func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
 	lone := ptrace.NewTraces()
 	vllmSpan(lone, 3, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
 	lone.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-2")
-	require.NoError(t, c.consumeTraces(context.Background(), lone, sink))
+	require.NoError(t, c.consumeTraces(context.Background(), lone, sink, started))
 	for step := range 30 {
 		c.tick(base.Add(51*time.Second + time.Duration(step)*time.Second))
 	}

@@ -146,7 +146,7 @@ func replayHardwareRun(t *testing.T, run hardwareRun, mod func(*Config)) (map[st
 					putJSONAttr(sp.Attributes(), k, v)
 				}
 			}
-			require.NoError(t, c.consumeTraces(context.Background(), td, sink))
+			require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 		}
 		c.tick(*now)
 	}

@@ -2,6 +2,7 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -94,9 +95,9 @@ func (s *spanPath) pending() int {
 }
 
 // finalize makes final the bins the books may close and, with expire, has
-// the timeline, ingest and the books forget the GPUs gone quiet by now,
-// all under the lock, so that no round sees the timeline without a GPU
-// whose books it still has.
+// the timeline, ingest, the books and the live view's sink forget the GPUs
+// gone quiet by now, all under the lock, so that no round sees the
+// timeline without a GPU whose books it still has.
 func (s *spanPath) finalize(now time.Time, expire bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -105,6 +106,12 @@ func (s *spanPath) finalize(now time.Time, expire bool) {
 		s.store.Expire(now)
 		s.ingest.forget()
 		s.pipeline.forget()
+		if s.view != nil {
+			s.view.forget(func(k timeline.Key) bool {
+				_, ok := s.store.Newest(k)
+				return ok
+			})
+		}
 	}
 }
 
@@ -135,9 +142,12 @@ type matched struct {
 // consume recognises td's inference spans and admits td to the hold
 // (results_on: child, its children in its place, td handed on at once),
 // matching them to their GPUs; it returns the batch admitted, nil where
-// td went on (no inference span, no GPU data yet, or the hold full).
+// td went on (no inference span, no GPU data yet, or the hold full). What
+// passes un-enriched is counted once taken: a refusal goes back to the
+// sender, whose retry is counted then.
 func (s *spanPath) consume(ctx context.Context, td ptrace.Traces, next consumer.Traces, now time.Time) (*heldBatch, error) {
 	var spans []heldSpan
+	var malformed []string // reasons, one a malformed span
 	rss := td.ResourceSpans()
 	total, seen := td.SpanCount(), 0
 	for i := range rss.Len() {
@@ -157,39 +167,40 @@ func (s *spanPath) consume(ctx context.Context, td ptrace.Traces, next consumer.
 					tenant := tenantOf(s.cfg.Metrics.Accounting.TenantAttribute, span.Attributes(), rs.Resource().Attributes())
 					spans = append(spans, heldSpan{span: span, siblings: sl, req: req, tenant: tenant})
 				case inference.Malformed:
-					s.tel.unenriched(ctx, "malformed_"+reason, 1)
+					malformed = append(malformed, reason)
 				}
 			}
 		}
 	}
 	if len(spans) == 0 {
-		return nil, next.ConsumeTraces(ctx, td)
+		return nil, s.passOn(ctx, td, next, malformed, "", 0)
 	}
 	if cap(spans) > len(spans)+len(spans)/4 { // held a while: keep no slack
 		spans = slices.Clone(spans)
 	}
 	if s.store.Len() == 0 {
 		// No GPU metrics have come through (yet): nothing to wait for.
-		s.tel.unenriched(ctx, "no_gpu", len(spans))
-		return nil, next.ConsumeTraces(ctx, td)
+		return nil, s.passOn(ctx, td, next, malformed, "no_gpu", len(spans))
 	}
 	handedOn := s.cfg.ResultsOn == ResultsOnChild
 	if handedOn {
 		children := childSpans(td, spans)
 		if err := next.ConsumeTraces(ctx, td); err != nil {
-			return nil, err // nothing admitted: the sender's retry is not counted twice
+			return nil, err // nothing admitted
 		}
+		s.tel.malformed(ctx, malformed)
+		malformed = nil
 		td = children
 	}
 	b := &heldBatch{td: td, next: next, info: client.FromContext(ctx), spans: spans, arrived: now, deadline: now.Add(s.cfg.MaxWait)}
 	s.mu.Lock()
 	if !s.hold.admit(b) {
 		s.mu.Unlock()
-		s.tel.unenriched(ctx, "overflow", len(spans))
 		if handedOn {
+			s.tel.unenriched(ctx, "overflow", len(spans))
 			return nil, nil // the children carry nothing yet
 		}
-		return nil, next.ConsumeTraces(ctx, td)
+		return nil, s.passOn(ctx, td, next, malformed, "overflow", len(spans))
 	}
 	// The batch outlives this call: under pdata.useProtoPooling the
 	// service returns its memory to the pool when the call returns unless
@@ -210,7 +221,21 @@ func (s *spanPath) consume(ctx context.Context, td ptrace.Traces, next consumer.
 	}
 	s.ingest.prefilled(s.prefills)
 	s.mu.Unlock()
+	s.tel.malformed(ctx, malformed)
 	return b, nil
+}
+
+// passOn hands td on un-enriched and, once taken, counts its malformed
+// spans and the n passed for reason ("" none).
+func (s *spanPath) passOn(ctx context.Context, td ptrace.Traces, next consumer.Traces, malformed []string, reason string, n int) error {
+	if err := next.ConsumeTraces(ctx, td); err != nil {
+		return err
+	}
+	s.tel.malformed(ctx, malformed)
+	if n > 0 {
+		s.tel.unenriched(ctx, reason, n)
+	}
+	return nil
 }
 
 // appendPrefill appends a matched span's prefill, where it has one with a
@@ -251,10 +276,11 @@ func (s *spanPath) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.
 }
 
 // release enriches and forwards the held batches that are ready, or that
-// force says to let go, and offers again those the next consumer refused.
-// The batches of one settle group go together, once all are ready: their
-// spans share GPU energy as if they had arrived at once.
-func (s *spanPath) release(now time.Time, force func(*heldBatch) bool) {
+// force says to let go, and offers again those the next consumer refused;
+// it returns the refusals of the batches forced out. The batches of one
+// settle group go together, once all are ready: their spans share GPU
+// energy as if they had arrived at once.
+func (s *spanPath) release(now time.Time, force func(*heldBatch) bool) error {
 	s.releasing.Lock()
 	defer s.releasing.Unlock()
 	s.mu.Lock()
@@ -280,6 +306,7 @@ func (s *spanPath) release(now time.Time, force func(*heldBatch) bool) {
 	}
 	v := s.view
 	s.mu.Unlock()
+	var errs []error
 	for i, b := range ready {
 		if !b.enriched {
 			s.annotateBatch(b, v)
@@ -292,13 +319,17 @@ func (s *spanPath) release(now time.Time, force func(*heldBatch) bool) {
 		if b.td.SpanCount() == 0 {
 			pref.UnrefTraces(b.td) // children only, none of them enriched
 		} else {
-			s.forward(now, b, force(b))
+			final := force(b)
+			if err := s.forward(now, b, final); err != nil && final {
+				errs = append(errs, err)
+			}
 		}
 		// Handed on (or back in the hold): its spans, now grown by what
 		// annotateBatch wrote, must not live on through this release's
 		// slice once the next consumer is done with them.
 		ready[i] = nil
 	}
+	return errors.Join(errs...)
 }
 
 // enrich runs the pipeline over the spans of the batches released at now
@@ -426,29 +457,30 @@ func containsString(list []string, s string) bool {
 // forward hands an enriched batch to the next consumer with the client's
 // metadata. A retryable refusal puts it back in the hold, to be offered
 // again each tick until release_retry has passed; a permanent one, a full
-// hold, or final (shutdown) counts it refused.
-func (s *spanPath) forward(now time.Time, b *heldBatch, final bool) {
+// hold, or final (shutdown) counts it refused and is returned.
+func (s *spanPath) forward(now time.Time, b *heldBatch, final bool) error {
 	ctx := client.NewContext(context.Background(), b.info)
 	err := b.next.ConsumeTraces(ctx, b.td)
 	if err == nil {
 		pref.UnrefTraces(b.td)
-		return
+		return nil
 	}
 	if b.retryUntil.IsZero() {
 		b.retryUntil = now.Add(s.cfg.ReleaseRetry)
 	}
 	if !final && !consumererror.IsPermanent(err) && now.Before(b.retryUntil) {
 		s.mu.Lock()
-		ok := s.hold.requeue(b)
+		ok := s.hold.put(b) // no room: refused for good
 		s.mu.Unlock()
 		if ok {
-			return
+			return nil
 		}
 	}
 	n := b.td.SpanCount()
 	s.logger.Warn("the next consumer refused enriched traces", zap.Error(err), zap.Int("spans", n))
 	s.tel.refused(n)
 	pref.UnrefTraces(b.td)
+	return err
 }
 
 // matchEngines matches each count's server to its GPUs, as a span of its

@@ -59,6 +59,13 @@ func (t telemetry) unenriched(ctx context.Context, reason string, n int) {
 	t.b.ProcessorGpuvizSpansUnenriched.Add(ctx, int64(n), metric.WithAttributes(attribute.String("reason", reason)))
 }
 
+// malformed counts a malformed span passed through for each of reasons.
+func (t telemetry) malformed(ctx context.Context, reasons []string) {
+	for _, r := range reasons {
+		t.unenriched(ctx, "malformed_"+r, 1)
+	}
+}
+
 func (t telemetry) enriched(ctx context.Context, spans, phaseSpans int) {
 	if spans > 0 {
 		t.b.ProcessorGpuvizSpansEnriched.Add(ctx, int64(spans))

@@ -25,10 +25,12 @@ func (p *tracesProcessor) Start(ctx context.Context, host component.Host) error 
 }
 
 // Shutdown releases everything this pipeline still holds (enriched with
-// the samples there are) before letting go of the core: nothing is dropped.
-func (p *tracesProcessor) Shutdown(ctx context.Context) error {
-	p.core.spans.release(p.core.now(), func(b *heldBatch) bool { return b.next == p.next })
-	return p.shutdown(ctx)
+// the samples there are) before letting go of the core: nothing is
+// dropped, and a refusal by the next consumer is returned.
+func (p *tracesProcessor) Shutdown(context.Context) error {
+	return p.close(func() error {
+		return p.core.spans.release(p.core.now(), func(b *heldBatch) bool { return b.next == p.next })
+	})
 }
 
 func (p *tracesProcessor) Capabilities() consumer.Capabilities {
@@ -36,5 +38,5 @@ func (p *tracesProcessor) Capabilities() consumer.Capabilities {
 }
 
 func (p *tracesProcessor) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
-	return p.core.consumeTraces(ctx, td, p.next)
+	return p.core.consumeTraces(ctx, td, p.next, p.accepting)
 }

@@ -80,6 +80,21 @@ func attachView(host component.Host, id component.ID, width time.Duration, logge
 	return v
 }
 
+// forget drops the GPUs the timeline no longer knows (known false), and
+// those a source refused or has since evicted: the next sample of a GPU
+// still reporting asks the sources again, so a GPU refused while the view
+// was full, or evicted while silent, is shown once there is room, and the
+// sink holds no more GPUs than the timeline.
+func (v *viewSink) forget(known func(timeline.Key) bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for k, gs := range v.gpus {
+		if !known(k) || slices.ContainsFunc(gs, func(g *view.GPU) bool { return g == nil || g.Evicted() }) {
+			delete(v.gpus, k)
+		}
+	}
+}
+
 // detach removes the sources.
 func (v *viewSink) detach() {
 	for _, r := range v.release {

@@ -33,6 +33,7 @@ import (
 	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
 
@@ -547,4 +548,46 @@ func TestViewKnowsTheClassifiersLabelsInItsOrder(t *testing.T) {
 		want = append(want, string(l))
 	}
 	assert.Equal(t, want, view.LabelNames())
+}
+
+// The sink asks the sources again, at the minute's forgetting, for a GPU
+// they refused while full and for one they evicted, and holds no GPU the
+// timeline forgot.
+func TestViewSinkAsksAgainForRefusedAndEvictedGPUs(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	reg := view.NewRegistry(view.Limits{Retention: 10 * time.Second, MaxGPUs: 2, MaxRequests: 10}, "", func() time.Time { return t0 })
+	src, release := reg.RegisterSource("gpuviz")
+	defer release()
+	v := &viewSink{sources: []*view.Source{src}, release: []func(){release}, width: int64(100 * time.Millisecond), gpus: map[timeline.Key][]*view.GPU{}}
+	key := func(id string) timeline.Key { return timeline.Key{Host: "h", GPU: id} }
+	shown := func(id string) bool { return v.gpus[key(id)] != nil && v.gpus[key(id)][0] != nil }
+	v.sample(key("GPU-a"), timeline.Utilization, t0, 0.5)
+	v.sample(key("GPU-b"), timeline.Utilization, t0, 0.5)
+	v.sample(key("GPU-c"), timeline.Utilization, t0, 0.5)
+	require.False(t, shown("GPU-c"), "refused: the view holds two")
+	// GPU-a goes silent; GPU-b and GPU-c report every second for a minute.
+	for s := 1; s <= 60; s++ {
+		at := t0.Add(time.Duration(s) * time.Second)
+		v.sample(key("GPU-b"), timeline.Utilization, at, 0.5)
+		v.sample(key("GPU-c"), timeline.Utilization, at, 0.5)
+	}
+	assert.False(t, shown("GPU-c"), "asked again only at the minute's forgetting")
+	v.forget(func(k timeline.Key) bool { return k != key("GPU-a") }) // the timeline forgot GPU-a
+	v.sample(key("GPU-c"), timeline.Utilization, t0.Add(61*time.Second), 0.5)
+	assert.True(t, shown("GPU-c"), "shown in the silent GPU-a's place")
+	assert.Len(t, v.gpus, 2, "GPU-a is gone from the sink too")
+
+	// GPU-b goes silent and is evicted for GPU-d; when it reports again
+	// after the next forgetting it is asked for anew, not fed to its
+	// evicted copy.
+	for s := 62; s <= 80; s++ {
+		v.sample(key("GPU-c"), timeline.Utilization, t0.Add(time.Duration(s)*time.Second), 0.5)
+	}
+	v.sample(key("GPU-d"), timeline.Utilization, t0.Add(80*time.Second), 0.5)
+	require.True(t, shown("GPU-d"))
+	evicted := v.gpus[key("GPU-b")][0]
+	require.True(t, evicted.Evicted())
+	v.forget(func(timeline.Key) bool { return true })
+	v.sample(key("GPU-b"), timeline.Utilization, t0.Add(81*time.Second), 0.5)
+	assert.NotSame(t, evicted, v.gpus[key("GPU-b")][0], "not the evicted copy")
 }

@@ -103,7 +103,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ExtensionGpuvizViewDropped, err = builder.meter.Int64ObservableCounter(
 		"otelcol_extension_gpuviz_view_dropped",
-		metric.WithDescription("What the view's bounded store did not keep, by `reason`: gpus (a GPU refused past max_gpus), samples_too_old (older than retention behind the GPU's newest), requests_overwritten (the oldest request dropped past max_requests). [Development]"),
+		metric.WithDescription("What the view's bounded store did not keep, by `reason`: gpus (a GPU refused past max_gpus, counted again each minute it is asked for and still refused), samples_too_old (older than retention behind the GPU's newest), requests_overwritten (the oldest request dropped past max_requests). [Development]"),
 		metric.WithUnit("{item}"),
 	)
 	errs = errors.Join(errs, err)

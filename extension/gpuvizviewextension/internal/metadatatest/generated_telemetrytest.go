@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) extension.Settings {
 func AssertEqualExtensionGpuvizViewDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_extension_gpuviz_view_dropped",
-		Description: "What the view's bounded store did not keep, by `reason`: gpus (a GPU refused past max_gpus), samples_too_old (older than retention behind the GPU's newest), requests_overwritten (the oldest request dropped past max_requests). [Development]",
+		Description: "What the view's bounded store did not keep, by `reason`: gpus (a GPU refused past max_gpus, counted again each minute it is asked for and still refused), samples_too_old (older than retention behind the GPU's newest), requests_overwritten (the oldest request dropped past max_requests). [Development]",
 		Unit:        "{item}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

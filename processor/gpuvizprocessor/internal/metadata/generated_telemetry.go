@@ -206,7 +206,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizSpansRefused, err = builder.meter.Int64Counter(
 		"otelcol_processor_gpuviz_spans_refused",
-		metric.WithDescription("Enriched spans the next consumer refused for good (a permanent error, or retried for release_retry); every other released span was accepted. [Development]"),
+		metric.WithDescription("Spans of enriched batches the next consumer refused for good (a permanent error, retried for release_retry, or refused at shutdown), every span of the batch counted (the phase spans added and spans not recognised too); every other released span was accepted. [Development]"),
 		metric.WithUnit("{span}"),
 	)
 	errs = errors.Join(errs, err)

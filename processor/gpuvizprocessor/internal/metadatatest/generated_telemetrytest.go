@@ -193,7 +193,7 @@ func AssertEqualProcessorGpuvizSpansEnriched(t *testing.T, tt *componenttest.Tel
 func AssertEqualProcessorGpuvizSpansRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_spans_refused",
-		Description: "Enriched spans the next consumer refused for good (a permanent error, or retried for release_retry); every other released span was accepted. [Development]",
+		Description: "Spans of enriched batches the next consumer refused for good (a permanent error, retried for release_retry, or refused at shutdown), every span of the batch counted (the phase spans added and spans not recognised too); every other released span was accepted. [Development]",
 		Unit:        "{span}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
