@@ -175,8 +175,8 @@ func TestAccountingGolden(t *testing.T) {
 			samples[i] = busy
 		}
 	}
-	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, samples))
 	*now = base.Add(41 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, samples))
 	require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, goldenRequests, []int{0, 1, 2, 3, 4, 5}), sink, started))
 	for step := range 10 {
 		c.tick(base.Add(41*time.Second + time.Duration(step)*time.Second))
@@ -274,8 +274,8 @@ func TestAccountingConservesAndIsOrderIndependent(t *testing.T) {
 				cfg.Attribution.SamplingRatio = ratio
 				cfg.Metrics.Accounting.TenantAttribute = "team"
 			})
-			c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, samples))
 			*now = base.Add(61 * time.Second)
+			c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, samples))
 			if oneBatch {
 				require.NoError(t, c.consumeTraces(context.Background(), acctSpans(base, reqs, order), sink, started))
 			} else {

@@ -63,9 +63,10 @@ func newCore(set processor.Settings, cfg *Config, unregister func()) (*core, err
 	tel := telemetry{b: tb}
 	store := timeline.New(cfg.timeline())
 	an := newGPUAnalysis(cfg.Analysis.Enabled, cfg.analysis())
-	in := newIngest(store, an, tel, cfg.History.MaxSpan, cfg.History.AlignGPM)
+	var c *core
+	in := newIngest(store, an, tel, cfg, func() time.Time { return c.now() })
 	em := newEmitter(set, cfg, store, an, time.Now())
-	c := &core{
+	c = &core{
 		cfg: cfg, logger: set.Logger, tel: tel, ingest: in, emitter: em,
 		spans: newSpanPath(cfg, set.Logger, tel, store, recognizer, in, em),
 		now:   time.Now, ticker: realTicker, unregister: unregister, id: set.ID,

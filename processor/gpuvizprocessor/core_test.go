@@ -113,8 +113,8 @@ func TestShutdownTwiceLeavesTheCoreToTheOtherSide(t *testing.T) {
 func TestARefusedBatchIsRetriedAtItsAdmittedSize(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, _ := virtualCore(t, func(cfg *Config) { cfg.MaxPendingSpans = 2 })
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	next := &flaky{refuse: 1, err: errors.New("queue full")}
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
@@ -136,8 +136,8 @@ func TestARefusalOfABatchReleasedAtOnceIsReturned(t *testing.T) {
 	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	refused := errors.New("queue full")
 	next := &flaky{refuse: 1, err: refused}
 	td := ptrace.NewTraces()

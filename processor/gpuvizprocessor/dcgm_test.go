@@ -91,7 +91,8 @@ func dcgmKeyOf(gpu int) timeline.Key { return timeline.Key{Host: "node-a", GPU: 
 // newTestIngest is the ingest of a core with the processor's defaults.
 func newTestIngest(t *testing.T) *ingest {
 	t.Helper()
-	c, _, _ := virtualCore(t, nil)
+	c, now, _ := virtualCore(t, nil)
+	*now = time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC) // after every point the ingest tests send
 	return c.ingest
 }
 
@@ -386,6 +387,7 @@ func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
 	}
 	t.Run("released when the scrape comes", func(t *testing.T) {
 		c, now, sink := virtualCore(t, nil)
+		*now = t0
 		for i := -3; i <= 0; i++ {
 			scrape(c, i)
 		}
@@ -408,6 +410,7 @@ func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
 	})
 	t.Run("let go two spacings after it came", func(t *testing.T) {
 		c, now, sink := virtualCore(t, nil)
+		*now = t0
 		for i := -3; i <= 0; i++ {
 			scrape(c, i)
 		}

@@ -199,6 +199,11 @@ type ingest struct {
 	// alignGPM is history.align_gpm: stamp GPM readings back by the lag
 	// their GPU's power edges show (gpmLag).
 	alignGPM bool
+	// now is the processor's clock; a point stamped later than now +
+	// maxFuture is refused, as a span ending then is: one host's clock
+	// ahead must not move every GPU's books (they share one window).
+	now       func() time.Time
+	maxFuture time.Duration
 
 	mu   sync.Mutex
 	gpus map[timeline.Key]*gpuIngest
@@ -244,8 +249,12 @@ type counterPoint struct {
 	ok    bool
 }
 
-func newIngest(store *timeline.Store, an *gpuAnalysis, tel telemetry, supersede time.Duration, alignGPM bool) *ingest {
-	return &ingest{store: store, analysis: an, tel: tel, supersede: supersede, alignGPM: alignGPM, gpus: map[timeline.Key]*gpuIngest{}}
+func newIngest(store *timeline.Store, an *gpuAnalysis, tel telemetry, cfg *Config, now func() time.Time) *ingest {
+	return &ingest{
+		store: store, analysis: an, tel: tel, supersede: cfg.History.MaxSpan, alignGPM: cfg.History.AlignGPM,
+		now: now, maxFuture: cfg.recognizer().MaxFuture,
+		gpus: map[timeline.Key]*gpuIngest{},
+	}
 }
 
 // gpmLags gives each GPU's learned GPM lag (gpmLag), for the GPUs that
@@ -403,7 +412,9 @@ func (in *ingest) forget() {
 
 // ingestBatch is one batch of metrics on its way into the timeline.
 type ingestBatch struct {
-	in       *ingest
+	in *ingest
+	// latest is the latest timestamp a point may have (ingest.now).
+	latest   time.Time
 	learned  int64
 	refused  map[string]int64
 	throttle map[throttleKey]*throttleFlags
@@ -461,7 +472,7 @@ func (b *ingestBatch) state(k timeline.Key) *gpuIngest {
 func (in *ingest) consume(ctx context.Context, md pmetric.Metrics) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	b := ingestBatch{in: in}
+	b := ingestBatch{in: in, latest: in.now().Add(in.maxFuture)}
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		res := rms.At(i).Resource().Attributes()
@@ -503,25 +514,38 @@ func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v f
 	b.addFrom(sourceReceiver, k, sig, ts, v)
 }
 
-// admit applies the sources' precedence, per GPU and signal: the gpuviz
-// receiver's points are always taken, and mark the signal as the
+// admit refuses a point stamped after latest and applies
+// the sources' precedence, per GPU and signal: the gpuviz receiver's points
+// are always taken, and once taken (took) mark the signal as the
 // receiver's; DCGM's are taken unless the receiver sent that signal within
 // in.supersede before them. So where both describe a GPU, the receiver's
 // sub-second signals (driver samples, tick energy and power, GPM) win and
 // DCGM fills what the receiver lacks: GPM's activity with complement: dcgm,
 // and whatever the receiver's config switched off.
 func (b *ingestBatch) admit(src source, k timeline.Key, slot timeline.Signal, ts time.Time) bool {
-	g, t := b.state(k), ts.UnixNano()
-	if src == sourceReceiver {
-		g.receiverAt[slot] = max(g.receiverAt[slot], t)
+	switch {
+	case ts.After(b.latest):
+		b.refuse("future")
+		return false
+	case src == sourceReceiver:
 		return true
 	}
-	if at := g.receiverAt[slot]; at != 0 && t-at < int64(b.in.supersede) {
+	if at := b.state(k).receiverAt[slot]; at != 0 && ts.UnixNano()-at < int64(b.in.supersede) {
 		b.refuse("superseded")
 		return false
 	}
-	g.dcgm.learned(t)
 	return true
+}
+
+// took records that the timeline took src's point of slot at ts: a point
+// refused (a bad value) neither supersedes DCGM's nor counts as DCGM's.
+func (b *ingestBatch) took(src source, k timeline.Key, slot timeline.Signal, ts time.Time) {
+	g, t := b.state(k), ts.UnixNano()
+	if src == sourceReceiver {
+		g.receiverAt[slot] = max(g.receiverAt[slot], t)
+		return
+	}
+	g.dcgm.learned(t)
 }
 
 // energyFrom feeds a point of the cumulative energy counter, in joules.
@@ -530,6 +554,7 @@ func (b *ingestBatch) energyFrom(src source, k timeline.Key, ts time.Time, joule
 		return
 	}
 	if b.in.store.AddEnergy(k, ts, joules) {
+		b.took(src, k, energySlot, ts)
 		b.learned++
 	} else if !timeline.Representable(joules) {
 		b.refuse("bad_value")
@@ -544,6 +569,7 @@ func (b *ingestBatch) addFrom(src source, k timeline.Key, sig timeline.Signal, t
 		return
 	}
 	if b.in.store.Add(k, sig, ts, v) {
+		b.took(src, k, sig, ts)
 		b.learned++
 		if b.in.view != nil {
 			b.in.view.sample(k, sig, ts, v)
@@ -851,11 +877,15 @@ func stringAttr(m pcommon.Map, key string) string {
 	return ""
 }
 
+// numberValue is dp's value; NaN (refused as bad_value) where it has none.
 func numberValue(dp pmetric.NumberDataPoint) float64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+	switch dp.ValueType() {
+	case pmetric.NumberDataPointValueTypeInt:
 		return float64(dp.IntValue())
+	case pmetric.NumberDataPointValueTypeDouble:
+		return dp.DoubleValue()
 	}
-	return dp.DoubleValue()
+	return math.NaN()
 }
 
 func boolFloat(b bool) float64 {

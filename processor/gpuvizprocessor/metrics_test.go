@@ -55,7 +55,7 @@ func throttleBatch(t0 time.Time, at []time.Duration, totals map[string][]float64
 }
 
 func TestThrottleTimesBecomeMeasuredShares(t *testing.T) {
-	t0 := time.Unix(1_800_000_000, 0)
+	t0 := time.Unix(1_700_000_000, 0) // in the past: a point stamped past the clock is refused
 	ticks := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
 	for name, tc := range map[string]struct {
 		totals         map[string][]float64
@@ -97,7 +97,7 @@ func TestThrottleTimesBecomeMeasuredShares(t *testing.T) {
 // Shares do not depend on batches arriving in order: a late batch with
 // older throttle times changes nothing already measured.
 func TestLateThrottleTimesChangeNothing(t *testing.T) {
-	t0 := time.Unix(1_800_000_000, 0)
+	t0 := time.Unix(1_700_000_000, 0) // in the past: a point stamped past the clock is refused
 	ticks := []time.Duration{0, 250 * time.Millisecond, 500 * time.Millisecond, 750 * time.Millisecond}
 	c := newTestCore(t)
 	k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
@@ -109,7 +109,7 @@ func TestLateThrottleTimesChangeNothing(t *testing.T) {
 }
 
 func TestMeasuredSharesReplaceTheFlags(t *testing.T) {
-	t0 := time.Unix(1_800_000_000, 0)
+	t0 := time.Unix(1_700_000_000, 0) // in the past: a point stamped past the clock is refused
 	c := newTestCore(t)
 	k := timeline.Key{Host: "node-1", GPU: "GPU-0"}
 	// Flags alone, a scrape a second: the flag of the moment is all there is.

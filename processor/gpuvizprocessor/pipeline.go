@@ -29,6 +29,13 @@ type pipeline struct {
 	// engines sums the servers' running-request counts per GPU set
 	// (running).
 	engines engineTally
+	// sampleReach is how far before its newest point a GPU's samples
+	// describe: history.retention, the oldest sample's history.max_span
+	// too. A span ending before that on every GPU of its set has no bins
+	// to read: a round leaves it out, so that a span from long ago
+	// released beside current ones does not make the round read every bin
+	// between them.
+	sampleReach time.Duration
 
 	// onFreeze and onFinal are the live view's: told each bin's label as
 	// it freezes, and again once it is final, at the horizon too
@@ -37,10 +44,11 @@ type pipeline struct {
 	onFinal  func(k timeline.Key, binStart int64, label bottleneck.Label)
 
 	// Scratch reused across rounds.
-	gpus   map[timeline.Key]*gpuRound
-	groups map[*gpuSet]*groupRound
-	cost   attribution.Request
-	name   []byte
+	gpus     map[timeline.Key]*gpuRound
+	groups   map[*gpuSet]*groupRound
+	earliest map[*gpuSet]int64 // per set, the earliest its GPUs' samples describe (earliestSample)
+	cost     attribution.Request
+	name     []byte
 }
 
 // gpuSet is a set of GPUs that spans matched, interned: the spans of one
@@ -132,9 +140,9 @@ func (p *pipeline) warming(s *gpuSet, now time.Time) bool {
 func newPipeline(store *timeline.Store, cfg *Config) *pipeline {
 	return &pipeline{
 		store: store, thresholds: cfg.thresholds(), bookCfg: cfg.attribution(), finalizeAfter: cfg.Attribution.FinalizeAfter,
-		warmupWait: cfg.Attribution.WarmupWait,
-		ledger:     attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{}, engines: engineTally{},
-		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{},
+		warmupWait: cfg.Attribution.WarmupWait, sampleReach: cfg.History.Retention + cfg.History.MaxSpan,
+		ledger: attribution.NewLedger(cfg.attribution()), books: map[timeline.Key]*attribution.GPU{}, sets: map[string]*gpuSet{}, engines: engineTally{},
+		gpus: map[timeline.Key]*gpuRound{}, groups: map[*gpuSet]*groupRound{}, earliest: map[*gpuSet]int64{},
 	}
 }
 
@@ -262,11 +270,23 @@ type gpuStats struct {
 func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult, phases []phaseStats) {
 	clear(p.gpus)
 	clear(p.groups)
+	clear(p.earliest)
 	width := int64(p.bookCfg.Resolution)
 	idx := func(t int64) int64 { return floorDiv(t, width) }
+	reads := func(hs *heldSpan) bool {
+		if hs.set == nil {
+			return false
+		}
+		e, ok := p.earliest[hs.set]
+		if !ok {
+			e = p.earliestSample(hs.set.keys)
+			p.earliest[hs.set] = e
+		}
+		return hs.req.End.UnixNano() >= e
+	}
 	// The bins each GPU and each GPU set needs.
 	for _, hs := range spans {
-		if hs.set == nil {
+		if !reads(hs) {
 			continue
 		}
 		lo, hi := idx(hs.req.Start.UnixNano()), idx(hs.req.End.UnixNano()-1)+1
@@ -305,10 +325,22 @@ func (p *pipeline) round(spans []*heldSpan, now time.Time, results []spanResult,
 			ps = &phases[i]
 			*ps = phaseStats{}
 		}
-		if hs.set != nil {
+		if reads(hs) {
 			p.result(hs, p.groups[hs.set], now.UnixNano(), &results[i], ps)
 		}
 	}
+}
+
+// earliestSample is the earliest time (Unix ns) any of keys' samples can
+// describe; MaxInt64 when none has a sample.
+func (p *pipeline) earliestSample(keys []timeline.Key) int64 {
+	e := int64(math.MaxInt64)
+	for _, k := range keys {
+		if newest, ok := p.store.Newest(k); ok {
+			e = min(e, newest.Add(-p.sampleReach).UnixNano())
+		}
+	}
+	return e
 }
 
 func floorDiv(t, w int64) int64 {

@@ -107,8 +107,8 @@ func TestAttributionIsOrderIndependentWithinTheSettleWindow(t *testing.T) {
 	shapes := []shape{{2, 0.3, 0.4, 9}, {3.5, 1, 0.2, 4}, {4, 0, 0.8, 12}, {6.2, 0.5, 0.3, 3}, {7, 2, 0.6, 6.5}}
 	run := func(order []int, oneBatch bool) map[byte]float64 {
 		c, now, sink := virtualCore(t, nil)
-		c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
 		*now = base.Add(41 * time.Second)
+		c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
 		batch := ptrace.NewTraces()
 		for n, i := range order {
 			s := shapes[i]
@@ -172,8 +172,8 @@ func TestSpanLabelsAndBottleneckTimeAgree(t *testing.T) {
 	}
 	samples = append(samples, repeat(busy, 8)...) // energy well past the last request: its bins become final
 	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
 	*now = base.Add(16 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
 	td := ptrace.NewTraces()
 	for i := range kinds {
 		if i == 5 {
@@ -228,8 +228,8 @@ func TestBottleneckShareIsTheLabelsPartOfTheSpansTime(t *testing.T) {
 	compute := sample{util: 1, tensor: 0.8, dram: 0.3, powerW: 650, memUsed: 60e9}
 	samples := append([]sample{busy, compute, busy, busy}, repeat(busy, 8)...) // sample i covers second i−1..i
 	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
 	*now = base.Add(12 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, samples))
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base, 0, 1, 2, 10)
 	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
@@ -298,8 +298,8 @@ func TestReleaseRetriesWithTheClientsMetadata(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, now, _ := virtualCore(t, nil)
-			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 			*now = base.Add(21 * time.Second)
+			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 			next := &flaky{refuse: 1, err: tc.err}
 			td := ptrace.NewTraces()
 			vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
@@ -327,8 +327,8 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
 	md := gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21))
 	md.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "simulated")
-	c.ingest.consume(context.Background(), md)
 	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), md)
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
 	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
@@ -354,8 +354,8 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, sink := virtualCore(t, nil)
-	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
 	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
@@ -403,7 +403,8 @@ func TestNVLinkCapacityMakesAFraction(t *testing.T) {
 		{"links quiet", 20e9, bottleneck.MemoryBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, _ := virtualCore(t, nil)
+			c, now, _ := virtualCore(t, nil)
+			*now = base.Add(time.Minute)
 			md := gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 5))
 			ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 			for _, m := range []struct {
@@ -530,7 +531,8 @@ func TestPowerSamplesPlaceBinsWithinTheirTick(t *testing.T) {
 		{"without it", 0, bottleneck.MemoryBound, bottleneck.MemoryBound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _, _ := virtualCore(t, nil)
+			c, now, _ := virtualCore(t, nil)
+			*now = base.Add(time.Minute)
 			md := gpuMetrics("node-1", "GPU-a", 0, base, 250*time.Millisecond, repeat(mixed, 9))
 			ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 			gauge := func(name string) pmetric.NumberDataPointSlice {
@@ -565,5 +567,37 @@ func TestPowerSamplesPlaceBinsWithinTheirTick(t *testing.T) {
 			assert.Equal(t, tc.chunk, c.spans.pipeline.classify(&bins[0], limit, true), "the chunk's bin")
 			assert.Equal(t, tc.dec, c.spans.pipeline.classify(&bins[1], limit, true), "a decode bin")
 		})
+	}
+}
+
+// A span from long before any sample the timeline can hold, released in
+// the same round as a current one on the same GPU, is left out of the
+// round (un-enriched, no_samples): the round reads the current span's bins,
+// not every bin between the two.
+func TestARoundLeavesOutSpansOlderThanTheTimeline(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for _, start := range []time.Time{base.Add(-3 * time.Hour), time.Unix(1, 0)} {
+		c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
+		*now = base.Add(61 * time.Second)
+		c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 61)))
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, base.Add(20*time.Second), 1, 1, 8, 200)
+		vllmSpan(td, 2, start, 1, 1, 8, 200)
+		require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 30 {
+			*now = base.Add(61*time.Second + time.Duration(step)*time.Second)
+			c.tick(*now)
+		}
+		enriched := map[byte]bool{}
+		for _, td := range sink.AllTraces() {
+			forEachSpan(td, func(sp ptrace.Span) {
+				_, ok := sp.Attributes().Get("gpuviz.energy")
+				enriched[sp.TraceID()[0]] = enriched[sp.TraceID()[0]] || ok
+			})
+		}
+		assert.Equal(t, map[byte]bool{1: true, 2: false}, enriched, "the current span enriched, the old one handed on without samples")
+		for k, g := range c.spans.pipeline.gpus {
+			assert.LessOrEqual(t, cap(g.bins), 1000, "%v: bins read for the current span alone", k)
+		}
 	}
 }

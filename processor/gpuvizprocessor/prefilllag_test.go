@@ -106,7 +106,7 @@ func TestPrefillLagWaitsForEnoughReadings(t *testing.T) {
 // loadgen-like prefill (225 ms, 2,250 tokens) on a host's 8 GPUs, in
 // batches of 512 spans.
 func BenchmarkIngestPrefilled(b *testing.B) {
-	in := newIngest(nil, nil, telemetry{}, 0, true)
+	in := newIngest(nil, nil, telemetry{}, createDefaultConfig(), time.Now)
 	keys := make([]timeline.Key, 8)
 	t0 := int64(1_700_000_000) * int64(time.Second)
 	for i := range keys {
@@ -152,8 +152,8 @@ func TestGPMLagIsLearnedFromTheSpansPrefills(t *testing.T) {
 			at := from.Add(time.Duration(i) * tick)
 			samples[i] = sample{util: 0.9, tensor: 0.1 + 0.8*busy(at.Add(-tick-lag), at.Add(-lag)), dram: 0.5, powerW: 400, memUsed: 40e9}
 		}
-		c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, from, tick, samples))
 		*now = from.Add(time.Second)
+		c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, from, tick, samples))
 		td := ptrace.NewTraces()
 		for ; next < len(reqs) && reqs[next].start.Add(600*time.Millisecond).Before(*now); next++ {
 			vllmSpan(td, byte(next), reqs[next].start, 0.01, prefill.Seconds(), 0.54, 30)

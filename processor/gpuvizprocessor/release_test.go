@@ -51,6 +51,7 @@ func (s *spanCounter) ConsumeTraces(context.Context, ptrace.Traces) error {
 // ending at 2, 3 and 4 s, for next; it returns the batches.
 func sendThreeBatches(t *testing.T, c *core, now *time.Time, base time.Time, apart time.Duration, next consumer.Traces) []ptrace.Traces {
 	t.Helper()
+	*now = base.Add(21 * time.Second)
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	var out []ptrace.Traces
 	for i := range 3 {
@@ -215,8 +216,8 @@ func TestShutdownWaitsForTheLoopsRelease(t *testing.T) {
 func TestTheResultsBufferIsLetGoWhenNothingIsHeld(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, _ := virtualCore(t, nil)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 40)))
 	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 40)))
 	next := &spanCounter{}
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(2*time.Second), 0.2, 0.5, 4, 100)
@@ -255,8 +256,8 @@ func TestAHeldBatchIsReferencedUnderProtoPooling(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 			c, now, _ := virtualCore(t, nil)
-			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 			*now = base.Add(21 * time.Second)
+			c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 			var spans int
 			var energy bool
 			next, err := consumer.NewTraces(func(_ context.Context, td ptrace.Traces) error {
@@ -317,8 +318,8 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 					return m.Name() == "nvidia.gpu.tensor.activity" || m.Name() == "nvidia.gpu.dram.activity"
 				})
 			}
-			c.ingest.consume(context.Background(), md)
 			*now = base.Add(17 * time.Second)
+			c.ingest.consume(context.Background(), md)
 			td := ptrace.NewTraces()
 			for i := range tc.requests {
 				vllmSpan(td, byte(i+1), base.Add(3*time.Second+time.Duration(i)*600*time.Millisecond), 0.2, 0.5, tc.decode, 50)
@@ -490,8 +491,8 @@ func childCore(t *testing.T, host string) (*core, time.Time, *consumertest.Trace
 	t.Helper()
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.ResultsOn = ResultsOnChild })
-	c.ingest.consume(context.Background(), gpuMetrics(host, "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics(host, "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 	return c, base, sink
 }
 

@@ -191,13 +191,14 @@ func New(cfg Config) *Store {
 // the retention) would overflow.
 const MaxValue = 1e18
 
-// Representable reports whether the store takes v: not NaN, at most
-// MaxValue in magnitude.
-func Representable(v float64) bool { return !math.IsNaN(v) && math.Abs(v) <= MaxValue }
+// Representable reports whether the store takes v: every signal, and the
+// energy counter, is a non-negative reading (a fraction, watts, bytes,
+// joules), so not NaN, not negative, at most MaxValue.
+func Representable(v float64) bool { return v >= 0 && v <= MaxValue }
 
 // Add records sample v of signal sig of GPU k at ts. It reports false when
-// the point is refused: a new GPU beyond MaxGPUs, an unknown signal, a NaN or
-// infinite value or one beyond MaxValue, an unrepresentable timestamp, or a point too old to keep
+// the point is refused: a new GPU beyond MaxGPUs, an unknown signal, a NaN,
+// negative or infinite value or one beyond MaxValue, an unrepresentable timestamp, or a point too old to keep
 // (see the package documentation).
 func (s *Store) Add(k Key, sig Signal, ts time.Time, v float64) bool {
 	if sig >= NumSignals {

@@ -65,7 +65,7 @@ func TestConfig(t *testing.T) {
 		want []string
 	}{
 		{"max_gpus", func(c *Config) { c.MaxGPUs = 0 }, []string{"max_gpus must be at least 1, got 0"}},
-		{"max_points_per_signal", func(c *Config) { c.MaxPointsPerSignal = -1 }, []string{"max_points_per_signal must be at least 1, got -1"}},
+		{"max_points_per_signal", func(c *Config) { c.MaxPointsPerSignal = -1 }, []string{"max_points_per_signal must be at least 2 (an energy counter measures between two readings), got -1"}},
 		{"retention", func(c *Config) { c.Retention = 0 }, []string{"retention must be positive, got 0s"}},
 		{"max_span", func(c *Config) { c.MaxSpan = -time.Second }, []string{"max_span must be positive, got -1s"}},
 		{"all", func(c *Config) { *c = Config{} }, []string{"max_gpus", "max_points_per_signal", "retention", "max_span"}},
@@ -130,7 +130,6 @@ func TestWindowStepFunction(t *testing.T) {
 			[][2]float64{{10, 300}}, 0, 20, 300, 300, 0.25},
 		{"MaxSpan caps a long gap", nil, [][2]float64{{10, 100}, {100, 400}}, 0, 100, (100 + 30*400) / 31.0, 400, 31},
 		{"gap within MaxSpan is covered", nil, [][2]float64{{10, 100}, {30, 400}}, 0, 100, (100 + 20*400) / 21.0, 400, 21},
-		{"negative values are kept", nil, [][2]float64{{1, -2}, {2, -4}}, 0, 2, -3, -2, 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -460,7 +459,8 @@ func TestOutOfOrder(t *testing.T) {
 func TestRefused(t *testing.T) {
 	s := newStore(t, nil)
 	// Huge finite values too: their running integrals would overflow.
-	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -2 * MaxValue} {
+	// Negative ones too: no signal, nor the energy counter, reads below 0.
+	for _, v := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 1e300, -2 * MaxValue, -1, math.Copysign(0, -1) - 1e-300} {
 		assert.False(t, s.Add(gpuA, Power, at(1), v))
 		assert.False(t, s.AddEnergy(gpuA, at(1), v))
 	}
@@ -470,7 +470,7 @@ func TestRefused(t *testing.T) {
 	assert.Equal(t, 0, s.Len(), "refused points create no GPU")
 	_, ok := s.Newest(gpuA)
 	assert.False(t, ok)
-	assert.True(t, s.Add(gpuA, Power, at(1), -1), "any value within MaxValue")
+	assert.True(t, s.Add(gpuA, Power, at(1), MaxValue), "any value within [0, MaxValue]")
 	assert.True(t, s.AddEnergy(gpuA, at(2), 0))
 	newest, ok := s.Newest(gpuA)
 	assert.True(t, ok)

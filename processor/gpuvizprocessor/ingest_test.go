@@ -1,0 +1,120 @@
+package gpuvizprocessor
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
+)
+
+// oneGauge is a batch of one point of the gauge name for GPU id of host.
+func oneGauge(host, id, name string, ts time.Time, v float64) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr("host.name", host)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(name)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.SetTimestamp(pcommon.NewTimestampFromTime(ts))
+	dp.SetDoubleValue(v)
+	dp.Attributes().PutStr("hw.id", id)
+	return md
+}
+
+// refusedPoints is processor_gpuviz_gpu_points_refused by reason.
+func refusedPoints(t *testing.T, tel *componenttest.Telemetry) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	m, err := tel.GetMetric("otelcol_processor_gpuviz_gpu_points_refused")
+	if err != nil {
+		return out
+	}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		r, _ := dp.Attributes.Value("reason")
+		out[r.AsString()] += dp.Value
+	}
+	return out
+}
+
+// A host whose clock runs ahead of the processor's by more than a span may
+// (a minute) has its points refused as future, counted, and changes
+// nothing for the other hosts' GPUs: their books share one window of bins,
+// which a point far ahead would drag past them.
+func TestPointsFromAClockAheadAreRefused(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	run := func(t *testing.T, skew time.Duration) (map[string]any, map[string]int64) {
+		tel := componenttest.NewTelemetry()
+		t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+		c, now, sink := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+		*now = base.Add(121 * time.Second)
+		c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 121)))
+		if skew > 0 {
+			c.ingest.consume(context.Background(), gpuMetrics("node-2", "GPU-b", 0, base.Add(skew), time.Second, repeat(busy, 121)))
+			c.ingest.consume(context.Background(), oneGauge("node-2", "GPU-b", "hw.power", base.Add(100*365*24*time.Hour), 300))
+		}
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, base.Add(60*time.Second), 1, 1, 8, 200)
+		td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+		require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 40 {
+			*now = base.Add(121*time.Second + time.Duration(step)*time.Second)
+			c.tick(*now)
+		}
+		got := spanAttrs(t, sink, "llm_request")
+		require.Len(t, got, 1)
+		return got[0], refusedPoints(t, tel)
+	}
+	alone, _ := run(t, 0)
+	require.Contains(t, alone, "gpuviz.energy")
+	skewed, refused := run(t, 6*time.Minute)
+	assert.Equal(t, alone["gpuviz.energy"], skewed["gpuviz.energy"], "node-1's span as if node-2 were not there")
+	// node-2's readings of each of its 121 s, sent when the clock read
+	// 121 s, and the one a century ahead.
+	assert.Greater(t, refused["future"], int64(121))
+}
+
+// Every signal reads at or above 0: a negative reading, or a point with
+// no value at all, is refused as bad_value, not learned as a reading.
+func TestNegativeAndEmptyPointsAreRefused(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	*now = base.Add(time.Minute)
+	k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+	c.ingest.consume(context.Background(), oneGauge(k.Host, k.GPU, "hw.power", base, -450))
+	empty := oneGauge(k.Host, k.GPU, "hw.power", base.Add(time.Second), 0)
+	dp := empty.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0)
+	bare := pmetric.NewNumberDataPoint()
+	dp.Attributes().CopyTo(bare.Attributes())
+	bare.SetTimestamp(dp.Timestamp())
+	bare.CopyTo(dp)
+	require.Equal(t, pmetric.NumberDataPointValueTypeEmpty, dp.ValueType())
+	c.ingest.consume(context.Background(), empty)
+	assert.False(t, c.ingest.store.Has(k, timeline.Power), "no power learned")
+	assert.Equal(t, map[string]int64{"bad_value": 2}, refusedPoints(t, tel))
+}
+
+// A receiver point the timeline refused (a NaN power) does not mark the
+// signal as the receiver's: dcgm-exporter's good power of that GPU is
+// still taken.
+func TestARefusedReceiverPointSupersedesNothing(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	k := dcgmKeyOf(0)
+	in.consume(context.Background(), oneGauge(k.Host, k.GPU, "hw.power", t0, math.NaN()))
+	in.consume(context.Background(), dcgmScrape(t0.Add(time.Second), dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300}))
+	in.consume(context.Background(), dcgmScrape(t0.Add(2*time.Second), dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300}))
+	assert.True(t, in.store.Has(k, timeline.Power))
+}
