@@ -380,6 +380,9 @@ func (cfg *Config) Validate() error {
 	if a.Horizon < a.FinalizeAfter+cfg.maxHold() {
 		errs = append(errs, fmt.Errorf("attribution.horizon: %v must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (%v)", a.Horizon, a.FinalizeAfter+cfg.maxHold()))
 	}
+	if cfg.History.Retention < a.Horizon {
+		errs = append(errs, fmt.Errorf("history.retention: %v must be at least attribution.horizon (%v): the books' bins are read from the samples it keeps", cfg.History.Retention, a.Horizon))
+	}
 	if a.WarmupWait < 0 {
 		errs = append(errs, fmt.Errorf("attribution.warmup_wait: %v must not be negative", a.WarmupWait))
 	} else if a.Horizon < a.FinalizeAfter+a.WarmupWait {

@@ -72,6 +72,10 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_expiry":           "metrics.idle_expiry: 1s must be at least metrics.interval (10s)",
 		"bad_tenants":          "metrics.accounting.max_tenants: 0 must be at least 1",
 		"bad_tenant_attribute": `metrics.accounting.tenant_attribute: " team" has leading or trailing spaces`,
+		"bad_retention":        "history.retention: 1s must be at least attribution.horizon (5m0s)",
+		"bad_request_duration": "max_request_duration: must be positive, got 0s",
+		"bad_gpu_id_attribute": "match.gpu_id_attributes[0]: must not be empty",
+		"bad_min_points":       "analysis: min_points: 5000 must be at most 2048",
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), msg)

@@ -310,7 +310,11 @@ func TestOrdinaryAndMalformedSpansPassThroughUntouched(t *testing.T) {
 }
 
 func TestOverflowPassesThroughUnenriched(t *testing.T) {
-	p := newPipelines(t, func(c *Config) { c.MaxPendingSpans = 1; c.MaxWait = time.Hour; c.Attribution.Horizon = 2 * time.Hour })
+	p := newPipelines(t, func(c *Config) {
+		c.MaxPendingSpans = 1
+		c.MaxWait = time.Hour
+		c.Attribution.Horizon, c.History.Retention = 2*time.Hour, 2*time.Hour
+	})
 	now := time.Now()
 	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 10))))
 	// Samples end 50 s ago: these spans wait (max_wait is an hour).
@@ -325,7 +329,11 @@ func TestOverflowPassesThroughUnenriched(t *testing.T) {
 }
 
 func TestOverflowCountsEverySpanOfAHeldBatch(t *testing.T) {
-	p := newPipelines(t, func(c *Config) { c.MaxPendingSpans = 3; c.MaxWait = time.Hour; c.Attribution.Horizon = 2 * time.Hour })
+	p := newPipelines(t, func(c *Config) {
+		c.MaxPendingSpans = 3
+		c.MaxWait = time.Hour
+		c.Attribution.Horizon, c.History.Retention = 2*time.Hour, 2*time.Hour
+	})
 	now := time.Now()
 	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("", "GPU-a", 0, now.Add(-60*time.Second), time.Second, repeat(busy, 10))))
 	// One inference span among three others: held whole, the batch counts
@@ -359,7 +367,10 @@ func hwStatus(id, state string, t time.Time) pmetric.Metrics {
 }
 
 func TestFailedGPUIsNotWaitedFor(t *testing.T) {
-	p := newPipelines(t, func(c *Config) { c.MaxWait = time.Hour; c.Attribution.Horizon = 2 * time.Hour })
+	p := newPipelines(t, func(c *Config) {
+		c.MaxWait = time.Hour
+		c.Attribution.Horizon, c.History.Retention = 2*time.Hour, 2*time.Hour
+	})
 	now := time.Now()
 	ctx := context.Background()
 	// GPU-a's data covers the span; GPU-b's stopped 50 s ago.
@@ -384,7 +395,7 @@ func TestShutdownFlushesHeldSpans(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
 	cfg.MaxWait = time.Hour
-	cfg.Attribution.Horizon = 2 * time.Hour
+	cfg.Attribution.Horizon, cfg.History.Retention = 2*time.Hour, 2*time.Hour
 	sink := new(consumertest.TracesSink)
 	set := processortest.NewNopSettings(metadata.Type)
 	tp, err := f.CreateTraces(context.Background(), set, cfg, sink)

@@ -79,7 +79,7 @@ func (c Config) Validate() error {
 	if c.MaxPoints < 2 {
 		errs = append(errs, fmt.Errorf("max_points must be at least 2, got %d", c.MaxPoints))
 	} else if c.MaxPoints < c.MinPoints {
-		errs = append(errs, fmt.Errorf("max_points (%d) must be at least min_points (%d)", c.MaxPoints, c.MinPoints))
+		errs = append(errs, fmt.Errorf("min_points: %d must be at most %d, the points kept per series (max_points)", c.MinPoints, c.MaxPoints))
 	}
 	if !positive(c.ZThreshold) {
 		errs = append(errs, fmt.Errorf("z_threshold must be positive and finite, got %v", c.ZThreshold))

@@ -184,7 +184,9 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate reports every problem of the configuration, naming the field.
+// Validate reports every problem of the configuration, naming the field as
+// the processor's configuration spells it (match.gpu_id_attributes,
+// max_request_duration, rules[i]...).
 func (c Config) Validate() error {
 	var errs []error
 	checkKeys := func(field string, keys []string) {
@@ -194,14 +196,14 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	checkKeys("gpu_id_attributes", c.GPUIDAttributes)
-	checkKeys("gpu_index_attributes", c.GPUIndexAttributes)
-	checkKeys("visible_devices_attributes", c.VisibleDevicesAttributes)
+	checkKeys("match.gpu_id_attributes", c.GPUIDAttributes)
+	checkKeys("match.gpu_index_attributes", c.GPUIndexAttributes)
+	checkKeys("match.visible_devices_attributes", c.VisibleDevicesAttributes)
 	if c.MaxFuture < 0 {
 		errs = append(errs, fmt.Errorf("max_future: must not be negative, got %v", c.MaxFuture))
 	}
 	if c.MaxDuration <= 0 {
-		errs = append(errs, fmt.Errorf("max_duration: must be positive, got %v", c.MaxDuration))
+		errs = append(errs, fmt.Errorf("max_request_duration: must be positive, got %v", c.MaxDuration))
 	}
 	seen := make(map[string]int, len(c.Rules))
 	for i, r := range c.Rules {

@@ -776,9 +776,9 @@ func TestConfigValidate(t *testing.T) {
 		edit func(c *Config)
 		want []string
 	}{
-		{"empty key", func(c *Config) { c.GPUIndexAttributes = []string{"gpu.index", ""} }, []string{"gpu_index_attributes[1]: must not be empty"}},
+		{"empty key", func(c *Config) { c.GPUIndexAttributes = []string{"gpu.index", ""} }, []string{"match.gpu_index_attributes[1]: must not be empty"}},
 		{"negative max_future", func(c *Config) { c.MaxFuture = -time.Second }, []string{"max_future:"}},
-		{"zero max_duration", func(c *Config) { c.MaxDuration = 0 }, []string{"max_duration:"}},
+		{"zero max_duration", func(c *Config) { c.MaxDuration = 0 }, []string{"max_request_duration:"}},
 		{"rule without name", func(c *Config) { c.Rules = []Rule{{SpanName: "x"}} }, []string{"rules[0].name: must not be empty"}},
 		{"rule with spaces in name", func(c *Config) { c.Rules = []Rule{{Name: "my rule", SpanName: "x"}} }, []string{"rules[0].name:"}},
 		{"rule without span name", func(c *Config) { c.Rules = []Rule{{Name: "a"}} }, []string{"rules[0].span_name:"}},
@@ -788,7 +788,7 @@ func TestConfigValidate(t *testing.T) {
 			c.Rules = []Rule{{Name: "a", SpanName: "x", QueueSecondsAttribute: "k", DecodeSecondsAttribute: "k"}}
 		}, []string{"rules[0].decode_seconds_attribute:", "queue_seconds_attribute"}},
 		{"key with spaces", func(c *Config) { c.Rules = []Rule{{Name: "a", SpanName: "x", ModelAttribute: " m"}} }, []string{"rules[0].model_attribute:"}},
-		{"several at once", func(c *Config) { c.MaxDuration = -1; c.Rules = []Rule{{}} }, []string{"max_duration:", "rules[0].name:", "rules[0].span_name:"}},
+		{"several at once", func(c *Config) { c.MaxDuration = -1; c.Rules = []Rule{{}} }, []string{"max_request_duration:", "rules[0].name:", "rules[0].span_name:"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -111,8 +111,8 @@ func (c Config) Validate() error {
 	if c.MaxGPUs < 1 {
 		errs = append(errs, fmt.Errorf("max_gpus must be at least 1, got %d", c.MaxGPUs))
 	}
-	if c.MaxPointsPerSignal < 1 {
-		errs = append(errs, fmt.Errorf("max_points_per_signal must be at least 1, got %d", c.MaxPointsPerSignal))
+	if c.MaxPointsPerSignal < 2 {
+		errs = append(errs, fmt.Errorf("max_points_per_signal must be at least 2 (an energy counter measures between two readings), got %d", c.MaxPointsPerSignal))
 	}
 	if c.Retention <= 0 {
 		errs = append(errs, fmt.Errorf("retention must be positive, got %v", c.Retention))
