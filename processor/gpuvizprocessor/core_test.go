@@ -36,12 +36,7 @@ type sharedPair struct {
 
 func newSharedPair(t *testing.T, tune func(*Config)) *sharedPair {
 	t.Helper()
-	cfg := createDefaultConfig()
-	cfg.Attribution.WarmupWait = 0
-	if tune != nil {
-		tune(cfg)
-	}
-	require.NoError(t, cfg.Validate())
+	cfg := virtualConfig(t, tune)
 	p := &sharedPair{fac: &factory{cores: map[*Config]*core{}}, cfg: cfg, sink: new(consumertest.TracesSink), now: new(time.Time)}
 	set := processortest.NewNopSettings(metadata.Type)
 	var err error

@@ -37,14 +37,7 @@ func virtualCore(t *testing.T, tune func(*Config)) (*core, *time.Time, *consumer
 // telemetry, say).
 func virtualCoreWith(t testing.TB, set processor.Settings, tune func(*Config)) (*core, *time.Time, *consumertest.TracesSink) {
 	t.Helper()
-	cfg := createDefaultConfig()
-	// Spans are released as soon as they settle: the tests of the warm-up
-	// hold ask for it.
-	cfg.Attribution.WarmupWait = 0
-	if tune != nil {
-		tune(cfg)
-	}
-	require.NoError(t, cfg.Validate())
+	cfg := virtualConfig(t, tune)
 	fac := &factory{cores: map[*Config]*core{}}
 	sink := new(consumertest.TracesSink)
 	tp, err := fac.createTraces(context.Background(), set, cfg, sink)
@@ -63,6 +56,20 @@ func virtualCoreWith(t testing.TB, set processor.Settings, tune func(*Config)) (
 // test's ticks), if not it is released at once.
 func started() bool    { return true }
 func notStarted() bool { return false }
+
+// virtualConfig is the defaults, tuned, for a core on a virtual clock.
+func virtualConfig(t testing.TB, tune func(*Config)) *Config {
+	t.Helper()
+	cfg := createDefaultConfig()
+	// Spans are released as soon as they settle: the tests of the warm-up
+	// hold ask for it.
+	cfg.Attribution.WarmupWait = 0
+	if tune != nil {
+		tune(cfg)
+	}
+	require.NoError(t, cfg.Validate())
+	return cfg
+}
 
 // spanEnergies returns each llm_request span's energy by trace ID byte.
 func spanEnergies(t *testing.T, sink *consumertest.TracesSink) map[byte]float64 {
