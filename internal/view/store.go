@@ -177,7 +177,7 @@ func (r *Registry) RegisterSource(id string) (*Source, func()) {
 		}
 	}
 	if s == nil {
-		s = newSource(id, r.limits)
+		s = newSource(id, r.limits, r.now)
 		r.sources = append(r.sources, s)
 	}
 	r.refs[s]++
@@ -214,6 +214,7 @@ type Source struct {
 	id     string
 	limits Limits
 	slots  int // seconds of buckets per GPU: retention + the second being filled
+	now    func() time.Time
 
 	mu    sync.RWMutex
 	byKey map[gpuKey]*GPU
@@ -232,9 +233,9 @@ type Source struct {
 
 type gpuKey struct{ host, uuid string }
 
-func newSource(id string, l Limits) *Source {
+func newSource(id string, l Limits, now func() time.Time) *Source {
 	return &Source{
-		id: id, limits: l, slots: int(l.Retention/time.Second) + 1,
+		id: id, limits: l, slots: int(l.Retention/time.Second) + 1, now: now,
 		byKey: map[gpuKey]*GPU{}, strings: map[string]string{},
 	}
 }
@@ -264,28 +265,27 @@ func (s *Source) GPU(host, uuid string) *GPU {
 		return nil
 	}
 	g = newGPU(s, strings.Clone(host), strings.Clone(uuid), s.slots)
+	g.createdSec = s.now().Unix()
 	s.byKey[k] = g
 	s.gpus = append(s.gpus, g)
 	return g
 }
 
 // evictStale drops the GPU silent longest if it has been silent for the
-// whole retention; the caller holds s.mu.
+// whole retention, behind the newest GPU's samples or the view's clock
+// (where every GPU went silent at once: a fleet redeployed); the caller
+// holds s.mu.
 func (s *Source) evictStale() bool {
 	oldest, at := -1, int64(math.MaxInt64)
+	newest := s.now().Unix()
 	for i, g := range s.gpus {
 		g.mu.Lock()
 		n := g.newestSec
 		g.mu.Unlock()
-		if n < at {
-			oldest, at = i, n
+		newest = max(newest, n)
+		if seen := max(n, g.createdSec); seen < at {
+			oldest, at = i, seen
 		}
-	}
-	var newest int64 = math.MinInt64
-	for _, g := range s.gpus {
-		g.mu.Lock()
-		newest = max(newest, g.newestSec)
-		g.mu.Unlock()
 	}
 	if oldest < 0 || newest-at < int64(s.slots) {
 		return false
@@ -316,6 +316,9 @@ type GPU struct {
 	// evicted: dropped by its source to make room; what is added to it
 	// is no longer shown, so its holder asks the source again.
 	evicted atomic.Bool
+	// createdSec is when the source made it, by the view's clock: a GPU
+	// not yet given a sample counts as seen then.
+	createdSec int64
 
 	mu         sync.Mutex
 	index      int // -1 unknown

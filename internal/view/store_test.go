@@ -94,7 +94,7 @@ func TestSizes(t *testing.T) {
 	assert.Equal(t, 250, perSecond, "bytes per GPU-second")
 
 	// Measured: 64 GPUs at the default retention.
-	s := newSource("m", testLimits())
+	s := newSource("m", testLimits(), time.Now)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -193,7 +193,8 @@ func TestRetentionBoundsTheStore(t *testing.T) {
 func TestGPULimitRefusesAndCounts(t *testing.T) {
 	lim := testLimits()
 	lim.MaxGPUs, lim.Retention = 2, time.Minute
-	r := NewRegistry(lim, "", time.Now)
+	now := t0
+	r := NewRegistry(lim, "", func() time.Time { return now })
 	s, _ := r.RegisterSource("gpuviz")
 	a, b := s.GPU("h", "a"), s.GPU("h", "b")
 	require.NotNil(t, a)
@@ -213,6 +214,15 @@ func TestGPULimitRefusesAndCounts(t *testing.T) {
 	assert.NotSame(t, b, c)
 	assert.Equal(t, 2, r.GPUs())
 	assert.Contains(t, string(r.AppendSources(nil)), `"refused":{"gpus":2,`)
+	// Both go quiet at once (a fleet redeployed under new names): by the
+	// view's clock, a new GPU takes the place of the one silent longest.
+	c.Add(Power, t0.Add(2*time.Minute).UnixNano(), 1)
+	now = t0.Add(2*time.Minute + 30*time.Second)
+	assert.Nil(t, s.GPU("h2", "d"), "both reported within the retention")
+	now = t0.Add(4 * time.Minute)
+	d := s.GPU("h2", "d")
+	require.NotNil(t, d, "the view's clock says both have been silent for the retention")
+	assert.Equal(t, 2, r.GPUs())
 }
 
 func TestRequestRing(t *testing.T) {
@@ -402,7 +412,7 @@ func TestSinceReturnsTheNewestColumns(t *testing.T) {
 }
 
 func BenchmarkAdd(b *testing.B) {
-	s := newSource("b", testLimits())
+	s := newSource("b", testLimits(), time.Now)
 	g := s.GPU("h", "a")
 	ts := t0.UnixNano()
 	b.ReportAllocs()
@@ -412,7 +422,7 @@ func BenchmarkAdd(b *testing.B) {
 }
 
 func BenchmarkLabel(b *testing.B) {
-	s := newSource("b", testLimits())
+	s := newSource("b", testLimits(), time.Now)
 	g := s.GPU("h", "a")
 	ts := t0.UnixNano()
 	b.ReportAllocs()
@@ -422,7 +432,7 @@ func BenchmarkLabel(b *testing.B) {
 }
 
 func BenchmarkAddRequest(b *testing.B) {
-	s := newSource("b", testLimits())
+	s := newSource("b", testLimits(), time.Now)
 	gs := []*GPU{s.GPU("h", "a"), s.GPU("h", "b")}
 	req := Request{GPUs: gs, Model: "llama", Family: "vllm", NumPhases: 3}
 	req.Phases[0].Name, req.Phases[1].Name, req.Phases[2].Name = "queue", "prefill", "decode"
