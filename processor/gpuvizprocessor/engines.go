@@ -3,6 +3,7 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"math"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 )
@@ -63,7 +64,7 @@ func engineCounts(md pmetric.Metrics, dst []engineCount) []engineCount {
 				for d := range dps.Len() {
 					dp := dps.At(d)
 					v := numberValue(dp)
-					if dp.Flags().NoRecordedValue() || !(v >= 0) || !gauge.counts(dp) {
+					if dp.Flags().NoRecordedValue() || !(v >= 0) || math.IsInf(v, 1) || !gauge.counts(dp) {
 						continue
 					}
 					ts := int64(dp.Timestamp())

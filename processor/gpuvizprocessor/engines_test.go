@@ -67,7 +67,7 @@ func TestEngineCountsReadTheServersRunningGauges(t *testing.T) {
 	}
 	serverGauge(md, "vllm:num_requests_waiting", "vllm", "c:8000", "", "", ts, true, 9)  // not a running count
 	serverGauge(md, "vllm:num_requests_running", "vllm", "d:8000", "", "", ts, false, 9) // not a gauge
-	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", "", ts, true, math.NaN(), -1)
+	serverGauge(md, "vllm:num_requests_running", "vllm", "e:8000", "", "", ts, true, math.NaN(), -1, math.Inf(1))
 	got := engineCounts(md, nil)
 	require.Len(t, got, 5)
 	assert.Equal(t, "vllm\x00a:8000", got[0].source)
