@@ -77,6 +77,10 @@ type emitter struct {
 	hists     *histograms
 	acct      *accounting
 	exemplars map[timeline.Key]*labelExemplars // since the last flush
+	// start is the builder's start time; gpuSeries each GPU's in the last
+	// flush (gpuSeriesStarts).
+	start     pcommon.Timestamp
+	gpuSeries map[timeline.Key]gpuSeries
 	// models and tenants bound the per-request series' values per host.
 	models, tenants *boundedValues
 	idleExpiry      time.Duration
@@ -91,8 +95,8 @@ func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *
 	start := pcommon.NewTimestampFromTime(now)
 	return &emitter{
 		interval: cfg.Metrics.Interval, analysis: an, store: store,
-		mb:        metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), set, metadata.WithStartTime(start)),
-		lastTS:    start,
+		mb:     metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), set, metadata.WithStartTime(start)),
+		lastTS: start, start: start, gpuSeries: map[timeline.Key]gpuSeries{},
 		hists:     newHistograms(cfg.Metrics.IdleExpiry),
 		acct:      newAccounting(set, cfg.Metrics.IdleExpiry),
 		exemplars: map[timeline.Key]*labelExemplars{},
@@ -102,21 +106,24 @@ func newEmitter(set processor.Settings, cfg *Config, store *timeline.Store, an *
 	}
 }
 
-// record counts a released request in the histograms and the accounting
-// counters (its GPUs are on one host: matching is per host) and keeps it
-// as an exemplar of its label's time on each of its GPUs.
-func (e *emitter) record(r requestRecord) {
+// record counts a request released at now in the histograms and the
+// accounting counters (its GPUs are on one host: matching is per host) and
+// keeps it as an exemplar of its label's time on each of its GPUs. Its
+// series count as used at now, the collector's clock that expires them,
+// not at the request's end, which a host's clock stamped and a hold
+// delayed.
+func (e *emitter) record(r requestRecord, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	host := r.keys[0].Host
 	if r.backend != "" {
 		e.backends[host] = r.backend
 	}
-	model, folded := e.models.fold(host, r.model, r.end)
+	model, folded := e.models.fold(host, r.model, now)
 	if folded {
 		e.foldedModels++
 	}
-	tenant, folded := e.tenants.fold(host, r.tenant, r.end)
+	tenant, folded := e.tenants.fold(host, r.tenant, now)
 	if folded {
 		e.foldedTenants++
 	}
@@ -124,16 +131,16 @@ func (e *emitter) record(r requestRecord) {
 	if r.energyKnown {
 		joules = r.energy
 	}
-	e.acct.add(host, model, tenant, joules, r.gpuSeconds, r.end, e.lastTS)
+	e.acct.add(host, model, tenant, joules, r.gpuSeconds, now, e.lastTS)
 	hk := histKey{host: host, model: model, label: r.label}
 	ex := exemplar{traceID: r.traceID, spanID: r.spanID, ts: r.end}
 	if r.energyKnown {
-		e.hists.observe(histEnergy, hk, r.energy, ex, r.end, e.lastTS)
+		e.hists.observe(histEnergy, hk, r.energy, ex, now, e.lastTS)
 		if r.perToken > 0 {
-			e.hists.observe(histPerToken, hk, r.perToken, ex, r.end, e.lastTS)
+			e.hists.observe(histPerToken, hk, r.perToken, ex, now, e.lastTS)
 		}
 	}
-	e.hists.observe(histBusy, hk, r.busy, ex, r.end, e.lastTS)
+	e.hists.observe(histBusy, hk, r.busy, ex, now, e.lastTS)
 	l := bottleneck.Index(r.label)
 	if l < 0 {
 		return
@@ -174,6 +181,7 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 		return 0 // nothing known yet: the next batch tries again
 	}
 	e.lastEmit = now
+	e.gpuSeriesStarts(gpus)
 	ts := pcommon.NewTimestampFromTime(now)
 	e.lastTS = ts
 	slices.SortFunc(gpus, func(a, b gpuBooks) int {
@@ -198,6 +206,7 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 		i = j
 	}
 	out := e.mb.Emit()
+	e.restart(out)
 	n := e.attachExemplars(out)
 	// Histograms and accounting counters go on their host's resource (the
 	// first, if a host's GPUs came from two backends).
@@ -235,6 +244,79 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 	clear(e.exemplars)
 	rms.MoveAndAppendTo(md.ResourceMetrics())
 	return n
+}
+
+// dropExemplars forgets the exemplars of spans that no backend will have
+// (the next consumer refused them for good); their requests stay counted:
+// their GPUs drew the energy.
+func (e *emitter) dropExemplars(spans map[pcommon.SpanID]bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.hists.dropExemplars(spans)
+	for _, byLabel := range e.exemplars {
+		for l := range byLabel {
+			byLabel[l] = withoutSpans(byLabel[l], spans)
+		}
+	}
+}
+
+// gpuSeries is one GPU's cumulative series as the last flush sent them.
+type gpuSeries struct {
+	start    pcommon.Timestamp
+	measured float64 // the books' measured energy, which only grows
+}
+
+// gpuSeriesStarts sets each GPU's series start: the builder's for a GPU
+// flushed since, the last flush's for one new since it or whose books
+// started over (forgotten when quiet and seen again: their totals went
+// back), so that a cumulative series that restarts says so. GPUs without
+// books are let go.
+func (e *emitter) gpuSeriesStarts(gpus []gpuBooks) {
+	seen := make(map[timeline.Key]bool, len(gpus))
+	for _, g := range gpus {
+		seen[g.key] = true
+		s, ok := e.gpuSeries[g.key]
+		if !ok || g.totals.Measured < s.measured {
+			s.start = e.lastTS
+		}
+		s.measured = g.totals.Measured
+		e.gpuSeries[g.key] = s
+	}
+	for k := range e.gpuSeries {
+		if !seen[k] {
+			delete(e.gpuSeries, k)
+		}
+	}
+}
+
+// restart stamps the GPU series of out that did not start with the
+// builder (gpuSeriesStarts) with their own start.
+func (e *emitter) restart(out pmetric.Metrics) {
+	later := false
+	for _, s := range e.gpuSeries {
+		later = later || s.start != e.start
+	}
+	if !later {
+		return
+	}
+	rms := out.ResourceMetrics()
+	for i := range rms.Len() {
+		host, _ := rms.At(i).Resource().Attributes().Get("host.name")
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Type() != pmetric.MetricTypeSum {
+				continue
+			}
+			dps := ms.At(j).Sum().DataPoints()
+			for d := range dps.Len() {
+				dp := dps.At(d)
+				id, _ := dp.Attributes().Get("hw.id")
+				if s, ok := e.gpuSeries[timeline.Key{Host: host.Str(), GPU: id.Str()}]; ok && s.start != e.start {
+					dp.SetStartTimestamp(s.start)
+				}
+			}
+		}
+	}
 }
 
 // recordGPU records one GPU's points.

@@ -2,6 +2,7 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -142,4 +143,67 @@ func signalValues(c *core, k timeline.Key, sig timeline.Signal, t0 time.Time, ti
 		}
 	}
 	return out
+}
+
+// gpuSums are the points of the cumulative sum name, by hw.id and the
+// point's other attributes.
+func gpuSums(md pmetric.Metrics, name string) map[string]pmetric.NumberDataPoint {
+	out := map[string]pmetric.NumberDataPoint{}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Name() != name {
+				continue
+			}
+			dps := ms.At(j).Sum().DataPoints()
+			for d := range dps.Len() {
+				out[fmt.Sprint(dps.At(d).Attributes().AsRaw())] = dps.At(d)
+			}
+		}
+	}
+	return out
+}
+
+// A GPU forgotten when quiet (history.retention) and seen again has new
+// books from 0: its cumulative series start again at the flush before, as
+// a reset must, rather than fall under their first start time.
+func TestAGPUSeenAgainRestartsItsSeries(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
+	*now = base.Add(81 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 81)))
+	for step := range 5 {
+		c.tick(base.Add(81*time.Second + time.Duration(step)*time.Second))
+	}
+	first := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), first, base.Add(90*time.Second))
+
+	later := base.Add(15 * time.Minute)
+	*now = later
+	c.tick(later)
+	require.Zero(t, c.spans.store.Len(), "forgotten")
+	*now = later.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, later, time.Second, repeat(busy, 21)))
+	for step := range 5 {
+		c.tick(later.Add(21*time.Second + time.Duration(step)*time.Second))
+	}
+	second := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), second, later.Add(30*time.Second))
+	for _, name := range []string{"gpuviz.gpu.energy", "gpuviz.gpu.bottleneck.time"} {
+		before, after := gpuSums(first, name), gpuSums(second, name)
+		require.NotEmpty(t, before, name)
+		for k, p1 := range before {
+			p2, ok := after[k]
+			require.True(t, ok, "%s %s", name, k)
+			assert.Equal(t, p1.Timestamp(), p2.StartTimestamp(), "%s %s: starts again at the flush before", name, k)
+			assert.NotEqual(t, p1.StartTimestamp(), p2.StartTimestamp(), "%s %s", name, k)
+		}
+	}
+	// A third flush keeps the new start.
+	third := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), third, later.Add(40*time.Second))
+	for k, p := range gpuSums(third, "gpuviz.gpu.energy") {
+		assert.Equal(t, gpuSums(second, "gpuviz.gpu.energy")[k].StartTimestamp(), p.StartTimestamp(), k)
+	}
 }
