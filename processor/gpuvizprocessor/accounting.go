@@ -140,7 +140,7 @@ func (a *accounting) host(name string, since pcommon.Timestamp) *hostAccounts {
 	return h
 }
 
-// add counts a request ending at t (model and tenant already bounded);
+// add counts a request recorded at t (model and tenant already bounded);
 // since is the last flush's time, a new series' start.
 func (a *accounting) add(host, model, tenant string, joules, seconds float64, t time.Time, since pcommon.Timestamp) {
 	h := a.host(host, since)

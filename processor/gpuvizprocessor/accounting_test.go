@@ -416,7 +416,7 @@ func TestFoldedRequestsAreCounted(t *testing.T) {
 	*now = base
 	key := []timeline.Key{{Host: "node-1", GPU: "GPU-a"}}
 	for i, r := range []struct{ model, tenant string }{{"a", "x"}, {"b", "x"}, {"a", "y"}, {"c", "z"}, {"", ""}} {
-		c.emitter.record(requestRecord{keys: key, model: r.model, tenant: r.tenant, energy: float64(i + 1), energyKnown: true, gpuSeconds: 1, label: bottleneck.MemoryBound, end: base})
+		c.emitter.record(requestRecord{keys: key, model: r.model, tenant: r.tenant, energy: float64(i + 1), energyKnown: true, gpuSeconds: 1, label: bottleneck.MemoryBound, end: base}, base)
 	}
 	md := pmetric.NewMetrics()
 	c.flushMetrics(context.Background(), md, base.Add(time.Second))
@@ -457,7 +457,7 @@ func TestAccountingSeriesLifecycle(t *testing.T) {
 	e := newEmitter(processortest.NewNopSettings(metadata.Type), cfg, nil, newGPUAnalysis(false, cfg.analysis()), base)
 	key := timeline.Key{Host: "node-1", GPU: "GPU-a"}
 	rec := func(tenant string, j float64, at time.Time) {
-		e.record(requestRecord{keys: []timeline.Key{key}, model: "m", tenant: tenant, energy: j, energyKnown: true, gpuSeconds: j / 100, end: at})
+		e.record(requestRecord{keys: []timeline.Key{key}, model: "m", tenant: tenant, energy: j, energyKnown: true, gpuSeconds: j / 100, end: at}, at)
 	}
 	books := func(idle float64) []gpuBooks {
 		b := gpuBooks{key: key}
@@ -553,7 +553,7 @@ func TestRequestSeriesOfAHostWithoutBooksStayMarked(t *testing.T) {
 	cfg := createDefaultConfig()
 	e := newEmitter(processortest.NewNopSettings(metadata.Type), cfg, nil, newGPUAnalysis(false, cfg.analysis()), base)
 	e.record(requestRecord{keys: []timeline.Key{{Host: "node-1", GPU: "GPU-a"}}, model: "m", energy: 5, energyKnown: true,
-		gpuSeconds: 0.05, end: base, backend: "simulated"})
+		gpuSeconds: 0.05, end: base, backend: "simulated"}, base)
 	md := pmetric.NewMetrics()
 	e.emit(md, base.Add(10*time.Second), nil)
 	require.Equal(t, 1, md.ResourceMetrics().Len())
@@ -564,4 +564,33 @@ func TestRequestSeriesOfAHostWithoutBooksStayMarked(t *testing.T) {
 	// Once the host's series expire, so does what the emitter knew of it.
 	e.emit(pmetric.NewMetrics(), base.Add(cfg.Metrics.IdleExpiry+time.Minute), nil)
 	assert.Empty(t, e.backends)
+}
+
+// A request's series count as used when the collector recorded it, not at
+// the request's end: a host whose clock runs two minutes behind, under a
+// one-minute idle_expiry, still has its requests charged (they were
+// expired before their first flush).
+func TestRequestSeriesOfAHostClockBehindAreCharged(t *testing.T) {
+	collector := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	host := collector.Add(-2 * time.Minute) // the host's clock
+	c, now, sink := virtualCore(t, func(cfg *Config) {
+		cfg.Attribution.FinalizeAfter = 5 * time.Second
+		cfg.Metrics.IdleExpiry = time.Minute
+	})
+	*now = collector.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, host, time.Second, repeat(busy, 21)))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, host.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	for step := range 8 {
+		c.tick(collector.Add(21*time.Second + time.Duration(step)*time.Second))
+	}
+	energies := spanEnergies(t, sink)
+	require.Len(t, energies, 1)
+	md := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), md, collector.Add(30*time.Second))
+	d := readDerived(t, md)
+	assert.InDelta(t, energies[1], d.sum("gpuviz.accounting.energy", "requests"), 1e-6)
+	assert.InDelta(t, energies[1], d.energy["requests"], 1e-6, "as the books attributed")
 }

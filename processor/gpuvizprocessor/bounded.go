@@ -34,7 +34,7 @@ func newBoundedValues(maxValues int) *boundedValues {
 	return &boundedValues{max: maxValues, byHost: map[string]map[string]time.Time{}}
 }
 
-// fold returns the name a request ending at t with value v is counted
+// fold returns the name a request recorded at t with value v is counted
 // under on host, and whether that is "other" for want of room.
 func (b *boundedValues) fold(host, v string, t time.Time) (string, bool) {
 	if v == "" {

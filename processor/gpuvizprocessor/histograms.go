@@ -60,6 +60,11 @@ func pushExemplar(list []exemplar, ex exemplar) []exemplar {
 	return list
 }
 
+// withoutSpans returns list without the exemplars of spans.
+func withoutSpans(list []exemplar, spans map[pcommon.SpanID]bool) []exemplar {
+	return slices.DeleteFunc(list, func(ex exemplar) bool { return spans[ex.spanID] })
+}
+
 func putExemplars(dst pmetric.ExemplarSlice, list []exemplar) int64 {
 	for _, ex := range list {
 		e := dst.AppendEmpty()
@@ -147,6 +152,15 @@ func (h *histograms) hosts() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// dropExemplars forgets the exemplars of spans.
+func (h *histograms) dropExemplars(spans map[pcommon.SpanID]bool) {
+	for i := range h.series {
+		for _, s := range h.series[i] {
+			s.exemplars = withoutSpans(s.exemplars, spans)
+		}
+	}
 }
 
 // appendTo adds host's histograms to ms and clears their exemplars,

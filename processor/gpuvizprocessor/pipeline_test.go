@@ -357,6 +357,46 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 	}
 }
 
+// exemplarCount is how many exemplars md's sums and histograms carry.
+func exemplarCount(md pmetric.Metrics) (n int) {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			switch m.Type() {
+			case pmetric.MetricTypeSum:
+				for k := range m.Sum().DataPoints().Len() {
+					n += m.Sum().DataPoints().At(k).Exemplars().Len()
+				}
+			case pmetric.MetricTypeHistogram:
+				for k := range m.Histogram().DataPoints().Len() {
+					n += m.Histogram().DataPoints().At(k).Exemplars().Len()
+				}
+			}
+		}
+	}
+	return n
+}
+
+// The exemplars of a request the next consumer refused for good are not
+// sent: no backend has its span. Its energy stays counted.
+func TestExemplarsOfRefusedSpansAreDropped(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCore(t, nil)
+	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	require.NoError(t, c.consumeTraces(context.Background(), td, consumertest.NewErr(consumererror.NewPermanent(errors.New("bad data"))), started))
+	c.tick(base.Add(27 * time.Second))
+	require.Zero(t, c.spans.pending())
+	md := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), md, base.Add(30*time.Second))
+	assert.Zero(t, exemplarCount(md))
+	assert.Positive(t, readDerived(t, md).sum("gpuviz.accounting.energy", "requests"), "charged all the same")
+}
+
 // Exemplars go out with the flush after their request and not again.
 func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
@@ -368,31 +408,11 @@ func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
 	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 	c.tick(base.Add(27 * time.Second))
 	require.Len(t, sink.AllTraces(), 1)
-	count := func(md pmetric.Metrics) (n int) {
-		rms := md.ResourceMetrics()
-		for i := range rms.Len() {
-			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
-			for j := range ms.Len() {
-				m := ms.At(j)
-				switch m.Type() {
-				case pmetric.MetricTypeSum:
-					for k := range m.Sum().DataPoints().Len() {
-						n += m.Sum().DataPoints().At(k).Exemplars().Len()
-					}
-				case pmetric.MetricTypeHistogram:
-					for k := range m.Histogram().DataPoints().Len() {
-						n += m.Histogram().DataPoints().At(k).Exemplars().Len()
-					}
-				}
-			}
-		}
-		return n
-	}
 	first, second := pmetric.NewMetrics(), pmetric.NewMetrics()
 	c.flushMetrics(context.Background(), first, base.Add(30*time.Second))
 	c.flushMetrics(context.Background(), second, base.Add(50*time.Second))
-	assert.Positive(t, count(first), "the request's exemplars")
-	assert.Zero(t, count(second), "sent once")
+	assert.Positive(t, exemplarCount(first), "the request's exemplars")
+	assert.Zero(t, exemplarCount(second), "sent once")
 	assert.Positive(t, second.ResourceMetrics().Len(), "the series themselves go on")
 }
 

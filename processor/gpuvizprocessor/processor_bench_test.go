@@ -114,7 +114,7 @@ func benchmarkEnrich(b *testing.B, phaseSpans bool) {
 		c.spans.mu.Lock()
 		c.spans.enrich([]*heldBatch{batch}, now)
 		c.spans.mu.Unlock()
-		c.spans.annotateBatch(batch, nil)
+		c.spans.annotateBatch(batch, nil, now)
 		n += len(batch.spans)
 	}
 	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "spans/s")

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/xpdata"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
@@ -309,7 +310,7 @@ func (s *spanPath) release(now time.Time, force func(*heldBatch) bool) error {
 	var errs []error
 	for i, b := range ready {
 		if !b.enriched {
-			s.annotateBatch(b, v)
+			s.annotateBatch(b, v, now)
 			if s.cfg.ResultsOn == ResultsOnChild {
 				dropBareChildren(b.td)
 			}
@@ -407,7 +408,7 @@ func sized[T any](buf []T, n int) []T {
 // annotateBatch writes the results enrich kept on b's spans and hands the
 // requests to the emitter and the view (v, nil without one). The batch is
 // out of the hold: only this release touches it, so s.mu is not held.
-func (s *spanPath) annotateBatch(b *heldBatch, v *viewSink) {
+func (s *spanPath) annotateBatch(b *heldBatch, v *viewSink, now time.Time) {
 	var mb xpdata.MapBuilder
 	for i := range b.spans {
 		hs := &b.spans[i]
@@ -422,7 +423,7 @@ func (s *spanPath) annotateBatch(b *heldBatch, v *viewSink) {
 			continue
 		}
 		if s.cfg.Metrics.Enabled {
-			s.emitter.record(rec)
+			s.emitter.record(rec, now)
 		}
 		if v != nil {
 			v.request(&rec)
@@ -479,6 +480,13 @@ func (s *spanPath) forward(now time.Time, b *heldBatch, final bool) error {
 	n := b.td.SpanCount()
 	s.logger.Warn("the next consumer refused enriched traces", zap.Error(err), zap.Int("spans", n))
 	s.tel.refused(n)
+	if s.cfg.Metrics.Enabled {
+		refused := make(map[pcommon.SpanID]bool, len(b.spans))
+		for i := range b.spans {
+			refused[b.spans[i].span.SpanID()] = true
+		}
+		s.emitter.dropExemplars(refused)
+	}
 	pref.UnrefTraces(b.td)
 	return err
 }
