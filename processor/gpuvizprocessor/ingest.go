@@ -130,8 +130,8 @@ var handlers = map[string]handler{
 			index = int(idx.Int())
 			in.store.SetIndex(p.key, index)
 		}
-		if in.view != nil {
-			in.view.info(p.key, index, stringAttr(p.attrs, "hw.model"))
+		if v := in.viewOf(p.key); v != nil {
+			v.info(p.key, index, stringAttr(p.attrs, "hw.model"))
 		}
 	},
 	// Read for the live view only (view.go).
@@ -205,9 +205,12 @@ type ingest struct {
 	now       func() time.Time
 	maxFuture time.Duration
 
-	mu   sync.Mutex
-	gpus map[timeline.Key]*gpuIngest
-	view *viewSink // nil: no live view
+	maxGPUs int // history.max_gpus: gpus holds no more
+
+	mu    sync.Mutex
+	gpus  map[timeline.Key]*gpuIngest
+	spare gpuIngest // the state of GPUs past maxGPUs (state)
+	view  *viewSink // nil: no live view
 }
 
 // source is where a GPU's points came from.
@@ -252,7 +255,7 @@ type counterPoint struct {
 func newIngest(store *timeline.Store, an *gpuAnalysis, tel telemetry, cfg *Config, now func() time.Time) *ingest {
 	return &ingest{
 		store: store, analysis: an, tel: tel, supersede: cfg.History.MaxSpan, alignGPM: cfg.History.AlignGPM,
-		now: now, maxFuture: cfg.recognizer().MaxFuture,
+		now: now, maxFuture: cfg.recognizer().MaxFuture, maxGPUs: cfg.History.MaxGPUs,
 		gpus: map[timeline.Key]*gpuIngest{},
 	}
 }
@@ -309,10 +312,28 @@ func (in *ingest) prefilled(ps []prefill) {
 func (in *ingest) state(k timeline.Key) *gpuIngest {
 	g := in.gpus[k]
 	if g == nil {
+		if len(in.gpus) >= in.maxGPUs {
+			// Past history.max_gpus (the timeline refuses its points
+			// too, gpu_limit): a scratch state, cleared for each GPU
+			// (nothing carries over between them), until forget makes
+			// room.
+			in.spare = gpuIngest{}
+			return &in.spare
+		}
 		g = &gpuIngest{}
 		in.gpus[k] = g
 	}
 	return g
+}
+
+// viewOf is the live view's sink for k's readings: nil without a view, or
+// for a GPU ingest does not track (past history.max_gpus), so that the
+// sink holds no GPU the timeline cannot.
+func (in *ingest) viewOf(k timeline.Key) *viewSink {
+	if in.view == nil || in.gpus[k] == nil {
+		return nil
+	}
+	return in.view
 }
 
 // answering returns keys without the GPUs the receiver last reported
@@ -571,8 +592,8 @@ func (b *ingestBatch) addFrom(src source, k timeline.Key, sig timeline.Signal, t
 	if b.in.store.Add(k, sig, ts, v) {
 		b.took(src, k, sig, ts)
 		b.learned++
-		if b.in.view != nil {
-			b.in.view.sample(k, sig, ts, v)
+		if view := b.in.viewOf(k); view != nil {
+			view.sample(k, sig, ts, v)
 		}
 		if b.in.analysis.wants(sig) {
 			b.observed = append(b.observed, analysisPoint{key: k, sig: sig, ts: ts, v: v})
@@ -626,8 +647,8 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 		k := timeline.Key{Host: hst, GPU: id}
 		if backend != "" && k != last {
 			b.state(k).backend = backend
-			if b.in.view != nil {
-				b.in.view.backend(k, backend)
+			if v := b.in.viewOf(k); v != nil {
+				v.backend(k, backend)
 			}
 			last = k
 		}
@@ -663,8 +684,8 @@ func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, ho
 		g := b.state(p.key)
 		if !g.dcgm.seen {
 			g.dcgm.seen = true
-			if b.in.view != nil {
-				b.in.view.backend(p.key, b.in.backendLocked(p.key))
+			if v := b.in.viewOf(p.key); v != nil {
+				v.backend(p.key, b.in.backendLocked(p.key))
 			}
 		}
 		if pod := dcgmPod(p); !pod.IsZero() {
@@ -679,8 +700,8 @@ func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, ho
 		if idx, ok := dcgmIndex(p); ok {
 			if cur, known := b.in.store.Index(p.key); !known || cur != idx {
 				b.in.store.SetIndex(p.key, idx)
-				if b.in.view != nil {
-					b.in.view.info(p.key, idx, stringAttr(attrs, "modelName"))
+				if v := b.in.viewOf(p.key); v != nil {
+					v.info(p.key, idx, stringAttr(attrs, "modelName"))
 				}
 			}
 		}

@@ -2,6 +2,7 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadatatest"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -117,4 +119,31 @@ func TestARefusedReceiverPointSupersedesNothing(t *testing.T) {
 	in.consume(context.Background(), dcgmScrape(t0.Add(time.Second), dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300}))
 	in.consume(context.Background(), dcgmScrape(t0.Add(2*time.Second), dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300}))
 	assert.True(t, in.store.Has(k, timeline.Power))
+}
+
+// Ingest keeps per-GPU state, and feeds the live view, for no more GPUs
+// than history.max_gpus, whatever a source sends: 5,000 GPU ids in one
+// batch leave two states and two GPUs in the view's sink.
+func TestIngestTracksAtMostMaxGPUs(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCore(t, func(cfg *Config) { cfg.History.MaxGPUs = 2 })
+	*now = base.Add(2 * time.Second)
+	reg := view.NewRegistry(view.Limits{Retention: time.Minute, MaxGPUs: 10, MaxRequests: 10}, "", func() time.Time { return *now })
+	src, release := reg.RegisterSource("gpuviz")
+	defer release()
+	sink := &viewSink{sources: []*view.Source{src}, release: []func(){release}, width: int64(100 * time.Millisecond), gpus: map[timeline.Key][]*view.GPU{}}
+	c.spans.setView(sink)
+	md := pmetric.NewMetrics()
+	for i := range 5000 {
+		one := gpuMetrics("node-1", fmt.Sprintf("GPU-%d", i), 0, base, time.Second, repeat(busy, 1))
+		one.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "nvml")
+		one.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+	}
+	c.ingest.consume(context.Background(), md)
+	assert.Equal(t, 2, c.spans.store.Len())
+	c.ingest.mu.Lock()
+	assert.Len(t, c.ingest.gpus, 2)
+	c.ingest.mu.Unlock()
+	assert.Len(t, sink.gpus, 2)
+	assert.Equal(t, 2, reg.GPUs())
 }

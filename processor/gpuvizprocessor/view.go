@@ -218,29 +218,32 @@ func (v *viewSink) request(r *requestRecord) {
 // viewOnly handlers feed readings the timeline does not keep to the view.
 func viewGauge(sig view.Signal, scale float64) handler {
 	return func(in *ingest, b *ingestBatch, p point) {
-		if in.view != nil {
-			in.view.add(p.key, sig, p.ts, p.v*scale)
+		if v := in.viewOf(p.key); v != nil {
+			v.add(p.key, sig, p.ts, p.v*scale)
 		}
 	}
 }
 
 func viewTemperature(in *ingest, b *ingestBatch, p point) {
-	if t := stringAttr(p.attrs, "hw.type"); in.view != nil && (t == "gpu" || t == "") {
-		in.view.add(p.key, view.Temperature, p.ts, p.v)
+	if t := stringAttr(p.attrs, "hw.type"); t == "gpu" || t == "" {
+		if v := in.viewOf(p.key); v != nil {
+			v.add(p.key, view.Temperature, p.ts, p.v)
+		}
 	}
 }
 
 func viewClock(in *ingest, b *ingestBatch, p point) {
-	if in.view != nil && stringAttr(p.attrs, "nvidia.gpu.clock.domain") == "sm" {
-		in.view.add(p.key, view.SMClock, p.ts, p.v/1e6)
+	if v := in.viewOf(p.key); v != nil && stringAttr(p.attrs, "nvidia.gpu.clock.domain") == "sm" {
+		v.add(p.key, view.SMClock, p.ts, p.v/1e6)
 	}
 }
 
 func viewPowerLimit(in *ingest, b *ingestBatch, p point) {
-	if in.view == nil {
+	v := in.viewOf(p.key)
+	if v == nil {
 		return
 	}
-	for _, g := range in.view.gpu(p.key) {
+	for _, g := range v.gpu(p.key) {
 		if g != nil {
 			g.SetPowerLimit(p.v)
 		}
