@@ -335,3 +335,46 @@ func TestDCGMHPCJobs(t *testing.T) {
 	assert.Equal(t, []timeline.Key{dcgmKeyOf(1)}, in.store.SlurmJobGPUs("4244", from, to))
 	assert.Empty(t, in.store.PodGPUs(timeline.Pod{Name: "4242"}, from, to), "a job is no pod")
 }
+
+// Two Slurm jobs on one node, each a server exporting slurm.job.id and
+// host.name on its resource (no process.pid): their spans, batched
+// together, must each get their own job's GPUs.
+func TestTwoSlurmJobsInOneBatchKeepTheirGPUs(t *testing.T) {
+	base := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
+	*now = base.Add(20 * time.Second)
+	jobs := map[string]string{}
+	for i := range 4 {
+		id := fmt.Sprintf("GPU-%d", i)
+		s := busy
+		s.powerW = 300 + 100*float64(i)
+		c.ingest.consume(context.Background(), gpuMetrics("node-1", id, int64(i), base, time.Second, repeat(s, 20)))
+		jobs[id] = []string{"700", "701"}[i/2]
+	}
+	for sec := 0; sec < 20; sec += 5 {
+		c.ingest.consume(context.Background(), slurmMetrics("node-1", base.Add(time.Duration(sec)*time.Second), jobs, false))
+	}
+	td := ptrace.NewTraces()
+	for i, job := range []string{"700", "701"} {
+		rs := td.ResourceSpans().AppendEmpty()
+		require.NoError(t, rs.Resource().Attributes().FromRaw(map[string]any{"slurm.job.id": job, "host.name": "node-1"}))
+		tmp := ptrace.NewTraces()
+		vllmSpan(tmp, byte(i+1), base.Add(5*time.Second), 0, 1, 4, 10).CopyTo(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	}
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	for step := range 12 {
+		c.tick(base.Add(20*time.Second + time.Duration(step)*time.Second))
+	}
+	got := map[byte]string{}
+	for _, out := range sink.AllTraces() {
+		forEachSpan(out, func(sp ptrace.Span) {
+			if sp.Name() == "llm_request" {
+				ids, _ := sp.Attributes().Get("gpuviz.gpu.ids")
+				e, _ := sp.Attributes().Get("gpuviz.energy")
+				got[sp.TraceID()[0]] = fmt.Sprint(ids.AsRaw(), " energy=", e.Double())
+			}
+		})
+	}
+	assert.Contains(t, got[1], "[GPU-0 GPU-1]")
+	assert.Contains(t, got[2], "[GPU-2 GPU-3]", "job 701's span gets job 701's GPUs")
+}

@@ -133,6 +133,7 @@ type matchMemo struct {
 	host                          string
 	pid                           int64
 	podUID, podNamespace, podName string
+	slurmJob                      string
 }
 
 type matched struct {
@@ -210,12 +211,12 @@ func (s *spanPath) consume(ctx context.Context, td ptrace.Traces, next consumer.
 	if s.settleOpen.IsZero() || now.Sub(s.settleOpen) >= s.cfg.Attribution.SettleWindow {
 		s.settleOpen = now
 	}
-	b.group = s.settleOpen
+	b.group, b.settles = s.settleOpen, s.settleOpen.Add(s.cfg.Attribution.SettleWindow)
 	memo := map[matchMemo]matched{}
 	s.prefills = s.prefills[:0]
 	for i := range b.spans {
 		hs := &b.spans[i]
-		s.matchSpan(hs, memo, now)
+		s.matchSpan(hs, memo, b.settles)
 		if s.cfg.History.AlignGPM {
 			s.prefills = appendPrefill(s.prefills, hs)
 		}
@@ -254,13 +255,14 @@ func appendPrefill(ps []prefill, hs *heldSpan) []prefill {
 }
 
 // matchSpan decides a span's GPUs, once they are known, and admits its
-// cost to their books at now; the caller holds s.mu. memo may be nil.
-func (s *spanPath) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.Time) {
+// cost to their books as of at (its settle group's close); the caller
+// holds s.mu. memo may be nil.
+func (s *spanPath) matchSpan(hs *heldSpan, memo map[matchMemo]matched, at time.Time) {
 	if hs.set != nil {
 		return
 	}
 	hinted := len(hs.req.GPUIDs) > 0 || len(hs.req.GPUIndexes) > 0
-	mk := matchMemo{hs.req.Host, hs.req.PID, hs.req.PodUID, hs.req.PodNamespace, hs.req.PodName}
+	mk := matchMemo{hs.req.Host, hs.req.PID, hs.req.PodUID, hs.req.PodNamespace, hs.req.PodName, hs.req.SlurmJobID}
 	m, ok := memo[mk]
 	if !ok || hinted {
 		keys, method := s.matcher.match(hs.req)
@@ -273,7 +275,7 @@ func (s *spanPath) matchSpan(hs *heldSpan, memo map[matchMemo]matched, now time.
 		}
 	}
 	hs.set, hs.method = m.set, m.method
-	s.pipeline.admit(hs, now)
+	s.pipeline.admit(hs, at)
 }
 
 // release enriches and forwards the held batches that are ready, or that
@@ -292,7 +294,7 @@ func (s *spanPath) release(now time.Time, force func(*heldBatch) bool) error {
 		// Held for the fits only while the hold is at most half full.
 		warming = map[*gpuSet]bool{}
 	}
-	match := func(hs *heldSpan) { s.matchSpan(hs, nil, now) }
+	match := func(hs *heldSpan, at time.Time) { s.matchSpan(hs, nil, at) }
 	for _, b := range s.hold.batches {
 		if !b.enriched && !waiting[b.group] && !s.hold.ready(b, now, settled, warming, match) {
 			waiting[b.group] = true
@@ -350,7 +352,7 @@ func (s *spanPath) enrich(batches []*heldBatch, now time.Time) {
 			continue
 		}
 		for i := range b.spans {
-			s.matchSpan(&b.spans[i], nil, now)
+			s.matchSpan(&b.spans[i], nil, b.settles)
 			spans = append(spans, &b.spans[i])
 		}
 	}
