@@ -594,3 +594,67 @@ func TestRequestSeriesOfAHostClockBehindAreCharged(t *testing.T) {
 	assert.InDelta(t, energies[1], d.sum("gpuviz.accounting.energy", "requests"), 1e-6)
 	assert.InDelta(t, energies[1], d.energy["requests"], 1e-6, "as the books attributed")
 }
+
+// Once the arrival curve has learned (20 requests), spans of one settle
+// group arriving one at a time in different orders must still get the
+// same energies.
+func TestOrderIndependenceOnceTheArrivalCurveLearned(t *testing.T) {
+	for _, gpm := range []bool{true, false} {
+		for _, training := range []int{24, 240} {
+			t.Run(fmt.Sprint("gpm=", gpm, ",training=", training), func(t *testing.T) { orderOnceLearned(t, training, gpm) })
+		}
+	}
+}
+
+func orderOnceLearned(t *testing.T, training int, gpm bool) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	type shape struct{ start, prefill, decode float64 }
+	shapes := []shape{{40, 0.3, 9}, {42, 0.2, 6}, {44, 0.5, 12}, {47, 0.3, 5}, {50, 0.4, 8}}
+	run := func(order []int) map[byte]float64 {
+		c, now, sink := virtualCore(t, nil)
+		*now = base.Add(81 * time.Second)
+		md := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 81))
+		if !gpm {
+			withoutGPM(md)
+		}
+		c.ingest.consume(context.Background(), md)
+		// Short requests first, their own settle group: the curve learns.
+		td := ptrace.NewTraces()
+		for i := range training {
+			vllmSpan(td, byte(100+i%150), base.Add(time.Duration(1+i)*time.Second/time.Duration(training/24)), 0, 0.1, 0.2, 5)
+		}
+		require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 7 {
+			c.tick(base.Add(81*time.Second + time.Duration(step)*time.Second))
+		}
+		for n, i := range order {
+			s := shapes[i]
+			one := ptrace.NewTraces()
+			vllmSpan(one, byte(i+1), base.Add(time.Duration(s.start*float64(time.Second))), 0, s.prefill, s.decode, int64(20+30*i))
+			*now = base.Add(88*time.Second + time.Duration(n)*time.Second) // within the 5 s window
+			require.NoError(t, c.consumeTraces(context.Background(), one, sink, started))
+		}
+		for step := range 8 {
+			c.tick(base.Add(93*time.Second + time.Duration(step)*time.Second))
+		}
+		return spanEnergies(t, sink)
+	}
+	want := run([]int{0, 1, 2, 3, 4})
+	worst := 0.0
+	for _, order := range [][]int{{4, 3, 2, 1, 0}, {2, 0, 4, 1, 3}} {
+		got := run(order)
+		for id := byte(1); id <= byte(len(shapes)); id++ {
+			rel := (got[id] - want[id]) / want[id]
+			worst = max(worst, math.Abs(rel))
+		}
+	}
+	assert.Less(t, worst, 1e-9, "energies depend on the order of arrival within the settle window")
+}
+
+// withoutGPM drops the tensor and DRAM activity: a GPU before Hopper.
+func withoutGPM(md pmetric.Metrics) {
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	ms.RemoveIf(func(m pmetric.Metric) bool {
+		return m.Name() == "nvidia.gpu.tensor.activity" || m.Name() == "nvidia.gpu.dram.activity"
+	})
+}

@@ -37,8 +37,11 @@ type heldBatch struct {
 	// goes on from the first still waiting, so that a batch's spans are
 	// looked at about once, not once a tick for as long as it is held.
 	passed int
-	// group is when its settle group opened (see spanPath.release).
-	group time.Time
+	// group is when its settle group opened (see spanPath.release), and
+	// settles when it closes (group + settle_window): its spans' costs are
+	// admitted to the books as of then, whatever order and batches they
+	// came in, so that the group's spans share as if they came together.
+	group, settles time.Time
 	// enriched: released once and refused by the next consumer; it waits
 	// to be offered again until retryUntil.
 	enriched   bool
@@ -151,7 +154,7 @@ func (h *hold) take(ready func(*heldBatch) bool) []*heldBatch {
 // caller holds the span path's lock. settled caches the sets' settled
 // times for one release, warming the sets' warm-up (nil: no group is
 // warming, or the hold is too full to wait for one).
-func (h *hold) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time, warming map[*gpuSet]bool, match func(*heldSpan)) bool {
+func (h *hold) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time, warming map[*gpuSet]bool, match func(*heldSpan, time.Time)) bool {
 	if now.Before(b.group.Add(h.cfg.Attribution.SettleWindow)) && now.Before(b.deadline) {
 		return false
 	}
@@ -167,13 +170,13 @@ func (h *hold) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 			return true
 		}
 	}
-	if now.Before(b.group.Add(h.cfg.Attribution.SettleWindow)) {
+	if now.Before(b.settles) {
 		return false
 	}
 	holdLong := h.roomToWait()
 	for ; b.passed < len(b.spans); b.passed++ {
 		hs := &b.spans[b.passed]
-		match(hs)
+		match(hs, b.settles)
 		if hs.set == nil {
 			return false
 		}
@@ -205,7 +208,10 @@ func (h *hold) ready(b *heldBatch, now time.Time, settled map[*gpuSet]time.Time,
 			}
 			settled[hs.set] = t
 		}
-		if t.Before(hs.req.End) {
+		// Energy to the end of the bin the span ends in: the books
+		// freeze a bin once its energy is in.
+		w := int64(h.cfg.Attribution.Resolution)
+		if t.Before(time.Unix(0, (floorDiv(hs.req.End.UnixNano()-1, w)+1)*w)) {
 			return false
 		}
 	}
