@@ -30,7 +30,7 @@ func (m *matcher) match(req inference.Request) ([]timeline.Key, string) {
 			// A pod's process.pid is in its own PID namespace, not the
 			// host's the receiver reports.
 			if req.PID != 0 && !inPod(req) {
-				keys = m.store.ProcessGPUs(req.Host, req.PID)
+				keys = m.store.ProcessGPUs(req.Host, req.PID, req.Start)
 			}
 		case MatchHost:
 			keys = m.hostGPUs(req.Host)

@@ -560,14 +560,18 @@ func (s *Store) SetProcess(k Key, pid int64, ts time.Time) {
 }
 
 // ProcessGPUs returns the GPUs of host, sorted by GPU id, where pid was seen
-// within Retention of the GPU's newest point. Hosts are matched exactly: a
-// PID means nothing on another host.
-func (s *Store) ProcessGPUs(host string, pid int64) []Key {
+// within Retention of the GPU's newest point and no earlier than MaxSpan
+// before from (a request's start: the sighting before it may be a sample's
+// stretch old; one older is of another process the PID was reused by, or
+// of one that moved). Hosts are matched exactly: a PID means nothing on
+// another host.
+func (s *Store) ProcessGPUs(host string, pid int64, from time.Time) []Key {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	var keys []Key
+	since := sub(clampNanos(from), s.maxSpan)
 	for _, g := range s.hosts[host] {
-		cutoff := g.cutoff(s.retention)
+		cutoff := max(g.cutoff(s.retention), since)
 		for _, p := range g.procs {
 			if p.pid == pid && p.ts >= cutoff {
 				keys = append(keys, g.key)

@@ -539,7 +539,7 @@ func TestExpire(t *testing.T) {
 	assert.Equal(t, []Key{gpuB}, s.GPUs(gpuA.Host))
 	_, ok := s.ByIndex(gpuA.Host, 0)
 	assert.False(t, ok, "A's index went with it")
-	assert.Equal(t, []Key{gpuB}, s.ProcessGPUs(gpuA.Host, 42))
+	assert.Equal(t, []Key{gpuB}, s.ProcessGPUs(gpuA.Host, 42, time.Time{}))
 	assert.Equal(t, Window{From: at(0), To: at(200)}, s.Window(gpuA, at(0), at(200)))
 
 	// C, without points, gets Retention from the first Expire that saw it.
@@ -615,32 +615,36 @@ func TestProcessGPUs(t *testing.T) {
 	s.SetProcess(a0, 42, at(10))
 	s.SetProcess(a1, 43, at(10))
 	s.SetProcess(b0, 42, at(10))
-	assert.Equal(t, []Key{a0, a2}, s.ProcessGPUs("node-1", 42), "sorted by GPU id")
-	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 42), "hosts do not mix")
-	assert.Empty(t, s.ProcessGPUs("node-1", 44))
-	assert.Empty(t, s.ProcessGPUs("", 42))
+	assert.Equal(t, []Key{a0, a2}, s.ProcessGPUs("node-1", 42, time.Time{}), "sorted by GPU id")
+	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 42, time.Time{}), "hosts do not mix")
+	assert.Empty(t, s.ProcessGPUs("node-1", 44, time.Time{}))
+	assert.Empty(t, s.ProcessGPUs("", 42, time.Time{}))
+	// A request from later than MaxSpan (30 s) after the sightings: the PID
+	// may be another process's by then.
+	assert.Equal(t, []Key{a0, a2}, s.ProcessGPUs("node-1", 42, at(40)))
+	assert.Empty(t, s.ProcessGPUs("node-1", 42, at(40.5)))
 
 	// Forgotten once the GPU's newest point is more than Retention past the
 	// last sighting; sightings refresh.
 	s.SetProcess(a2, 42, at(50))
 	require.True(t, s.Add(a0, Power, at(70), 100))
 	require.True(t, s.Add(a2, Power, at(100), 100))
-	assert.Equal(t, []Key{a0, a2}, s.ProcessGPUs("node-1", 42))
+	assert.Equal(t, []Key{a0, a2}, s.ProcessGPUs("node-1", 42, time.Time{}))
 	require.True(t, s.Add(a0, Power, at(70.5), 100))
-	assert.Equal(t, []Key{a2}, s.ProcessGPUs("node-1", 42))
+	assert.Equal(t, []Key{a2}, s.ProcessGPUs("node-1", 42, time.Time{}))
 
 	// At most 64 per GPU: the one seen longest ago goes.
 	for pid := int64(1000); pid < 1000+maxProcesses; pid++ {
 		s.SetProcess(b0, pid, at(float64(pid-1000)/10+20))
 	}
-	assert.Empty(t, s.ProcessGPUs("node-2", 42), "42 was seen first")
-	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 1000))
+	assert.Empty(t, s.ProcessGPUs("node-2", 42, time.Time{}), "42 was seen first")
+	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 1000, time.Time{}))
 	s.SetProcess(b0, 1000, at(30)) // refreshed, so 1001 is now the oldest
 	s.SetProcess(b0, 2000, at(30))
 	assert.Len(t, s.gpus[b0].procs, maxProcesses)
-	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 1000))
-	assert.Empty(t, s.ProcessGPUs("node-2", 1001))
-	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 2000))
+	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 1000, time.Time{}))
+	assert.Empty(t, s.ProcessGPUs("node-2", 1001, time.Time{}))
+	assert.Equal(t, []Key{b0}, s.ProcessGPUs("node-2", 2000, time.Time{}))
 }
 
 func TestAddDoesNotAllocate(t *testing.T) {
@@ -696,7 +700,7 @@ func TestConcurrent(t *testing.T) {
 				s.GPUs("")
 				s.GPUs(k.Host)
 				s.ByIndex(k.Host, i%8)
-				s.ProcessGPUs(k.Host, int64(i%5))
+				s.ProcessGPUs(k.Host, int64(i%5), time.Time{})
 				s.Newest(k)
 				s.Len()
 				if i%50 == 0 {
