@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/featuregate"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/pdata/xpdata/pref"
@@ -389,7 +388,7 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 			}
 			for s := range 200 {
 				*now = base.Add(time.Duration(s) * time.Second)
-				c.ingest.consume(context.Background(), pointsAt(metrics, pcommon.NewTimestampFromTime(*now)))
+				c.ingest.consume(context.Background(), pointsWhere(metrics, (*now).Equal))
 				switch {
 				case s == 15 || s == 30:
 					// 0-15 and 15-30 s, 20 tokens a second: the fit learns
@@ -425,7 +424,7 @@ func TestABatchLeavesWhenItsLastSpanIsReady(t *testing.T) {
 		for s := range 80 {
 			*now = base.Add(time.Duration(s) * time.Second)
 			if s <= 30 || s >= 50 {
-				c.ingest.consume(context.Background(), pointsAt(metrics, pcommon.NewTimestampFromTime(*now)))
+				c.ingest.consume(context.Background(), pointsWhere(metrics, (*now).Equal))
 			}
 			if s == 33 {
 				td := ptrace.NewTraces()
@@ -465,11 +464,11 @@ func (r *releaseClock) ConsumeTraces(_ context.Context, td ptrace.Traces) error 
 	return nil
 }
 
-// pointsAt is md with only its data points stamped ts.
-func pointsAt(md pmetric.Metrics, ts pcommon.Timestamp) pmetric.Metrics {
+// pointsWhere is md with only its data points whose timestamp keep says.
+func pointsWhere(md pmetric.Metrics, keep func(time.Time) bool) pmetric.Metrics {
 	out := pmetric.NewMetrics()
 	md.CopyTo(out)
-	other := func(dp pmetric.NumberDataPoint) bool { return dp.Timestamp() != ts }
+	other := func(dp pmetric.NumberDataPoint) bool { return !keep(dp.Timestamp().AsTime()) }
 	for _, rm := range out.ResourceMetrics().All() {
 		for _, sm := range rm.ScopeMetrics().All() {
 			for _, m := range sm.Metrics().All() {
@@ -551,4 +550,33 @@ func TestResultsOnAChildSpanNoChildWithoutResults(t *testing.T) {
 	}
 	assert.Zero(t, c.spans.hold.n)
 	assert.Len(t, sink.AllTraces(), 3, "the lone span only")
+}
+
+// A span waits for the energy to the end of the books' bin it ends in, not
+// only to its own end: a span ending at 10.03 s, with the counter read at
+// 10.05 s, waits for the next reading (11.05 s) and gets its last bin,
+// as when both had come at once.
+func TestASpanWaitsForItsLastBinsEnergy(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	run := func(early int) float64 {
+		c, now, sink := virtualCore(t, nil)
+		*now = base.Add(12 * time.Second)
+		// Samples at 0.05 s, 1.05 s, ..., 11.05 s; the first early ones
+		// before the span, the rest after a tick.
+		all := gpuMetrics("", "GPU-a", 0, base.Add(50*time.Millisecond), time.Second, repeat(busy, 12))
+		c.ingest.consume(context.Background(), pointsWhere(all, base.Add(time.Duration(early)*time.Second).After))
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, base.Add(9530*time.Millisecond), 0, 0, 0.5, 20) // [9.53 s, 10.03 s]
+		require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 8 {
+			c.tick(base.Add(12*time.Second + time.Duration(step)*time.Second))
+		}
+		if early < 12 {
+			assert.Zero(t, sink.SpanCount(), "waits for the energy past 10.1 s")
+			c.ingest.consume(context.Background(), pointsWhere(all, func(ts time.Time) bool { return !ts.Before(base.Add(time.Duration(early) * time.Second)) }))
+			c.tick(base.Add(20 * time.Second))
+		}
+		return spanEnergies(t, sink)[1]
+	}
+	assert.InDelta(t, run(12), run(11), 1e-6)
 }
