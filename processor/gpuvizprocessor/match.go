@@ -54,6 +54,17 @@ func (m *matcher) attributes(req inference.Request) []timeline.Key {
 				}
 			}
 		}
+		if len(keys) == 0 {
+			// UUIDs are unique across hosts: ones the span's host does
+			// not have (a gateway's span without host.name, or a host
+			// named wrong) are looked up on every host.
+			for _, id := range req.GPUIDs {
+				if k, ok := m.store.ByID(id); ok && !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+			slices.SortFunc(keys, timeline.CompareKeys)
+		}
 	}
 	if inPod(req) || req.SlurmJobID != "" {
 		// A pod's GPU indexes count its own devices, not the host's; the

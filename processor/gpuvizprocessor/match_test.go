@@ -378,3 +378,36 @@ func TestTwoSlurmJobsInOneBatchKeepTheirGPUs(t *testing.T) {
 	assert.Contains(t, got[1], "[GPU-0 GPU-1]")
 	assert.Contains(t, got[2], "[GPU-2 GPU-3]", "job 701's span gets job 701's GPUs")
 }
+
+// A GPU UUID on a span is matched on whichever host has it when the span's
+// own host does not: a gateway's span without host.name, or a host named
+// wrong. A UUID two hosts share (a simulation's) matches neither.
+func TestGPUUUIDsAreMatchedOnAnyHost(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	store := timeline.New(cfg.timeline())
+	for _, k := range []timeline.Key{{Host: "node-1", GPU: "GPU-1a"}, {Host: "node-1", GPU: "GPU-1b"}, {Host: "node-2", GPU: "GPU-2a"}, {Host: "node-2", GPU: "GPU-2b"}, {Host: "node-1", GPU: "GPU-same"}, {Host: "node-2", GPU: "GPU-same"}} {
+		require.True(t, store.Add(k, timeline.Power, t0, 100))
+	}
+	m := &matcher{store: store, order: cfg.Match.Order}
+	for _, tc := range []struct {
+		host   string
+		ids    []string
+		want   []timeline.Key
+		method string
+	}{
+		{"node-1", []string{"GPU-1b"}, []timeline.Key{{Host: "node-1", GPU: "GPU-1b"}}, MatchAttribute},
+		{"", []string{"GPU-2b", "GPU-2a"}, []timeline.Key{{Host: "node-2", GPU: "GPU-2a"}, {Host: "node-2", GPU: "GPU-2b"}}, MatchAttribute},
+		{"node-1", []string{"GPU-2a"}, []timeline.Key{{Host: "node-2", GPU: "GPU-2a"}}, MatchAttribute},
+		{"", []string{"GPU-same"}, nil, ""},
+	} {
+		req := inference.Request{Host: tc.host, GPUIDs: tc.ids, Start: t0, End: t0.Add(time.Second)}
+		keys, method := m.match(req)
+		assert.Equal(t, tc.want, keys, "%s %v", tc.host, tc.ids)
+		assert.Equal(t, tc.method, method, "%s %v", tc.host, tc.ids)
+	}
+	// Forgotten GPUs leave the index.
+	store.Expire(t0.Add(time.Hour))
+	_, ok := store.ByID("GPU-2a")
+	assert.False(t, ok)
+}

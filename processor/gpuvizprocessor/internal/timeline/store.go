@@ -159,6 +159,7 @@ type Store struct {
 	mu      sync.RWMutex
 	gpus    map[Key]*gpu
 	hosts   map[string][]*gpu // per host, sorted by GPU id
+	byID    map[string][]*gpu // per GPU id, on every host
 	byIndex map[hostIndex]*gpu
 	// byHolder lists, per holder, the GPUs it was seen on.
 	byHolder map[holder][]*gpu
@@ -180,6 +181,7 @@ func New(cfg Config) *Store {
 		maxSpan:   int64(cfg.MaxSpan),
 		gpus:      make(map[Key]*gpu),
 		hosts:     make(map[string][]*gpu),
+		byID:      make(map[string][]*gpu),
 		byIndex:   make(map[hostIndex]*gpu),
 		byHolder:  make(map[holder][]*gpu),
 	}
@@ -270,6 +272,7 @@ func (s *Store) lookupOrCreate(k Key) *gpu {
 		list := s.hosts[k.Host]
 		i, _ := slices.BinarySearchFunc(list, k.GPU, func(g *gpu, id string) int { return strings.Compare(g.key.GPU, id) })
 		s.hosts[k.Host] = slices.Insert(list, i, g)
+		s.byID[k.GPU] = append(s.byID[k.GPU], g)
 	}
 	s.last = g
 	return g
@@ -288,6 +291,11 @@ func (s *Store) forget(g *gpu) {
 		delete(s.hosts, k.Host)
 	} else {
 		s.hosts[k.Host] = list
+	}
+	if same := slices.DeleteFunc(s.byID[k.GPU], func(x *gpu) bool { return x == g }); len(same) == 0 {
+		delete(s.byID, k.GPU)
+	} else {
+		s.byID[k.GPU] = same
 	}
 	if g.index >= 0 && s.byIndex[hostIndex{k.Host, g.index}] == g {
 		delete(s.byIndex, hostIndex{k.Host, g.index})
@@ -514,6 +522,17 @@ func (s *Store) PowerLimit(k Key) (float64, bool) {
 		return g.powerLimit, true
 	}
 	return 0, false
+}
+
+// ByID returns the one GPU whose id is id, on whichever host; false when
+// there is none, or several (ids a simulation repeats across hosts).
+func (s *Store) ByID(id string) (Key, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if gs := s.byID[id]; len(gs) == 1 {
+		return gs[0].key, true
+	}
+	return Key{}, false
 }
 
 // ByIndex returns the GPU of host with NVML index index. Hosts are matched
