@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/client"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -357,6 +358,20 @@ func TestSimulatedDataStaysMarked(t *testing.T) {
 	}
 }
 
+// oneRequestReleased is a core that has seen 21 s of GPU-a busy on
+// node-1 from base and released one vLLM request from then to next.
+func oneRequestReleased(t *testing.T, next consumer.Traces) (*core, time.Time) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCore(t, nil)
+	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
+	c.tick(base.Add(27 * time.Second))
+	return c, base
+}
+
 // exemplarCount is how many exemplars md's sums and histograms carry.
 func exemplarCount(md pmetric.Metrics) (n int) {
 	rms := md.ResourceMetrics()
@@ -382,14 +397,7 @@ func exemplarCount(md pmetric.Metrics) (n int) {
 // The exemplars of a request the next consumer refused for good are not
 // sent: no backend has its span. Its energy stays counted.
 func TestExemplarsOfRefusedSpansAreDropped(t *testing.T) {
-	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, _ := virtualCore(t, nil)
-	*now = base.Add(21 * time.Second)
-	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
-	require.NoError(t, c.consumeTraces(context.Background(), td, consumertest.NewErr(consumererror.NewPermanent(errors.New("bad data"))), started))
-	c.tick(base.Add(27 * time.Second))
+	c, base := oneRequestReleased(t, consumertest.NewErr(consumererror.NewPermanent(errors.New("bad data"))))
 	require.Zero(t, c.spans.pending())
 	md := pmetric.NewMetrics()
 	c.flushMetrics(context.Background(), md, base.Add(30*time.Second))
@@ -399,14 +407,8 @@ func TestExemplarsOfRefusedSpansAreDropped(t *testing.T) {
 
 // Exemplars go out with the flush after their request and not again.
 func TestExemplarsAreClearedAfterAFlush(t *testing.T) {
-	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, sink := virtualCore(t, nil)
-	*now = base.Add(21 * time.Second)
-	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
-	c.tick(base.Add(27 * time.Second))
+	sink := new(consumertest.TracesSink)
+	c, base := oneRequestReleased(t, sink)
 	require.Len(t, sink.AllTraces(), 1)
 	first, second := pmetric.NewMetrics(), pmetric.NewMetrics()
 	c.flushMetrics(context.Background(), first, base.Add(30*time.Second))
