@@ -67,7 +67,7 @@ func (r *Registry) AppendSources(b []byte) []byte {
 			sim = sim || g.info().simulated
 		}
 		b = append(b, `{"id":`...)
-		b = strconv.AppendQuote(b, s.id)
+		b = appendString(b, s.id)
 		b = append(b, `,"simulated":`...)
 		b = strconv.AppendBool(b, sim)
 		b = append(b, `,"gpus":`...)
@@ -81,7 +81,7 @@ func (r *Registry) AppendSources(b []byte) []byte {
 		b = append(b, "}}"...)
 	}
 	b = append(b, `],"trace_url_template":`...)
-	b = strconv.AppendQuote(b, r.traceURL)
+	b = appendString(b, r.traceURL)
 	b = append(b, `,"retention_s":`...)
 	b = strconv.AppendInt(b, int64(r.limits.Retention/time.Second), 10)
 	return append(b, "}\n"...)

@@ -77,7 +77,8 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 	last := floorDiv(nowMS, step) * step
 	from := first
 	if q.HasSince {
-		from = min(max(first, (q.Since+step-1)/step*step), last)
+		since := min(max(q.Since, first), last) // before rounding: a since near MaxInt64 would wrap
+		from = min((since+step-1)/step*step, last)
 	}
 	ncols := int((last-from)/step) + 1
 
@@ -109,7 +110,7 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 
 	b := dst
 	b = append(b, `{"source":`...)
-	b = strconv.AppendQuote(b, s.id)
+	b = appendString(b, s.id)
 	b = append(b, `,"simulated":`...)
 	b = strconv.AppendBool(b, simulated)
 	b = append(b, `,"now":`...)
@@ -123,7 +124,7 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 	b = append(b, `,"final_ms":`...)
 	b = strconv.AppendInt(b, final, 10)
 	b = append(b, `,"trace_url_template":`...)
-	b = strconv.AppendQuote(b, traceURL)
+	b = appendString(b, traceURL)
 	b = append(b, `,"gpus":[`...)
 	for i, in := range infos {
 		if i > 0 {
@@ -157,7 +158,7 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 			b = append(b, ',')
 			labels = append(labels, ',')
 		}
-		b = strconv.AppendQuote(b, in.g.id)
+		b = appendString(b, in.g.id)
 		b = append(b, `:{`...)
 		n := 0
 		for sig := range NumSignals {
@@ -171,7 +172,7 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 			b = appendSeries(b, sig, accs, ncols)
 		}
 		b = append(b, '}')
-		labels = strconv.AppendQuote(labels, in.g.id)
+		labels = appendString(labels, in.g.id)
 		labels = append(labels, ":["...)
 		for c := range labelCols {
 			if c > 0 {
@@ -191,11 +192,11 @@ func (s *Source) AppendView(dst []byte, q Query, now time.Time, traceURL string)
 
 func appendGPU(b []byte, in gpuInfo) []byte {
 	b = append(b, `{"id":`...)
-	b = strconv.AppendQuote(b, in.g.id)
+	b = appendString(b, in.g.id)
 	b = append(b, `,"host":`...)
-	b = strconv.AppendQuote(b, in.g.host)
+	b = appendString(b, in.g.host)
 	b = append(b, `,"uuid":`...)
-	b = strconv.AppendQuote(b, in.g.uuid)
+	b = appendString(b, in.g.uuid)
 	b = append(b, `,"index":`...)
 	if in.index >= 0 {
 		b = strconv.AppendInt(b, int64(in.index), 10)
@@ -203,7 +204,7 @@ func appendGPU(b []byte, in gpuInfo) []byte {
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"name":`...)
-	b = strconv.AppendQuote(b, in.name)
+	b = appendString(b, in.name)
 	b = append(b, `,"simulated":`...)
 	b = strconv.AppendBool(b, in.simulated)
 	b = append(b, `,"memory_total_bytes":`...)
@@ -330,13 +331,13 @@ func (g *GPU) anomalies(b []byte, in gpuInfo, now int64) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"gpu":`...)
-		b = strconv.AppendQuote(b, g.id)
+		b = appendString(b, g.id)
 		b = append(b, `,"kind":`...)
-		b = strconv.AppendQuote(b, kind)
+		b = appendString(b, kind)
 		b = append(b, `,"since":`...)
 		b = strconv.AppendInt(b, since*1000, 10)
 		b = append(b, `,"text":`...)
-		b = strconv.AppendQuote(b, text)
+		b = appendString(b, text)
 		b = append(b, '}')
 	}
 	if g.newestSec != noSecond && now-g.newestSec >= anomalyStale {
@@ -361,7 +362,7 @@ func (g *GPU) anomalies(b []byte, in gpuInfo, now int64) []byte {
 }
 
 func appendSeries(b []byte, sig Signal, accs []acc, ncols int) []byte {
-	b = strconv.AppendQuote(b, signalNames[sig])
+	b = appendString(b, signalNames[sig])
 	for k, part := range [...]string{`:{"min":[`, `],"max":[`, `],"mean":[`} {
 		b = append(b, part...)
 		for c := range ncols {
@@ -446,12 +447,12 @@ func appendRecord(b []byte, r *record) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = strconv.AppendQuote(b, g)
+		b = appendString(b, g)
 	}
 	b = append(b, `],"model":`...)
-	b = strconv.AppendQuote(b, r.model)
+	b = appendString(b, r.model)
 	b = append(b, `,"family":`...)
-	b = strconv.AppendQuote(b, r.family)
+	b = appendString(b, r.family)
 	b = append(b, `,"start":`...)
 	b = strconv.AppendInt(b, r.start/int64(time.Millisecond), 10)
 	b = append(b, `,"end":`...)
@@ -477,7 +478,7 @@ func appendRecord(b []byte, r *record) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, `{"name":`...)
-		b = strconv.AppendQuote(b, p.name)
+		b = appendString(b, p.name)
 		b = append(b, `,"start":`...)
 		b = strconv.AppendInt(b, p.start/int64(time.Millisecond), 10)
 		b = append(b, `,"end":`...)
@@ -533,7 +534,7 @@ func appendSummary(b []byte, s *Source, from, to int64, shares *[numLabels]float
 			b = append(b, ',')
 		}
 		n++
-		b = strconv.AppendQuote(b, labelNames[l])
+		b = appendString(b, labelNames[l])
 		b = append(b, ':')
 		b = strconv.AppendFloat(b, v/total, 'g', 4, 64)
 	}
@@ -581,7 +582,7 @@ func appendPercentiles(b []byte, v []float64) []byte {
 		} else {
 			b = append(b, ',')
 		}
-		b = strconv.AppendQuote(b, p.name)
+		b = appendString(b, p.name)
 		b = append(b, ':')
 		k := int(math.Ceil(p.q*float64(len(v)))) - 1
 		b = appendFloat(b, v[max(k, 0)], 64)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // ComponentType is the view extension's component type: the processor
@@ -248,6 +249,7 @@ func (s *Source) ID() string { return s.id }
 // (refused, counted). A GPU silent for longer than the retention makes
 // room.
 func (s *Source) GPU(host, uuid string) *GPU {
+	host, uuid = clip(host), clip(uuid)
 	k := gpuKey{host, uuid}
 	s.mu.RLock()
 	g := s.byKey[k]
@@ -300,6 +302,24 @@ func (s *Source) evictStale() bool {
 // Evicted reports whether the source dropped g to make room for another
 // GPU: g is then no longer shown.
 func (g *GPU) Evicted() bool { return g.evicted.Load() }
+
+// maxText bounds the bytes the view keeps of a name that came from outside
+// (a host, a GPU's UUID or product name, a request's model or family): a
+// span's attribute can be megabytes, and the store's bound in bytes holds
+// only for names of a sensible length.
+const maxText = 256
+
+// clip cuts s to at most maxText bytes, at a rune's start.
+func clip(s string) string {
+	if len(s) <= maxText {
+		return s
+	}
+	i := maxText
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
+}
 
 // snapshot returns the GPUs.
 func (s *Source) snapshot() []*GPU {
@@ -371,7 +391,7 @@ func (g *GPU) SetInfo(index int, name string) {
 	if index >= 0 {
 		g.index = index
 	}
-	if name != "" && name != g.name {
+	if name = clip(name); name != "" && name != g.name {
 		g.name = strings.Clone(name)
 	}
 }
@@ -623,6 +643,7 @@ func shareOf(v float64) float32 {
 // intern returns a copy of x the source owns (pdata strings can pin the
 // whole request they were decoded from); the caller holds s.reqMu.
 func (s *Source) intern(x string) string {
+	x = clip(x)
 	if x == "" {
 		return ""
 	}
