@@ -535,6 +535,16 @@ func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v f
 	b.addFrom(sourceReceiver, k, sig, ts, v)
 }
 
+// timely reports whether p is stamped at or before latest; it counts a
+// point that is not as refused (future).
+func (b *ingestBatch) timely(p point) bool {
+	if p.ts.After(b.latest) {
+		b.refuse("future")
+		return false
+	}
+	return true
+}
+
 // admit refuses a point stamped after latest and applies
 // the sources' precedence, per GPU and signal: the gpuviz receiver's points
 // are always taken, and once taken (took) mark the signal as the
@@ -545,8 +555,7 @@ func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v f
 // and whatever the receiver's config switched off.
 func (b *ingestBatch) admit(src source, k timeline.Key, slot timeline.Signal, ts time.Time) bool {
 	switch {
-	case ts.After(b.latest):
-		b.refuse("future")
+	case !b.timely(point{ts: ts}):
 		return false
 	case src == sourceReceiver:
 		return true

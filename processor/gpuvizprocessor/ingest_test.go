@@ -147,3 +147,24 @@ func TestIngestTracksAtMostMaxGPUs(t *testing.T) {
 	assert.Len(t, sink.gpus, 2)
 	assert.Equal(t, 2, reg.GPUs())
 }
+
+// A reading the live view alone shows (temperature) stamped past the clock
+// is refused as the timeline's readings are: one such point would make
+// the view drop every real sample of the GPU as too old.
+func TestViewReadingsFromTheFutureAreRefused(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	*now = base.Add(21 * time.Second)
+	reg := view.NewRegistry(view.Limits{Retention: time.Minute, MaxGPUs: 10, MaxRequests: 10}, "", func() time.Time { return *now })
+	src, release := reg.RegisterSource("gpuviz")
+	defer release()
+	c.spans.setView(&viewSink{sources: []*view.Source{src}, release: []func(){release}, width: int64(100 * time.Millisecond), gpus: map[timeline.Key][]*view.GPU{}})
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "hw.temperature", base.Add(24*time.Hour), 60))
+	*now = base.Add(22 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base.Add(21*time.Second), time.Second, repeat(busy, 1)))
+	assert.Equal(t, int64(1), refusedPoints(t, tel)["future"])
+	assert.Zero(t, reg.Dropped().SamplesTooOld, "the view kept the GPU's samples")
+}
