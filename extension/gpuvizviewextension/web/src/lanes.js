@@ -286,7 +286,8 @@ function insertAt(a, s) {
 export function details(panel, q, template, gpus) {
   if (!q) { panel.hidden = true; panel.textContent = ""; return; }
   const id = esc(q.trace_id);
-  const link = template ? `<a href="${esc(template.split("{trace_id}").join(encodeURIComponent(q.trace_id)))}" target="_blank" rel="noopener">${id}</a>` : `<code>${id}</code>`;
+  const url = template && template.split("{trace_id}").join(encodeURIComponent(q.trace_id)).split("{span_id}").join(encodeURIComponent(q.span_id || ""));
+  const link = url ? `<a href="${esc(url)}" target="_blank" rel="noopener">${id}</a>` : `<code>${id}</code>`;
   const row = (k, v) => `<tr><th>${k}</th><td>${v}</td></tr>`;
   panel.innerHTML = `<header><b>Request</b><button class="close" title="close">×</button></header>` +
     `<div class="trace" data-trace-id="${id}"><span class="dim">trace</span> ${link}</div>` +
