@@ -2,6 +2,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -86,6 +87,9 @@ type symbols struct {
 	clocksEventReasons    bool
 	clocksThrottleReasons bool
 	gpm                   bool
+	// gpmMIG: GPM samples per GPU instance (nvmlGpmMigSampleGet), which a
+	// driver may lack where it has GPM.
+	gpmMIG bool
 }
 
 func probeSymbols(lib nvml.Interface) symbols {
@@ -96,6 +100,7 @@ func probeSymbols(lib nvml.Interface) symbols {
 		clocksEventReasons:    has("nvmlDeviceGetCurrentClocksEventReasons"),
 		clocksThrottleReasons: has("nvmlDeviceGetCurrentClocksThrottleReasons"),
 		gpm:                   has("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet", "nvmlGpmMetricsGet"),
+		gpmMIG:                has("nvmlGpmMigSampleGet"),
 	}
 }
 
@@ -114,12 +119,21 @@ func selectGPUs(lib nvml.Interface, refs []DeviceRef) ([]int, error) {
 		return all, nil
 	}
 	var indexes []int
+	add := func(i, idx int) error {
+		if j := slices.Index(indexes, idx); j >= 0 {
+			return fmt.Errorf("devices[%d]: GPU %d is devices[%d] too: each GPU once, or its series are read twice", i, idx, j)
+		}
+		indexes = append(indexes, idx)
+		return nil
+	}
 	for i, ref := range refs {
 		if idx, ok := ref.index(); ok {
 			if idx >= count {
 				return nil, fmt.Errorf("devices[%d]: there is no GPU %d: NVML sees %d GPUs (0 to %d)", i, idx, count, count-1)
 			}
-			indexes = append(indexes, idx)
+			if err := add(i, idx); err != nil {
+				return nil, err
+			}
 			continue
 		}
 		dev, ret := lib.DeviceGetHandleByUUID(string(ref))
@@ -130,7 +144,9 @@ func selectGPUs(lib nvml.Interface, refs []DeviceRef) ([]int, error) {
 		if ret != nvml.SUCCESS {
 			return nil, fmt.Errorf("devices[%d]: cannot read the index of GPU %q: %w", i, ref, ret)
 		}
-		indexes = append(indexes, idx)
+		if err := add(i, idx); err != nil {
+			return nil, err
+		}
 	}
 	return indexes, nil
 }

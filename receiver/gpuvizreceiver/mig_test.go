@@ -2,7 +2,9 @@ package gpuvizreceiver
 
 import (
 	"context"
+	"errors"
 	"go.uber.org/zap"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -148,4 +150,30 @@ func TestSimulatedMIG(t *testing.T) {
 	assert.Empty(t, pointsOf(m, "hw.gpu.utilization", map[string]any{"hw.gpu.task": "general"}), "not in MIG mode")
 	assert.NotEmpty(t, pointsOf(m, "hw.power", nil))
 	assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil), 2, "process memory without process utilisation")
+}
+
+// A driver with GPM but without GPM samples per GPU instance
+// (nvmlGpmMigSampleGet) is never asked for them: calling a symbol the
+// library lacks kills the process.
+func TestMIGGPMIsNotCalledWithoutItsSymbol(t *testing.T) {
+	lib := fixtureServer(1)
+	withMIG(lib)
+	lib.LookupSymbolFunc = func(name string) error {
+		if name == "nvmlGpmMigSampleGet" {
+			return errors.New("undefined symbol")
+		}
+		return nil
+	}
+	var called atomic.Int32
+	lib.GpmMigSampleGetFunc = func(nvml.Device, int, nvml.GpmSample) nvml.Return {
+		called.Add(1)
+		return nvml.SUCCESS
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	time.Sleep(gpmMinInterval)
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Zero(t, called.Load())
 }

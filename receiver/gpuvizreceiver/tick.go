@@ -177,7 +177,7 @@ func newTickState(cfg *Config, syms symbols, lib nvml.Interface, handle *atomic.
 	}
 	if t.gpm != nil {
 		t.gpmStatus.Store(gpmActive)
-		t.wantMIG = migGPMEnabled(m)
+		t.wantMIG = migGPMEnabled(m) && syms.gpmMIG
 	}
 	switch {
 	case !cfg.Samples.Enabled:
