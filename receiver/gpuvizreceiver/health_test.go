@@ -122,3 +122,26 @@ func TestXidWatcherStopsAtShutdown(t *testing.T) {
 	require.NoError(t, s.shutdown(context.Background()))
 	assert.Len(t, lib.EventSetFreeCalls(), 1)
 }
+
+// One GPU lost (Xid 79, EventSetWait says ERROR_GPU_IS_LOST) does not end
+// the Xid watcher: another GPU's Xid after it is still counted.
+func TestXidWatcherOutlivesALostGPU(t *testing.T) {
+	lib := fixtureServer(2)
+	var n atomic.Int32
+	lib.EventSetWaitFunc = func(nvml.EventSet, uint32) (nvml.EventData, nvml.Return) {
+		time.Sleep(2 * time.Millisecond)
+		switch n.Add(1) {
+		case 1:
+			return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+		case 2:
+			return nvml.EventData{Device: lib.Devices[1], EventType: nvml.EventTypeXidCriticalError, EventData: 48}, nvml.SUCCESS
+		}
+		return nvml.EventData{}, nvml.ERROR_TIMEOUT
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	require.Eventually(t, func() bool {
+		m, _ := s.scrape(context.Background())
+		got := pointsOf(m, "nvidia.gpu.xid.errors", nil)[device(lib, 1).UUID]
+		return len(got) == 1 && got[0] == 1
+	}, 5*time.Second, 50*time.Millisecond, "GPU 1's Xid 48 after GPU 0 was lost (EventSetWait calls: %d)", n.Load())
+}

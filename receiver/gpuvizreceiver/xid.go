@@ -120,6 +120,7 @@ func (w *xidWatcher) register(g *gpu, dev nvml.Device) {
 
 func (w *xidWatcher) run() {
 	defer close(w.done)
+	lostSaid := false
 	for {
 		select {
 		case <-w.stop:
@@ -131,6 +132,19 @@ func (w *xidWatcher) run() {
 		case nvml.SUCCESS:
 			w.record(data)
 		case nvml.ERROR_TIMEOUT:
+		case nvml.ERROR_GPU_IS_LOST:
+			// One GPU fell off the bus (Xid 79): the others' events still
+			// come, and are what matters most now. Waited out, so that a
+			// set that keeps saying so is not asked in a busy loop.
+			if !lostSaid {
+				lostSaid = true
+				w.logger.Warn("waiting for Xid events: a GPU is lost; the others' are still counted", zap.Error(ret))
+			}
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(xidWaitMs * time.Millisecond):
+			}
 		default:
 			// A broken event set does not heal; the metrics say the rest.
 			w.logger.Warn("waiting for Xid events failed: Xid errors are no longer counted", zap.Error(ret))
