@@ -142,19 +142,26 @@ var handlers = map[string]handler{
 		in.store.SetPowerLimit(p.key, p.v)
 		viewPowerLimit(in, b, p)
 	},
-	"nvidia.gpu.process.memory.usage": func(in *ingest, b *ingestBatch, p point) {
-		if pid, ok := p.attrs.Get("process.pid"); ok && pid.Type() == pcommon.ValueTypeInt {
-			in.store.SetProcess(p.key, pid.Int(), p.ts)
-		}
-		in.store.SetPod(p.key, podOf(p.attrs), p.ts)
-		in.store.SetSlurmJob(p.key, stringAttr(p.attrs, inference.SlurmJobIDAttribute), p.ts)
-	},
+	// A process's memory where NVML can tell it, its utilisation where
+	// NVML samples it: either says it ran there.
+	"nvidia.gpu.process.memory.usage": processSighting,
+	"nvidia.gpu.process.utilization":  processSighting,
 	"nvidia.gpu.k8s.allocation": func(in *ingest, b *ingestBatch, p point) {
 		in.store.SetPod(p.key, podOf(p.attrs), p.ts)
 	},
 	"nvidia.gpu.slurm.job": func(in *ingest, b *ingestBatch, p point) {
 		in.store.SetSlurmJob(p.key, stringAttr(p.attrs, inference.SlurmJobIDAttribute), p.ts)
 	},
+}
+
+// processSighting records that a process (its pid, pod and Slurm job) ran
+// on the point's GPU at its time.
+func processSighting(in *ingest, _ *ingestBatch, p point) {
+	if pid, ok := p.attrs.Get("process.pid"); ok && pid.Type() == pcommon.ValueTypeInt {
+		in.store.SetProcess(p.key, pid.Int(), p.ts)
+	}
+	in.store.SetPod(p.key, podOf(p.attrs), p.ts)
+	in.store.SetSlurmJob(p.key, stringAttr(p.attrs, inference.SlurmJobIDAttribute), p.ts)
 }
 
 // podOf reads the pod a point names: k8s.pod.uid, k8s.namespace.name and

@@ -2,6 +2,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -61,8 +62,8 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	// The largest users of memory first; the rest are not reported, which
 	// bounds the series per GPU.
 	slices.SortFunc(procs, func(a, b nvml.ProcessInfo) int {
-		if a.UsedGpuMemory != b.UsedGpuMemory {
-			if a.UsedGpuMemory > b.UsedGpuMemory {
+		if am, bm := knownMemory(a), knownMemory(b); am != bm {
+			if am > bm {
 				return -1
 			}
 			return 1
@@ -106,9 +107,11 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			g.slurm.jobs = append(g.slurm.jobs, job)
 		}
 		pid := int64(p.Pid)
-		g.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
-			pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
-			job.id, job.arrayJob, job.arrayTask, job.step)
+		if p.UsedGpuMemory != memoryNotAvailable {
+			g.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,
+				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
+				job.id, job.arrayJob, job.arrayTask, job.step)
+		}
 		if u, ok := st.util[p.Pid]; ok {
 			g.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
 				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
@@ -179,4 +182,17 @@ func containerID(cgroup []byte) string {
 		}
 	}
 	return ""
+}
+
+// memoryNotAvailable is NVML_VALUE_NOT_AVAILABLE, what NVML reports for a
+// process's memory it cannot tell (MIG inside a container): no reading, not
+// 2^64 − 1 bytes.
+const memoryNotAvailable = math.MaxUint64
+
+// knownMemory is p's memory for ranking, 0 where NVML cannot tell.
+func knownMemory(p nvml.ProcessInfo) uint64 {
+	if p.UsedGpuMemory == memoryNotAvailable {
+		return 0
+	}
+	return p.UsedGpuMemory
 }

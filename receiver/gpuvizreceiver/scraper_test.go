@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -436,6 +437,7 @@ func TestDeviceSelectionErrors(t *testing.T) {
 	}{
 		{[]DeviceRef{"0", "4"}, "devices[1]: there is no GPU 4: NVML sees 4 GPUs (0 to 3)"},
 		{[]DeviceRef{"GPU-does-not-exist"}, `devices[0]: no GPU has UUID "GPU-does-not-exist"`},
+		{[]DeviceRef{"1", DeviceRef(device(fixtureServer(4), 1).UUID)}, "devices[1]: GPU 1 is devices[0] too"},
 	} {
 		cfg := defaultConfig()
 		cfg.Devices = tc.devices
@@ -455,4 +457,20 @@ func TestScrapeStopsAtDeadline(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, scrapererror.IsPartialScrapeError(err))
 	assert.Zero(t, m.DataPointCount())
+}
+
+// A process whose memory NVML cannot tell (NVML_VALUE_NOT_AVAILABLE, in MIG
+// mode inside containers) gets no memory reading, rather than -1 bytes,
+// and does not push the processes NVML can tell about out of the top.
+func TestProcessMemoryNotAvailableIsNoReading(t *testing.T) {
+	lib := fixtureServer(1)
+	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 1000, UsedGpuMemory: math.MaxUint64}, {Pid: 2000, UsedGpuMemory: 1 << 30}}, nvml.SUCCESS
+	}
+	cfg := scrapeOnly()
+	cfg.Processes.Top = 1
+	s := startScraper(t, cfg, lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []float64{1 << 30}, pointsOf(m, "nvidia.gpu.process.memory.usage", nil)[device(lib, 0).UUID])
 }
