@@ -44,9 +44,13 @@ func samplesEnabled(m *metadata.MetricsConfig) bool {
 // returns the first failure, or SUCCESS (also when the GPU keeps no
 // buffers: those are not asked again).
 func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
+	limit := clockLimit(r.at)
 	for k, kind := range sampleKinds {
 		if st.skip[k] {
 			continue
+		}
+		if st.lastSeen[k] > limit {
+			st.lastSeen[k] = 0 // the wall clock stepped back past the samples before
 		}
 		vt, samples, ret := dev.GetSamples(kind, st.lastSeen[k])
 		switch ret {
@@ -60,8 +64,8 @@ func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 			return ret
 		}
 		for _, smp := range samples {
-			if smp.TimeStamp <= st.lastSeen[k] {
-				continue
+			if smp.TimeStamp <= st.lastSeen[k] || smp.TimeStamp > limit {
+				continue // taken before, or stamped before the clock stepped back
 			}
 			st.lastSeen[k] = smp.TimeStamp
 			r.samples = append(r.samples, driverSample{k, pcommon.Timestamp(smp.TimeStamp * 1000), decodeValue(vt, smp.SampleValue)})

@@ -281,6 +281,15 @@ func (t *tickState) readFields(syms symbols, r *tickReading, flush bool) {
 	}
 }
 
+// clockLimit is the latest driver timestamp (µs of the CPU's wall clock,
+// as NVML stamps field values and samples) a reading at at can carry, with
+// a second's slack. A newest timestamp past it means the clock stepped
+// back (NTP after boot): waiting for the clock to pass it again would drop
+// every reading until then.
+func clockLimit(at pcommon.Timestamp) uint64 {
+	return uint64(at)/1000 + 1_000_000
+}
+
 // take turns one answered field into a point, at the driver's timestamp
 // for the value; a value not refreshed since the last tick is not taken
 // twice.
@@ -292,6 +301,9 @@ func (t *tickState) take(v *nvml.FieldValue, r *tickReading) {
 	kind := kindOf(v.FieldId)
 	ts := r.at
 	if v.Timestamp > 0 {
+		if uint64(t.last[kind]) > clockLimit(r.at) {
+			t.last[kind] = 0 // the wall clock stepped back past the values before
+		}
 		if v.Timestamp <= t.last[kind] {
 			return
 		}

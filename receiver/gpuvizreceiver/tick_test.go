@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -324,4 +325,67 @@ func TestRunsLoseNothing(t *testing.T) {
 			require.Equal(t, values[int(tick)], v, "tick %d of %v (hand-on every %d)", tick, values, flushEvery)
 		}
 	}
+}
+
+// The driver's field timestamps (the CPU's wall clock, µs) step back with
+// the system clock (NTP after boot): the readings go on, rather than stop
+// until the clock passes the newest timestamp seen.
+func TestFieldValuesAfterTheClockSteppedBack(t *testing.T) {
+	lib := fixtureServer(1)
+	dev := device(lib, 0)
+	inner := dev.GetFieldValuesFunc
+	var calls atomic.Int64
+	base := time.Now().UnixMicro()
+	dev.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
+		ret := inner(values)
+		c := calls.Add(1)
+		ts := base + c*1_000_000
+		if c > 2 {
+			ts -= 3600 * 1_000_000 // the clock was stepped back an hour
+		}
+		for i := range values {
+			values[i].Timestamp = ts
+		}
+		return ret
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	var power []int
+	for range 5 {
+		m, _ := s.scrape(context.Background())
+		power = append(power, len(pointsOf(m, "hw.power", nil)[dev.UUID]))
+	}
+	assert.Equal(t, []int{1, 1, 1, 1, 1}, power, "hw.power points per scrape")
+}
+
+// The same for the driver's sample buffers: the newest sample seen, past
+// the stepped-back clock, does not hide the samples after it.
+func TestDriverSamplesAfterTheClockSteppedBack(t *testing.T) {
+	var st sampleState
+	lib := fixtureServer(1)
+	dev := device(lib, 0)
+	var now uint64 = 1_800_000_000_000_000 // µs since 1970
+	dev.GetSamplesFunc = func(kind nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+		// NVML returns the samples newer than lastSeen.
+		var out []nvml.Sample
+		for _, ts := range []uint64{now - 100_000, now} {
+			if ts > lastSeen {
+				out = append(out, nvml.Sample{TimeStamp: ts})
+			}
+		}
+		if len(out) == 0 {
+			return nvml.VALUE_TYPE_UNSIGNED_INT, nil, nvml.ERROR_NOT_FOUND
+		}
+		return nvml.VALUE_TYPE_UNSIGNED_INT, out, nvml.SUCCESS
+	}
+	var counts []int
+	for step := range 4 {
+		now += 1_000_000
+		if step == 2 {
+			now -= 3600 * 1_000_000
+		}
+		r := tickReading{at: pcommon.Timestamp(now * 1000)}
+		require.Equal(t, nvml.SUCCESS, st.drain(dev, &r))
+		counts = append(counts, len(r.samples))
+	}
+	assert.Equal(t, []int{8, 8, 8, 8}, counts, "samples per drain (2 per buffer, 4 buffers)")
 }
