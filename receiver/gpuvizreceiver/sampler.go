@@ -200,6 +200,11 @@ func (sp *sampler) shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		// The scrape side frees the GPUs' buffers and shuts NVML down next:
+		// only once the clock has marked the calls still in flight
+		// abandoned (finish, within sp.wait), or it would free them under
+		// those calls.
+		sp.running.Wait()
 		return errors.Join(errors.New("gpuviz receiver: the last sampled data was not handed on before shutdown's deadline"), ctx.Err())
 	}
 }

@@ -2,6 +2,7 @@ package gpuvizreceiver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -366,4 +367,43 @@ func TestSlowPipelineSkipsTicksWithinTheBound(t *testing.T) {
 		at := pointTimes(sink.AllMetrics(), "nvidia.gpu.tensor.activity", id)
 		assert.Equal(t, pcommon.NewTimestampFromTime(ls.at), at[len(at)-1], "the GPM interval after the gap covers it")
 	}
+}
+
+// A shutdown whose context expires while a GPU's tick is hung in NVML
+// waits for the clock to abandon the call (sampler.wait), then neither
+// frees that GPU's buffers nor shuts NVML down under it.
+func TestShutdownPastItsDeadlineFreesNothingUnderAHungTick(t *testing.T) {
+	lib := fixtureServer(1)
+	release := make(chan struct{})
+	var inFlight atomic.Bool
+	dev := device(lib, 0)
+	answer := dev.GetFieldValuesFunc
+	dev.GetFieldValuesFunc = func(values []nvml.FieldValue) nvml.Return {
+		for _, v := range values {
+			if v.FieldId == nvml.FI_DEV_POWER_INSTANT {
+				inFlight.Store(true)
+				<-release
+				inFlight.Store(false)
+				break
+			}
+		}
+		return answer(values)
+	}
+	ls := startSampler(t, flushEveryTick(), lib, new(consumertest.MetricsSink))
+	ls.sp.wait = shutdownWait // production's
+	ls.tick()
+	require.Eventually(t, inFlight.Load, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := errors.Join(ls.sp.shutdown(ctx), ls.s.shutdown(ctx)) // sampledReceiver.Shutdown
+	freedUnderCall := len(lib.GpmSampleFreeCalls())
+	shutdownUnderCall := len(lib.ShutdownCalls())
+	stillInFlight := inFlight.Load()
+	close(release)
+	ls.sp.working.Wait()
+	ls.sp.running.Wait()
+	require.Error(t, err, "the deadline passed")
+	require.True(t, stillInFlight)
+	assert.Zero(t, freedUnderCall, "GPM buffers freed while the GPU's tick is in an NVML call")
+	assert.Zero(t, shutdownUnderCall, "nvmlShutdown while a tick is in an NVML call")
 }

@@ -234,6 +234,12 @@ func (s *gpuScraper) shutdown(context.Context) error {
 			g.tick.free(s.lib)
 		}
 	}
+	if slices.ContainsFunc(s.gpus, func(g *gpu) bool { return g.tickAbandoned }) {
+		// nvmlShutdown under a call still in flight frees what that call
+		// uses: NVML is left loaded, as the process is ending.
+		s.lib = nil
+		return nil
+	}
 	ret := s.lib.Shutdown()
 	s.lib = nil
 	if ret != nvml.SUCCESS {
