@@ -86,8 +86,9 @@ type emitter struct {
 	idleExpiry      time.Duration
 	// Requests counted under "other" since the last flush, by dimension.
 	foldedModels, foldedTenants int64
-	// backends is each host's GPUs' backend as its latest request saw it:
-	// a host's request series outlive its GPUs' books, and stay marked.
+	// backends is each host's GPUs' backends as its requests saw them (all
+	// of them, while its series live): a host's request series outlive its
+	// GPUs' books, and stay marked.
 	backends map[string]string
 }
 
@@ -116,9 +117,7 @@ func (e *emitter) record(r requestRecord, now time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	host := r.keys[0].Host
-	if r.backend != "" {
-		e.backends[host] = r.backend
-	}
+	e.backends[host] = unionBackends(e.backends[host], r.backend)
 	model, folded := e.models.fold(host, r.model, now)
 	if folded {
 		e.foldedModels++
@@ -208,13 +207,23 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 	out := e.mb.Emit()
 	e.restart(out)
 	n := e.attachExemplars(out)
-	// Histograms and accounting counters go on their host's resource (the
-	// first, if a host's GPUs came from two backends).
+	// Histograms and accounting counters go on their host's resource,
+	// marked with every backend its GPUs and requests came from (a resource
+	// of their own if a host's GPUs came from two: simulated energy in a
+	// host's sums is not marked nvml alone).
+	hostBackends := map[string]string{}
+	for _, g := range gpus {
+		hostBackends[g.key.Host] = unionBackends(hostBackends[g.key.Host], g.backend)
+	}
+	for host, b := range e.backends {
+		hostBackends[host] = unionBackends(hostBackends[host], b)
+	}
 	byHost := map[string]pmetric.MetricSlice{}
 	rms := out.ResourceMetrics()
 	for i := range rms.Len() {
-		host := stringAttr(rms.At(i).Resource().Attributes(), "host.name")
-		if _, ok := byHost[host]; !ok && rms.At(i).ScopeMetrics().Len() > 0 {
+		attrs := rms.At(i).Resource().Attributes()
+		host := stringAttr(attrs, "host.name")
+		if _, ok := byHost[host]; !ok && rms.At(i).ScopeMetrics().Len() > 0 && stringAttr(attrs, attrBackend) == hostBackends[host] {
 			byHost[host] = rms.At(i).ScopeMetrics().At(0).Metrics()
 		}
 	}
@@ -225,7 +234,7 @@ func (e *emitter) emit(md pmetric.Metrics, now time.Time, gpus []gpuBooks) int64
 			if host != "" {
 				rm.Resource().Attributes().PutStr("host.name", host)
 			}
-			if b := e.backends[host]; b != "" {
+			if b := hostBackends[host]; b != "" {
 				rm.Resource().Attributes().PutStr(attrBackend, b)
 			}
 			sm := rm.ScopeMetrics().AppendEmpty()
@@ -408,4 +417,23 @@ func (e *emitter) takeFolded() (models, tenants int64) {
 	models, tenants = e.foldedModels, e.foldedTenants
 	e.foldedModels, e.foldedTenants = 0, 0
 	return models, tenants
+}
+
+// unionBackends merges comma-separated lists of backends ("dcgm,nvml"),
+// sorted, each once.
+func unionBackends(a, b string) string {
+	if a == b || b == "" {
+		return a
+	}
+	if a == "" {
+		return b
+	}
+	names := strings.Split(a, ",")
+	for n := range strings.SplitSeq(b, ",") {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -629,4 +630,47 @@ func TestARoundLeavesOutSpansOlderThanTheTimeline(t *testing.T) {
 			assert.LessOrEqual(t, cap(g.bins), 1000, "%v: bins read for the current span alone", k)
 		}
 	}
+}
+
+// A host with a real GPU and a simulated one: a request that ran on the
+// simulated GPU puts simulated energy into the host's request series
+// (histograms, accounting), which must say so, not go out under the real
+// GPU's resource marked nvml alone.
+func TestRequestSeriesOfAMixedHostAreMarkedSimulated(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, func(cfg *Config) { cfg.Attribution.FinalizeAfter = 5 * time.Second })
+	*now = base.Add(21 * time.Second)
+	real := gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21))
+	real.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "nvml")
+	c.ingest.consume(context.Background(), real)
+	sim := gpuMetrics("node-1", "GPU-b", 1, base, time.Second, repeat(busy, 21))
+	sim.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "simulated")
+	c.ingest.consume(context.Background(), sim)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("gpu.uuid", "GPU-b")
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	c.tick(base.Add(27 * time.Second))
+	spans := spanAttrs(t, sink, "llm_request")
+	require.Len(t, spans, 1)
+	require.Equal(t, "simulated", spans[0]["gpuviz.backend"])
+	out := pmetric.NewMetrics()
+	c.flushMetrics(context.Background(), out, base.Add(28*time.Second))
+	seen := 0
+	for i := range out.ResourceMetrics().Len() {
+		rm := out.ResourceMetrics().At(i)
+		backend := stringAttr(rm.Resource().Attributes(), "gpuviz.backend")
+		for j := range rm.ScopeMetrics().Len() {
+			ms := rm.ScopeMetrics().At(j).Metrics()
+			for k := range ms.Len() {
+				name := ms.At(k).Name()
+				if strings.HasPrefix(name, "gpuviz.request.") || name == "gpuviz.accounting.energy" {
+					seen++
+					assert.Contains(t, strings.Split(backend, ","), "simulated", "%s on a resource marked %q", name, backend)
+				}
+			}
+		}
+	}
+	assert.Positive(t, seen)
 }
