@@ -3,6 +3,7 @@ package gpuvizprocessor // import "github.com/gpuviz/gpuviz/processor/gpuvizproc
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -123,11 +124,13 @@ func (v *viewSink) gpu(k timeline.Key) []*view.GPU {
 	return gs
 }
 
-// backend marks k's data simulated or not, as its resource said.
+// backend marks k's data simulated or not, as its resource said: backend
+// is one name or several, comma-separated ("dcgm,simulated").
 func (v *viewSink) backend(k timeline.Key, backend string) {
+	sim := slices.Contains(strings.Split(backend, ","), "simulated")
 	for _, g := range v.gpu(k) {
 		if g != nil {
-			g.SetSimulated(backend == "simulated")
+			g.SetSimulated(sim)
 		}
 	}
 }

@@ -591,3 +591,21 @@ func TestViewSinkAsksAgainForRefusedAndEvictedGPUs(t *testing.T) {
 	v.sample(key("GPU-b"), timeline.Utilization, t0.Add(81*time.Second), 0.5)
 	assert.NotSame(t, evicted, v.gpus[key("GPU-b")][0], "not the evicted copy")
 }
+
+// A simulated GPU that dcgm-exporter describes too ("dcgm,simulated")
+// stays simulated in the view when dcgm-exporter's first point arrives.
+func TestViewKeepsASimulatedGPUMarkedWhenDCGMDescribesItToo(t *testing.T) {
+	sim, v := newViewedSim(t, createDefaultConfig(), defaultViewLimits())
+	sim.run(70 * time.Second)
+	host, err := os.Hostname() // the receiver's host.name
+	require.NoError(t, err)
+	gpu := map[string]string{"UUID": sim.env.GPUIDs[0], "Hostname": host}
+	require.NoError(t, sim.mp.ConsumeMetrics(context.Background(), dcgmScrape(sim.now(),
+		dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", v: 3, labels: gpu})))
+	a := v.view(t, "/api/v1/view?range=60&columns=60")
+	assert.True(t, a.Simulated)
+	require.Len(t, a.GPUs, viewSimGPUs)
+	for _, g := range a.GPUs {
+		assert.True(t, g.Simulated, g.ID)
+	}
+}
