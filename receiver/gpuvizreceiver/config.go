@@ -270,6 +270,9 @@ func (cfg *Config) Validate() error {
 				errs = append(errs, fmt.Errorf("simulated.faults[%d].%w", i, err))
 			}
 		}
+		if !cfg.ResourceAttributes.GpuvizBackend.Enabled {
+			errs = append(errs, fmt.Errorf("resource_attributes::gpuviz.backend::enabled: false would leave simulated data unmarked (backend %s may simulate): keep it on", cfg.Backend))
+		}
 	}
 	if cfg.CollectionInterval > 0 && cfg.Timeout > cfg.CollectionInterval {
 		errs = append(errs, fmt.Errorf("timeout: %v is longer than collection_interval (%v): a scrape must end before the next begins", cfg.Timeout, cfg.CollectionInterval))
