@@ -418,22 +418,3 @@ func (e *emitter) takeFolded() (models, tenants int64) {
 	e.foldedModels, e.foldedTenants = 0, 0
 	return models, tenants
 }
-
-// unionBackends merges comma-separated lists of backends ("dcgm,nvml"),
-// sorted, each once.
-func unionBackends(a, b string) string {
-	if a == b || b == "" {
-		return a
-	}
-	if a == "" {
-		return b
-	}
-	names := strings.Split(a, ",")
-	for n := range strings.SplitSeq(b, ",") {
-		if n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	slices.Sort(names)
-	return strings.Join(names, ",")
-}

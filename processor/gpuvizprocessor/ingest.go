@@ -5,6 +5,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -425,6 +426,25 @@ func (in *ingest) backendLocked(k timeline.Key) string {
 		return g.backend + "," + dcgmBackend
 	}
 	return dcgmBackend + "," + g.backend
+}
+
+// unionBackends merges comma-separated lists of backends ("dcgm,nvml"),
+// sorted, each once.
+func unionBackends(a, b string) string {
+	if a == b || b == "" {
+		return a
+	}
+	if a == "" {
+		return b
+	}
+	names := strings.Split(a, ",")
+	for n := range strings.SplitSeq(b, ",") {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
 }
 
 // forget drops the state of GPUs the timeline forgot.

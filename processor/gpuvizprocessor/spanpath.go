@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -436,25 +434,11 @@ func (s *spanPath) annotateBatch(b *heldBatch, v *viewSink, now time.Time) {
 // backendOf names the backends of a set of GPUs' data ("simulated"; two,
 // comma-separated, if the set mixes them).
 func (s *spanPath) backendOf(keys []timeline.Key) string {
-	var names []string
+	var names string
 	for _, k := range keys {
-		for b := range strings.SplitSeq(s.ingest.backend(k), ",") {
-			if b != "" && !containsString(names, b) {
-				names = append(names, b)
-			}
-		}
+		names = unionBackends(names, s.ingest.backend(k))
 	}
-	sort.Strings(names)
-	return strings.Join(names, ",")
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return names
 }
 
 // forward hands an enriched batch to the next consumer with the client's
