@@ -15,11 +15,24 @@ const (
 )
 
 // genAINotInference lists the GenAI operations that are not a model's
-// inference (agents and tools): their spans would claim GPU time that
-// belongs to the inference spans under them.
+// inference: their spans would claim GPU time that belongs to the inference
+// spans under them, or that no model spent. These are the well-known values
+// of gen_ai.operation.name (open-telemetry/semantic-conventions-genai,
+// model/gen-ai/registry.yaml and spans.yaml) that run no model of their own:
+// agents and workflows (create_agent, invoke_agent, invoke_workflow), an
+// agent's planning phase (plan, an INTERNAL span whose LLM call "SHOULD be a
+// child of the plan span"), tools (execute_tool), vector-store retrieval
+// (retrieval), memory stores (create_memory_store, search_memory,
+// create_memory, update_memory, upsert_memory, delete_memory,
+// delete_memory_store, INTERNAL when the store runs in the same process) and
+// fetch_response (fetching a stored response "without performing
+// inference"). apply_guardrail stays: a guardrail service may run a model.
 func genAINotInference(op string) bool {
 	switch op {
-	case "", "execute_tool", "invoke_agent", "create_agent", "invoke_workflow":
+	case "", "execute_tool", "invoke_agent", "create_agent", "invoke_workflow", "plan",
+		"retrieval", "fetch_response",
+		"create_memory_store", "search_memory", "create_memory", "update_memory",
+		"upsert_memory", "delete_memory", "delete_memory_store":
 		return true
 	}
 	return false
@@ -27,9 +40,8 @@ func genAINotInference(op string) bool {
 
 // recognizeGenAI reads a span that follows the GenAI conventions: any span
 // whose gen_ai.operation.name is a string naming an inference operation
-// (chat, text_completion, generate_content, embeddings, or one of the
-// conventions' custom values; not execute_tool, invoke_agent, create_agent,
-// invoke_workflow). With gen_ai.response.time_to_first_chunk (seconds),
+// (chat, text_completion, generate_content, embeddings, or a custom value;
+// not one genAINotInference lists). With gen_ai.response.time_to_first_chunk (seconds),
 // phases are prefill [start, start+ttfc] and decode [then, end]; without it,
 // one inference phase covers the span.
 //

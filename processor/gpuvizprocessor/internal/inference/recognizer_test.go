@@ -118,6 +118,16 @@ func TestRecognizeGolden(t *testing.T) {
 			Family: "triton", Start: at(0), End: at(12 * ms),
 			InputTokens: -1, OutputTokens: -1, Model: "resnet50",
 		}},
+		{"triton ensemble span", tritonEnsemble(), Request{
+			Family: "triton", Start: at(0), End: at(900 * ms),
+			InputTokens: -1, OutputTokens: -1, Model: "ensemble",
+		}},
+		// The ensemble's request again, as the model it called saw it
+		// (until now a request of its own, with its own energy share).
+		{"triton composing model span", tritonComposing("tensorrt_llm", 2*ms, 890*ms), Request{
+			Family: "triton", Start: at(2 * ms), End: at(890 * ms),
+			InputTokens: -1, OutputTokens: -1, Model: "tensorrt_llm", Aggregate: true,
+		}},
 		{"triton compute span", tritonCompute(), Request{
 			Family: "triton", Start: at(2 * ms), End: at(11 * ms),
 			Phases:      []Phase{ph("inference", 2*ms, 11*ms)},
@@ -155,6 +165,26 @@ func TestRecognizeNotInference(t *testing.T) {
 	tool.span.Attributes().PutStr("gen_ai.operation.name", "execute_tool")
 	agent := newFixture("invoke_agent helper", ptrace.SpanKindInternal, at(0), at(ms))
 	agent.span.Attributes().PutStr("gen_ai.operation.name", "invoke_agent")
+	// The newest GenAI conventions' operations that run no model
+	// (open-telemetry/semantic-conventions-genai, model/gen-ai/spans.yaml):
+	// an agent's planning phase, INTERNAL, whose LLM call is its child (until
+	// now recognised as inference: it took an energy share of the GPUs its
+	// host's spans match, beside the call it wraps); a memory search in the
+	// same process, INTERNAL; a vector-store retrieval and a stored
+	// response's fetch, CLIENT.
+	plan := newFixture("plan travel-agent", ptrace.SpanKindInternal, at(0), at(ms))
+	plan.span.Attributes().PutStr("gen_ai.operation.name", "plan")
+	plan.span.Attributes().PutStr("gen_ai.provider.name", "openai")
+	plan.span.Attributes().PutStr("gen_ai.agent.name", "travel-agent")
+	plan.span.Attributes().PutStr("gen_ai.request.model", "llama-3.1-8b")
+	memory := newFixture("search_memory", ptrace.SpanKindInternal, at(0), at(ms))
+	memory.span.Attributes().PutStr("gen_ai.operation.name", "search_memory")
+	memory.span.Attributes().PutStr("gen_ai.memory.store.id", "notes")
+	retrieval := newFixture("retrieval docs", ptrace.SpanKindClient, at(0), at(ms))
+	retrieval.span.Attributes().PutStr("gen_ai.operation.name", "retrieval")
+	retrieval.span.Attributes().PutStr("gen_ai.data_source.id", "docs")
+	fetch := newFixture("fetch_response", ptrace.SpanKindClient, at(0), at(ms))
+	fetch.span.Attributes().PutStr("gen_ai.operation.name", "fetch_response")
 	opNotString := newFixture("chat", ptrace.SpanKindInternal, at(0), at(ms))
 	opNotString.span.Attributes().PutInt("gen_ai.operation.name", 1)
 	innerGenerate := newFixture("generate_stream", ptrace.SpanKindInternal, at(0), at(ms))
@@ -198,6 +228,10 @@ func TestRecognizeNotInference(t *testing.T) {
 		"decode of another app":          decodeElsewhere,
 		"genai execute_tool":             tool,
 		"genai invoke_agent":             agent,
+		"genai plan":                     plan,
+		"genai search_memory":            memory,
+		"genai retrieval":                retrieval,
+		"genai fetch_response":           fetch,
 		"genai op not a string":          opNotString,
 		"tgi inner generate span":        innerGenerate,
 		"tgi queued":                     queued,
