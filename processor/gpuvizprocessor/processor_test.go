@@ -680,3 +680,82 @@ func TestResultsOnAChildSpanExemplarsPointAtIt(t *testing.T) {
 	}
 	assert.Positive(t, seen)
 }
+
+// A Triton ensemble request (TensorRT-LLM backend: preprocessing,
+// tensorrt_llm, postprocessing) as src/tracer.cc in
+// triton-inference-server/server exports it: the ensemble's model span
+// (triton.trace_parent_id 0), and under it, for every model it calls, a
+// model span whose triton.trace_parent_id is the ensemble's trace and a
+// compute span (the decoupled tensorrt_llm model's execute returns as soon
+// as the request is enqueued). It is one request: alone on the GPU, the
+// ensemble's span takes all the energy its window drew. Until the composing
+// models' spans were Aggregate, each counted as a request of its own: the
+// ensemble's span got half (2,250 J), tensorrt_llm's the rest.
+func TestATritonEnsembleIsOneRequest(t *testing.T) {
+	p, now := oneBusyGPU(t)
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "triton-inference-server")
+	spans := rs.ScopeSpans().AppendEmpty().Spans()
+	start := now.Add(-20 * time.Second)
+	at := func(d time.Duration) pcommon.Timestamp { return pcommon.NewTimestampFromTime(start.Add(d)) }
+	span := func(name string, id byte, parent byte, from, to time.Duration) ptrace.Span {
+		s := spans.AppendEmpty()
+		s.SetName(name)
+		s.SetKind(ptrace.SpanKindServer)
+		s.SetTraceID(pcommon.TraceID{9, 1})
+		s.SetSpanID(pcommon.SpanID{9, id})
+		if parent != 0 {
+			s.SetParentSpanID(pcommon.SpanID{9, parent})
+		}
+		s.SetStartTimestamp(at(from))
+		s.SetEndTimestamp(at(to))
+		return s
+	}
+	model := func(name string, id, parent byte, traceID, parentTrace int64, from, to time.Duration) {
+		s := span(name, id, parent, from, to)
+		a := s.Attributes()
+		a.PutStr("triton.model_name", name)
+		a.PutInt("triton.model_version", 1)
+		a.PutInt("triton.trace_id", traceID)
+		a.PutInt("triton.trace_parent_id", parentTrace)
+		for _, e := range []struct {
+			name string
+			at   time.Duration
+		}{{"REQUEST_START", from}, {"QUEUE_START", from + 20*time.Microsecond}, {"REQUEST_END", to}} {
+			ev := s.Events().AppendEmpty()
+			ev.SetName(e.name)
+			ev.SetTimestamp(at(e.at))
+		}
+	}
+	compute := func(id, parent byte, from, to time.Duration) {
+		s := span("compute", id, parent, from, to)
+		for _, e := range []struct {
+			name string
+			at   time.Duration
+		}{{"COMPUTE_START", from}, {"COMPUTE_INPUT_END", from}, {"COMPUTE_OUTPUT_START", to}, {"COMPUTE_END", to}} {
+			ev := s.Events().AppendEmpty()
+			ev.SetName(e.name)
+			ev.SetTimestamp(at(e.at))
+		}
+	}
+	ms := time.Millisecond
+	span("InferRequest", 1, 0, 0, 10*time.Second)
+	model("ensemble", 2, 1, 7, 0, 0, 10*time.Second)
+	model("preprocessing", 3, 2, 8, 7, 0, 100*ms)
+	compute(4, 3, 1*ms, 99*ms)
+	model("tensorrt_llm", 5, 2, 9, 7, 100*ms, 9900*ms)
+	compute(6, 5, 101*ms, 110*ms)
+	model("postprocessing", 7, 2, 10, 7, 9900*ms, 10*time.Second)
+	compute(8, 7, 9901*ms, 9999*ms)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	ensemble := spanAttrs(t, p.spans, "ensemble")
+	require.Len(t, ensemble, 1)
+	assert.InDelta(t, 4500.0, ensemble[0]["gpuviz.energy"], 1e-6, "10 s at 450 W, the only request on the GPU")
+	trt := spanAttrs(t, p.spans, "tensorrt_llm")
+	require.Len(t, trt, 1)
+	assert.Equal(t, "triton", trt[0]["gpuviz.request.family"], "the composing model's span is still enriched")
+	assert.InDelta(t, 9.8*450, trt[0]["gpuviz.energy"], 1e-6, "what the GPU drew over its window, unshared, as a compute span's")
+}

@@ -301,6 +301,41 @@ func tritonModel() fixture {
 		event("REQUEST_END", at(12*time.Millisecond))
 }
 
+// tritonEnsemble is the model span of an ensemble of TensorRT-LLM's
+// backend (preprocessing, tensorrt_llm, postprocessing), as src/tracer.cc
+// TraceManager::Trace::StartSpan builds it: the request's own trace, so
+// triton.trace_parent_id 0. Ensembles run no compute of their own.
+func tritonEnsemble() fixture {
+	f := newFixture("ensemble", ptrace.SpanKindServer, at(0), at(900*time.Millisecond))
+	f.res.Attributes().PutStr("service.name", "triton-inference-server")
+	a := f.span.Attributes()
+	a.PutStr("triton.model_name", "ensemble")
+	a.PutInt("triton.model_version", 1)
+	a.PutInt("triton.trace_id", 7)
+	a.PutInt("triton.trace_parent_id", 0)
+	return f.event("REQUEST_START", at(0)).
+		event("QUEUE_START", at(40*time.Microsecond)).
+		event("REQUEST_END", at(900*time.Millisecond))
+}
+
+// tritonComposing is the model span of a model the ensemble calls: a child
+// trace of the ensemble's (TRITONSERVER_InferenceTraceParentId is the
+// ensemble's trace id, 7), so StartSpan makes it a child of the ensemble's
+// span and sets triton.trace_parent_id to 7. It has a compute span of its
+// own under it.
+func tritonComposing(model string, start, end time.Duration) fixture {
+	f := newFixture(model, ptrace.SpanKindServer, at(start), at(end))
+	f.res.Attributes().PutStr("service.name", "triton-inference-server")
+	a := f.span.Attributes()
+	a.PutStr("triton.model_name", model)
+	a.PutInt("triton.model_version", 1)
+	a.PutInt("triton.trace_id", 8)
+	a.PutInt("triton.trace_parent_id", 7)
+	return f.event("REQUEST_START", at(start)).
+		event("QUEUE_START", at(start+20*time.Microsecond)).
+		event("REQUEST_END", at(end))
+}
+
 // tritonCompute is Triton's compute span, child of the model span.
 func tritonCompute() fixture {
 	f := newFixture("compute", ptrace.SpanKindServer, at(2*time.Millisecond), at(11*time.Millisecond))

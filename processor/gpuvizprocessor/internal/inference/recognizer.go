@@ -82,7 +82,8 @@ type Request struct {
 	SlurmJobID string
 	// Aggregate marks a span whose GPU work another recognised span already
 	// accounts for as a request: TGI's batch-level prefill/decode steps and
-	// per-step infer spans, Triton's compute span under its model span. It
+	// per-step infer spans, Triton's compute span under its model span and
+	// the model span of a model an ensemble or BLS model calls. It
 	// is worth enriching, but counting it as a request would count the
 	// request twice (in energy shares and per-request metrics).
 	Aggregate bool
@@ -294,7 +295,7 @@ func (r *Recognizer) Recognize(span ptrace.Span, resource pcommon.Resource, now 
 		req.Family, reason = FamilySGLang, why
 	} else if mine, why := r.recognizeTriton(span, &req, &d, now); mine {
 		req.Family, reason = FamilyTriton, why
-		req.Aggregate = name == tritonComputeSpanName
+		req.Aggregate = req.Aggregate || name == tritonComputeSpanName
 	} else if mine, why := r.recognizeTGI(span, resource, &d, now); mine {
 		req.Family, reason = FamilyTGI, why
 		req.Aggregate = name == "prefill" || name == "decode" || name == "infer"

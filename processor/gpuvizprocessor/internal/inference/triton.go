@@ -3,6 +3,7 @@ package inference // import "github.com/gpuviz/gpuviz/processor/gpuvizprocessor/
 import (
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -27,6 +28,17 @@ import (
 //     request's whole window with its model, and no phases (compute is in the
 //     child).
 //
+// An ensemble's or a BLS model's request is one model span at the top
+// (triton.trace_parent_id 0) with a model span and a compute span for every
+// composing model it calls (docs/user_guide/trace.md, "OpenTelemetry trace
+// support": "For ensembles, every composing model produces model and compute
+// spans in addition to one model span for the ensemble"); src/tracer.cc
+// (TraceManager::Trace::StartSpan) gives a composing model's span the
+// ensemble's trace as triton.trace_parent_id, an integer above 0. The top
+// span is the request; a composing model's span, like a compute span, is
+// Aggregate: counted as requests, an ensemble of preprocessing, model and
+// postprocessing would be four requests, each with an energy share.
+//
 // InferRequest is not an inference span (it has no model and its compute is
 // below). Events must come in Triton's order: REQUEST_START ≤ QUEUE_START ≤
 // COMPUTE_START ≤ COMPUTE_INPUT_END ≤ COMPUTE_OUTPUT_START ≤ COMPUTE_END ≤
@@ -34,6 +46,7 @@ import (
 // COMPUTE_END together; else the span is malformed (events_out_of_order).
 const (
 	attrTritonModelName = "triton.model_name"
+	attrTritonParentID  = "triton.trace_parent_id"
 )
 
 // Triton's activities, in the order they happen.
@@ -105,6 +118,9 @@ func (r *Recognizer) recognizeTriton(span ptrace.Span, req *Request, d *draft, n
 		return true, why
 	}
 	req.Model = model
+	if v, ok := span.Attributes().Get(attrTritonParentID); ok && v.Type() == pcommon.ValueTypeInt && v.Int() != 0 {
+		req.Aggregate = true // a composing model's: its ensemble's span is the request
+	}
 	if duplicate || seen[tritonComputeStart] != seen[tritonComputeEnd] {
 		return true, ReasonEventsOutOfOrder
 	}
