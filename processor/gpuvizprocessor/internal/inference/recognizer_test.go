@@ -31,12 +31,15 @@ func TestRecognizeGolden(t *testing.T) {
 		f    fixture
 		want Request
 	}{
+		// The model phases back from the first token (153 ms): the 3 ms
+		// before the queue are the hop from the front end's arrival to the
+		// engine core's QUEUED stamp and the first token's way back.
 		{"vllm v1", vllmV1(), Request{
 			Family: "vllm", Start: at(0), End: at(2*time.Second + 300*time.Microsecond),
 			Phases: []Phase{
-				ph("queue", 0, 50*ms),
-				ph("prefill", 50*ms, 150*ms),
-				ph("decode", 150*ms, 1950*ms),
+				ph("queue", 3*ms, 53*ms),
+				ph("prefill", 53*ms, 153*ms),
+				ph("decode", 153*ms, 1953*ms),
 			},
 			InputTokens: 512, OutputTokens: 128, PID: 4242, Host: "gpu-node-7",
 		}},
@@ -441,6 +444,9 @@ func TestRecognizeTolerance(t *testing.T) {
 
 func TestRecognizeVLLMVariants(t *testing.T) {
 	r := newTestRecognizer(t)
+	// vLLM V1: the model phases back from the first token.
+	anchored := []Phase{ph("queue", 3*ms, 53*ms), ph("prefill", 53*ms, 153*ms), ph("decode", 153*ms, 1953*ms)}
+	sequential := []Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}
 	tests := []struct {
 		name   string
 		edit   func(a pcommon.Map)
@@ -470,13 +476,22 @@ func TestRecognizeVLLMVariants(t *testing.T) {
 			a.Remove("gen_ai.usage.completion_tokens")
 			a.PutInt("gen_ai.usage.input_tokens", 5)
 			a.PutInt("gen_ai.usage.output_tokens", 6)
-		}, []Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}, 5, 6, ""},
+		}, anchored, 5, 6, ""},
 		{"request model wins", func(a pcommon.Map) {
 			a.PutStr("gen_ai.response.model", "b")
 			a.PutStr("gen_ai.request.model", "a")
-		}, []Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}, 512, 128, "a"},
+		}, anchored, 512, 128, "a"},
 		{"model not a string is unknown", func(a pcommon.Map) { a.PutInt("gen_ai.request.model", 3) },
-			[]Phase{ph("queue", 0, 50*ms), ph("prefill", 50*ms, 150*ms), ph("decode", 150*ms, 1950*ms)}, 512, 128, ""},
+			anchored, 512, 128, ""},
+		// Not V1's shape: the phases one after the other from the arrival.
+		{"no first token: from the start", func(a pcommon.Map) { a.Remove("gen_ai.latency.time_to_first_token") },
+			sequential, 512, 128, ""},
+		{"first token before queue and prefill: from the start", func(a pcommon.Map) {
+			a.PutDouble("gen_ai.latency.time_to_first_token", 0.149)
+		}, sequential, 512, 128, ""},
+		{"first token past the span: from the start", func(a pcommon.Map) {
+			a.PutDouble("gen_ai.latency.time_to_first_token", 2.1)
+		}, sequential, 512, 128, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -490,6 +505,67 @@ func TestRecognizeVLLMVariants(t *testing.T) {
 			assert.Equal(t, tt.model, got.Model)
 		})
 	}
+}
+
+// A vLLM V1 request with an image, built as vllm/v1/engine/output_processor.py
+// do_tracing builds its span: it starts at arrival_time, which
+// vllm/v1/engine/input_processor.py process_inputs takes before the
+// multimodal processor runs (150 ms here); the engine core's busy loop
+// takes the request between two steps (40 ms later) and stamps QUEUED
+// (vllm/v1/metrics/stats.py: queued, scheduled, first and last token are
+// the engine core's monotonic stamps); the front end stamps each output
+// when it receives it (IterationStats.iteration_timestamp, 1-2 ms after
+// the step). Placed from the arrival, the 60 ms prefill fell inside the
+// multimodal processing, 190 ms before the GPU ran it, and every phase
+// ended 192 ms early.
+func TestRecognizeVLLMMultimodalHop(t *testing.T) {
+	const (
+		queued    = 190 * ms // arrival + image processing + a step's wait
+		scheduled = queued + 10*ms
+		first     = scheduled + 60*ms
+		last      = first + 1500*ms
+	)
+	f := newFixture("llm_request", ptrace.SpanKindServer, at(0), at(last+1200*time.Microsecond))
+	pythonResource(f.res, "vllm")
+	a := f.span.Attributes()
+	secs := func(d time.Duration) float64 { return d.Seconds() }
+	a.PutDouble("gen_ai.latency.time_to_first_token", secs(first+2*ms)) // received 2 ms after the step
+	a.PutDouble("gen_ai.latency.e2e", secs(last+ms))
+	a.PutDouble("gen_ai.latency.time_in_queue", secs(scheduled-queued))
+	a.PutInt("gen_ai.usage.prompt_tokens", 1855) // 1,600 of them the image's
+	a.PutInt("gen_ai.usage.completion_tokens", 300)
+	a.PutDouble("gen_ai.latency.time_in_model_prefill", secs(first-scheduled))
+	a.PutDouble("gen_ai.latency.time_in_model_decode", secs(last-first))
+	a.PutDouble("gen_ai.latency.time_in_model_inference", secs(last-scheduled))
+	a.PutStr("gen_ai.request.id", "chatcmpl-9f1e2d3c4b5a69788796a5b4c3d2e1f0")
+	a.PutStr("gen_ai.response.finish_reasons", `["stop"]`)
+	a.PutInt("gen_ai.request.max_tokens", 512)
+	a.PutInt("gen_ai.request.n", 1)
+
+	got, v, reason := newTestRecognizer(t).Recognize(f.span, f.res, now)
+	require.Equal(t, Recognized, v, reason)
+	// 2 ms late (the first token's way back), where they were 192 ms early.
+	assert.Equal(t, []Phase{
+		ph("queue", queued+2*ms, scheduled+2*ms),
+		ph("prefill", scheduled+2*ms, first+2*ms),
+		ph("decode", first+2*ms, last+1200*time.Microsecond), // to the span's end
+	}, got.Phases)
+}
+
+// The decode back from the first token may end past the span by what the
+// first token's way back took longer than the last one's; by more than the
+// hop and that way back together, the latencies do not fit the span.
+func TestRecognizeVLLMDecodePastTheSpan(t *testing.T) {
+	r := newTestRecognizer(t)
+	f := vllmV1() // ends at 2.0003 s; first token at 153 ms, 3 ms after queue and prefill
+	f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", 1.8502)
+	got, v, reason := r.Recognize(f.span, f.res, now)
+	require.Equal(t, Recognized, v, reason)
+	assert.Equal(t, ph("decode", 153*ms, 2*time.Second+300*time.Microsecond), got.Phases[2], "2.9 ms past the span: clamped")
+	f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", 1.8515)
+	_, v, reason = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, Malformed, v)
+	assert.Equal(t, ReasonPhasesExceedSpan, reason, "4.2 ms past the span: more than the 3 ms and the 1 ms tolerance")
 }
 
 func TestRecognizeTRTLLMVariants(t *testing.T) {

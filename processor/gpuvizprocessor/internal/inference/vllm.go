@@ -27,24 +27,69 @@ const (
 	attrResponseModel    = "gen_ai.response.model"
 )
 
-// recognizeVLLM reads a llm_request span. Phases run one after the other
-// from the span's start: queue (time_in_queue), then prefill
+// recognizeVLLM reads a llm_request span. vLLM V1's latencies are of two
+// clocks (vllm/v1/engine/output_processor.py do_tracing,
+// vllm/v1/metrics/stats.py): time_in_queue, time_in_model_prefill and
+// time_in_model_decode are differences of the engine core's own stamps
+// (QUEUED, first SCHEDULED, first and last token), while the span starts at
+// the front end's arrival_time and time_to_first_token is the front end's
+// clock from it to the first token's output. arrival_time is taken before
+// the request's inputs are processed (vllm/v1/engine/input_processor.py
+// process_inputs: tokenising and the multimodal processor run after it) and
+// the engine core stamps QUEUED only when its busy loop takes the request,
+// between two steps; that hop is not in any latency. So the model phases
+// are placed back from the first token: prefill [start+ttft-prefill,
+// start+ttft], the queue before it, decode from the first token for
+// time_in_model_decode, to the span's end at the latest (the first token's
+// output may have reached the front end later after its step than the last
+// one did). Laid out from the span's start instead, every phase would be
+// early by the hop, a step of the engine's and the multimodal processing:
+// more than a 100 ms bin for an image prompt under load.
+//
+// Without time_to_first_token, prefill or decode, or when the first does not
+// fit (less than queue and prefill, or past the span's end: not vLLM V1's),
+// the phases run one after
+// the other from the span's start: queue (time_in_queue), then prefill
 // (time_in_model_prefill) and decode (time_in_model_decode); without both of
-// those, one inference phase (time_in_model_inference); without that either,
-// prefill alone if given, else no model phase. Every gen_ai.latency.* that
-// vLLM V1 sets must be a non-negative number of seconds (a string is
-// malformed, not coerced); time_to_first_token and e2e are only checked.
+// those, one inference phase (time_in_model_inference); without that
+// either, prefill alone if given, else no model phase (the older engine's
+// span: its time_in_queue runs from the arrival, on its clock). Every
+// gen_ai.latency.* that vLLM V1 sets must be a non-negative number of
+// seconds (a string is malformed, not coerced); e2e is only checked.
 func recognizeVLLM(span ptrace.Span, req *Request, d *draft) string {
-	var queue, prefill, decode, inference int64 = -1, -1, -1, -1
+	var queue, prefill, decode, inference, ttft int64 = -1, -1, -1, -1, -1
 	u := newUsage()
 	if why := readLatencies(span.Attributes(), &u, secondsNS, []latency{
 		{vllmQueue, &queue, nil}, {vllmPrefill, &prefill, nil}, {vllmDecode, &decode, nil}, {vllmInference, &inference, nil},
-		{vllmTTFT, nil, nil}, {vllmE2E, nil, nil},
+		{vllmTTFT, &ttft, nil}, {vllmE2E, nil, nil},
 	}); why != "" {
 		return why
 	}
 	// vLLM names its counts the old way; the newer names are a fallback.
 	u.apply(req, d, true)
+	if prefill >= 0 && decode >= 0 && ttft >= 0 && ttft <= d.endTol-d.start && ttft-prefill >= max(queue, 0) {
+		// Offsets from the start: none overflows (ttft fits in the span,
+		// prefill and queue in ttft).
+		first := d.start + ttft
+		scheduled := first - prefill
+		if queue >= 0 {
+			if why := d.add(PhaseQueue, scheduled-queue, scheduled); why != "" {
+				return why
+			}
+		}
+		if why := d.add(PhasePrefill, scheduled, first); why != "" {
+			return why
+		}
+		// The decode may end past the span by what the first token's way
+		// back took longer than the last one's, at most the hop and that
+		// way back together (ttft less queue and prefill); by more, the
+		// latencies do not fit the span.
+		last := addNS(first, decode)
+		if last > d.endTol && last-d.endTol > ttft-prefill-max(queue, 0) {
+			return ReasonPhasesExceedSpan
+		}
+		return d.add(PhaseDecode, min(first, d.end), min(last, d.end))
+	}
 	if queue >= 0 {
 		if why := d.next(PhaseQueue, queue); why != "" {
 			return why
