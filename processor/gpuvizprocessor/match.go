@@ -74,10 +74,12 @@ func (m *matcher) attributes(req inference.Request) []timeline.Key {
 		return keys
 	}
 	for _, idx := range req.GPUIndexes {
-		if k, ok := m.store.ByIndex(m.resolveHost(req.Host), idx); ok {
+		// A GPU both a UUID and an index name is one GPU.
+		if k, ok := m.store.ByIndex(m.resolveHost(req.Host), idx); ok && !slices.Contains(keys, k) {
 			keys = append(keys, k)
 		}
 	}
+	slices.SortFunc(keys, timeline.CompareKeys)
 	return keys
 }
 

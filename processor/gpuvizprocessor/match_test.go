@@ -411,3 +411,35 @@ func TestGPUUUIDsAreMatchedOnAnyHost(t *testing.T) {
 	_, ok := store.ByID("GPU-2a")
 	assert.False(t, ok)
 }
+
+// A span naming one GPU by both its UUID and its index (gpu.uuid and
+// CUDA_VISIBLE_DEVICES on its resource) ran on that GPU once: it is listed
+// once and its power is the GPU's, not twice it; indexes in any order name
+// the GPUs in one order.
+func TestAGPUNamedByUUIDAndIndexIsMatchedOnce(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.MaxWait = 500 * time.Millisecond })
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for i := range 2 {
+		require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", fmt.Sprintf("GPU-%d", i), int64(i), base, time.Second, repeat(busy, 20))))
+	}
+	td := ptrace.NewTraces()
+	for trace, attrs := range map[byte]map[string]any{
+		1: {"host.name": "node-1", "gpu.uuid": "GPU-0", "CUDA_VISIBLE_DEVICES": "0"},
+		2: {"host.name": "node-1", "CUDA_VISIBLE_DEVICES": "1,0"},
+	} {
+		rs := td.ResourceSpans().AppendEmpty()
+		require.NoError(t, rs.Resource().Attributes().FromRaw(attrs))
+		vllmSpan(ptrace.NewTraces(), trace, base.Add(5*time.Second), 0, 1, 4, 10).CopyTo(rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty())
+	}
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return len(spanAttrs(t, p.spans, "llm_request")) == 2 }, 5*time.Second, 10*time.Millisecond)
+	got := map[string]map[string]any{}
+	for _, a := range spanAttrs(t, p.spans, "llm_request") {
+		assert.Equal(t, MatchAttribute, a["gpuviz.gpu.match"])
+		got[fmt.Sprint(a["gpuviz.gpu.ids"])] = a
+	}
+	require.Contains(t, got, "[GPU-0]")
+	require.Contains(t, got, "[GPU-0 GPU-1]")
+	assert.InDelta(t, busy.powerW, got["[GPU-0]"]["gpuviz.gpu.power.mean"], 1e-6, "one GPU's power")
+	assert.InDelta(t, 2*busy.powerW, got["[GPU-0 GPU-1]"]["gpuviz.gpu.power.mean"], 1e-6)
+}
