@@ -115,8 +115,9 @@ func (m *matcher) pod(req inference.Request) []timeline.Key {
 // the span's GPU hints, on one host only: indexes count the job's own
 // devices with Slurm's device cgroup (ConstrainDevices) and the host's
 // without it, so an index is taken where both readings name the same GPU
-// of the job or only one names one of its GPUs, and ignored where they
-// name different ones.
+// of the job or only one names one of its GPUs, and where they name
+// different ones, as the reading that names one of its GPUs for every
+// index of the span reads it (ignored where both or neither do).
 func (m *matcher) slurmJob(req inference.Request) []timeline.Key {
 	if req.SlurmJobID == "" {
 		return nil
@@ -138,14 +139,28 @@ func (m *matcher) slurmJob(req inference.Request) []timeline.Key {
 			return nil
 		}
 		relative := m.byIndex(all)
-		return func(i int) (timeline.Key, bool) {
-			rel, relOK := timeline.Key{}, relative != nil && i < len(relative)
-			if relOK {
+		readings := func(i int) (rel timeline.Key, relOK bool, abs timeline.Key, absOK bool) {
+			if relOK = relative != nil && i < len(relative); relOK {
 				rel = relative[i]
 			}
-			abs, absOK := m.store.ByIndex(all[0].Host, i)
-			absOK = absOK && slices.Contains(all, abs)
+			abs, absOK = m.store.ByIndex(all[0].Host, i)
+			return rel, relOK, abs, absOK && slices.Contains(all, abs)
+		}
+		// The span's indexes are one list, read one way: where only one
+		// reading names a GPU of the job for every index, that one.
+		relAll, absAll := true, true
+		for _, i := range req.GPUIndexes {
+			_, relOK, _, absOK := readings(i)
+			relAll, absAll = relAll && relOK, absAll && absOK
+		}
+		return func(i int) (timeline.Key, bool) {
+			rel, relOK, abs, absOK := readings(i)
 			switch {
+			case relOK && absOK && relAll != absAll:
+				if relAll {
+					return rel, true
+				}
+				return abs, true
 			case relOK && absOK:
 				return rel, rel == abs
 			case relOK:

@@ -161,7 +161,8 @@ func slurmMetrics(host string, at time.Time, gpuJob map[string]string, process b
 
 // The matching rules of the slurm method, on a store of two 8-GPU nodes:
 // job 100 holds GPUs 2 and 3 of both, 101 GPUs 0 and 1 of node-1, 102 its
-// GPUs 4 and 5, 104 GPUs 1 and 2 of node-2; pod uid-7 holds node-1's GPU 7.
+// GPUs 4 and 5, 104 GPUs 1 and 2 of node-2, 105 GPUs 1 to 4 of node-3; pod
+// uid-7 holds node-1's GPU 7.
 func TestSlurmJobMatchRules(t *testing.T) {
 	cfg := createDefaultConfig()
 	store := timeline.New(cfg.timeline())
@@ -169,7 +170,7 @@ func TestSlurmJobMatchRules(t *testing.T) {
 	gpu := func(host string, i int) timeline.Key {
 		return timeline.Key{Host: host, GPU: fmt.Sprintf("GPU-%s-%d", host, i)}
 	}
-	for _, host := range []string{"node-1", "node-2"} {
+	for _, host := range []string{"node-1", "node-2", "node-3"} {
 		for i := range 8 {
 			k := gpu(host, i)
 			require.True(t, store.Add(k, timeline.Power, t0, 100))
@@ -182,6 +183,7 @@ func TestSlurmJobMatchRules(t *testing.T) {
 		"101": {gpu("node-1", 0), gpu("node-1", 1)},
 		"102": {gpu("node-1", 4), gpu("node-1", 5)},
 		"104": {gpu("node-2", 1), gpu("node-2", 2)},
+		"105": {gpu("node-3", 1), gpu("node-3", 2), gpu("node-3", 3), gpu("node-3", 4)},
 	}
 	for sec := 0; sec <= 60; sec += 10 {
 		at := t0.Add(time.Duration(sec) * time.Second)
@@ -225,6 +227,14 @@ func TestSlurmJobMatchRules(t *testing.T) {
 			want: []timeline.Key{gpu("node-1", 1)}, method: MatchSlurmJob},
 		{name: "readings that name different GPUs of the job: ignored", job: "104", host: "node-2", hints: hints{indexes: []int{1}},
 			want: jobs["104"], method: MatchSlurmJob},
+		{name: "the job's own devices 0 and 1: 0 cannot be the host's, so neither is", job: "105", host: "node-3", hints: hints{indexes: []int{0, 1}},
+			want: []timeline.Key{gpu("node-3", 1), gpu("node-3", 2)}, method: MatchSlurmJob},
+		{name: "the host's devices 3 and 4: 4 cannot be the job's, so neither is", job: "105", host: "node-3", hints: hints{indexes: []int{3, 4}},
+			want: []timeline.Key{gpu("node-3", 3), gpu("node-3", 4)}, method: MatchSlurmJob},
+		{name: "the job's every device by the host's indexes", job: "104", host: "node-2", hints: hints{indexes: []int{1, 2}},
+			want: jobs["104"], method: MatchSlurmJob},
+		{name: "a list either reading fits, naming different GPUs: ignored", job: "105", host: "node-3", hints: hints{indexes: []int{2, 3}},
+			want: jobs["105"], method: MatchSlurmJob},
 		{name: "no index narrowing across nodes", job: "100", hints: hints{indexes: []int{0}},
 			want: jobs["100"], method: MatchSlurmJob},
 		{name: "long after the job: the next method", job: "101", host: "node-1", at: 5 * time.Minute,
