@@ -28,9 +28,10 @@ func (m *matcher) match(req inference.Request) ([]timeline.Key, string) {
 			keys = m.attributes(req)
 		case MatchProcess:
 			// A pod's process.pid is in its own PID namespace, not the
-			// host's the receiver reports.
+			// host's the receiver reports. Without host.name, the PID is
+			// looked for on the one host there is, if one.
 			if req.PID != 0 && !inPod(req) {
-				keys = m.store.ProcessGPUs(req.Host, req.PID, req.Start)
+				keys = m.store.ProcessGPUs(m.resolveHost(req.Host), req.PID, req.Start)
 			}
 		case MatchHost:
 			keys = m.hostGPUs(req.Host)

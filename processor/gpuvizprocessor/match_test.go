@@ -453,3 +453,28 @@ func TestAGPUNamedByUUIDAndIndexIsMatchedOnce(t *testing.T) {
 	assert.InDelta(t, busy.powerW, got["[GPU-0]"]["gpuviz.gpu.power.mean"], 1e-6, "one GPU's power")
 	assert.InDelta(t, 2*busy.powerW, got["[GPU-0 GPU-1]"]["gpuviz.gpu.power.mean"], 1e-6)
 }
+
+// A span's process.pid is looked for on its host; without host.name, on
+// the one host the GPUs belong to (a node-local agent), as the host method
+// and GPU indexes take it, and on none when they belong to several.
+func TestProcessMatchWithoutHostName(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	store := timeline.New(cfg.timeline())
+	for _, k := range []timeline.Key{{Host: "node-1", GPU: "GPU-0"}, {Host: "node-1", GPU: "GPU-1"}} {
+		require.True(t, store.Add(k, timeline.Power, t0, 100))
+	}
+	store.SetProcess(timeline.Key{Host: "node-1", GPU: "GPU-1"}, 4000, t0)
+	m := &matcher{store: store, order: cfg.Match.Order}
+	for _, host := range []string{"node-1", ""} {
+		keys, method := m.match(inference.Request{Host: host, PID: 4000, Start: t0, End: t0.Add(time.Second)})
+		assert.Equal(t, []timeline.Key{{Host: "node-1", GPU: "GPU-1"}}, keys, "host %q", host)
+		assert.Equal(t, MatchProcess, method, "host %q", host)
+	}
+	// Another host's GPUs: a PID without a host names none of them.
+	require.True(t, store.Add(timeline.Key{Host: "node-2", GPU: "GPU-2"}, timeline.Power, t0, 100))
+	store.SetProcess(timeline.Key{Host: "node-2", GPU: "GPU-2"}, 4000, t0)
+	keys, method := m.match(inference.Request{PID: 4000, Start: t0, End: t0.Add(time.Second)})
+	assert.Empty(t, keys)
+	assert.Empty(t, method)
+}
