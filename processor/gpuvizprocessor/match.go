@@ -94,7 +94,10 @@ func (m *matcher) pod(req inference.Request) []timeline.Key {
 	if !inPod(req) {
 		return nil
 	}
-	all := m.store.PodGPUs(timeline.Pod{UID: req.PodUID, Namespace: req.PodNamespace, Name: req.PodName}, req.Start, req.End)
+	// A pod runs on one node: a name seen on two over the window (a
+	// StatefulSet's pod recreated elsewhere) is the span's host's, when it
+	// names one of them.
+	all := onHost(m.store.PodGPUs(timeline.Pod{UID: req.PodUID, Namespace: req.PodNamespace, Name: req.PodName}, req.Start, req.End), req.Host)
 	return narrow(all, req, func() func(int) (timeline.Key, bool) {
 		byIndex := m.byIndex(all)
 		if byIndex == nil {
@@ -123,18 +126,7 @@ func (m *matcher) slurmJob(req inference.Request) []timeline.Key {
 	if req.SlurmJobID == "" {
 		return nil
 	}
-	all := m.store.SlurmJobGPUs(req.SlurmJobID, req.Start, req.End)
-	if req.Host != "" {
-		var own []timeline.Key
-		for _, k := range all {
-			if k.Host == req.Host {
-				own = append(own, k)
-			}
-		}
-		if len(own) > 0 {
-			all = own
-		}
-	}
+	all := onHost(m.store.SlurmJobGPUs(req.SlurmJobID, req.Start, req.End), req.Host)
 	return narrow(all, req, func() func(int) (timeline.Key, bool) {
 		if len(all) == 0 || all[0].Host != all[len(all)-1].Host { // sorted by host
 			return nil
@@ -172,6 +164,23 @@ func (m *matcher) slurmJob(req inference.Request) []timeline.Key {
 			return timeline.Key{}, false
 		}
 	})
+}
+
+// onHost returns the keys on host where there are any, else all of them.
+func onHost(keys []timeline.Key, host string) []timeline.Key {
+	if host == "" {
+		return keys
+	}
+	var own []timeline.Key
+	for _, k := range keys {
+		if k.Host == host {
+			own = append(own, k)
+		}
+	}
+	if len(own) == 0 {
+		return keys
+	}
+	return own
 }
 
 // narrow keeps the holder's GPUs (all) the span's GPU hints name: UUIDs as

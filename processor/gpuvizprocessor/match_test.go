@@ -478,3 +478,40 @@ func TestProcessMatchWithoutHostName(t *testing.T) {
 	assert.Empty(t, keys)
 	assert.Empty(t, method)
 }
+
+// A StatefulSet's pod recreated on another node at once: over the old
+// pod's last requests its name was seen on both nodes' GPUs. A pod runs on
+// one node; a span naming its host gets that host's.
+func TestAPodNameSeenOnTwoNodesTakesTheSpansNode(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	store := timeline.New(cfg.timeline())
+	a, b := timeline.Key{Host: "node-1", GPU: "GPU-a"}, timeline.Key{Host: "node-2", GPU: "GPU-b"}
+	for _, k := range []timeline.Key{a, b} {
+		require.True(t, store.Add(k, timeline.Power, t0, 100))
+		require.True(t, store.Add(k, timeline.Power, t0.Add(200*time.Second), 100))
+	}
+	pod := timeline.Pod{Namespace: "llm", Name: "vllm-0"}
+	for sec := 10; sec <= 100; sec += 10 {
+		store.SetPod(a, pod, t0.Add(time.Duration(sec)*time.Second))
+	}
+	for sec := 105; sec <= 200; sec += 10 {
+		store.SetPod(b, pod, t0.Add(time.Duration(sec)*time.Second))
+	}
+	m := &matcher{store: store, order: cfg.Match.Order}
+	for _, tc := range []struct {
+		host     string
+		from, to int
+		want     []timeline.Key
+	}{
+		{"node-1", 95, 100, []timeline.Key{a}},    // the old pod's last request
+		{"node-2", 150, 160, []timeline.Key{b}},   // the new pod's
+		{"vllm-0", 95, 100, []timeline.Key{a, b}}, // host.name the pod's own hostname: no node to go by
+	} {
+		req := inference.Request{Host: tc.host, PodNamespace: "llm", PodName: "vllm-0",
+			Start: t0.Add(time.Duration(tc.from) * time.Second), End: t0.Add(time.Duration(tc.to) * time.Second)}
+		keys, method := m.match(req)
+		assert.Equal(t, tc.want, keys, "%s [%d, %d]", tc.host, tc.from, tc.to)
+		assert.Equal(t, MatchPod, method)
+	}
+}
