@@ -16,13 +16,14 @@ func (s *gpuScraper) startPods() error {
 	if !pr.Enabled || !s.cfg.Metrics.NvidiaGpuK8sAllocation.Enabled && !processesEnabled(&s.cfg.Metrics) {
 		return nil
 	}
-	byIndex := map[int]string{}
-	for _, g := range s.gpus {
-		byIndex[g.index] = g.id
-	}
+	// GPUs found after start resolve too: the kubelet is listed anew
+	// every interval.
 	w := podresources.NewWatcher(pr.watcher(), func(i int) (string, bool) {
-		id, ok := byIndex[i]
-		return id, ok
+		id, ok := s.gpuIDs.Load(i)
+		if !ok {
+			return "", false
+		}
+		return id.(string), true
 	}, s.logger)
 	if err := w.Start(); err != nil {
 		return err

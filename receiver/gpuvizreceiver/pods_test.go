@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/podresources"
 	"github.com/gpuviz/gpuviz/internal/podresources/podresourcestest"
 )
@@ -69,4 +70,42 @@ func TestMIGAllocationsAreReportedOnTheParentGPU(t *testing.T) {
 	assert.ElementsMatch(t, []holder{
 		{device(lib, 0).UUID, "MIG-a", "job-a"}, {device(lib, 0).UUID, "MIG-c", "job-c"}, {device(lib, 1).UUID, "", "vllm-0"},
 	}, got)
+}
+
+// The device plugin's index strategy names GPUs by NVML index: a GPU left
+// out at start and read a minute later has its pods too.
+func TestIndexAllocationOfAGPUFoundLater(t *testing.T) {
+	clock := newVirtualClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	lib := faultyLib(t, 4, clock.now, nvmlsim.Fault{Kind: nvmlsim.FaultError, GPU: 2, Error: "gpu_is_lost", Duration: 30 * time.Second})
+	k := podresourcestest.New(t)
+	k.Set(podresourcestest.Pod("llm", "vllm-1", podresourcestest.Container("vllm", "nvidia.com/gpu", "1")),
+		podresourcestest.Pod("llm", "vllm-2", podresourcestest.Container("vllm", "nvidia.com/gpu", "2")))
+	k.Start(t)
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	cfg.Kubernetes.PodResources.Interval = 100 * time.Millisecond
+	cfg.Kubernetes.PodResources.Timeout = 100 * time.Millisecond
+	s := startScraper(t, cfg, lib, BackendSimulated)
+	s.now = clock.now
+	require.Len(t, s.gpus, 3, "GPU 2 answers as lost at start: left out")
+	require.Eventually(t, func() bool { return len(s.allocation()[uuidOf(1)]) == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	clock.advance(10 * time.Second)
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	clock.advance(lookEvery)
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	require.Len(t, s.gpus, 4, "found")
+	require.Eventually(t, func() bool { return len(s.allocation()[uuidOf(2)]) == 1 }, 3*time.Second, 5*time.Millisecond,
+		"the kubelet's index 2 is the GPU found since")
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	pods := map[string]string{}
+	forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+		if name == "nvidia.gpu.k8s.allocation" {
+			pods[attrs["hw.id"].(string)] = attrs["k8s.pod.name"].(string)
+		}
+	})
+	assert.Equal(t, map[string]string{uuidOf(1): "vllm-1", uuidOf(2): "vllm-2"}, pods)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,11 @@ type gpuScraper struct {
 	// refused (logged then); mapping is the job mapping directory's state.
 	environDenied atomic.Bool
 	mapping       mappingState
+
+	// gpuIDs maps the NVML index of each GPU read, found at start or
+	// since, to its UUID (int → string): the pod watcher's goroutine
+	// resolves the kubelet's index device IDs through it.
+	gpuIDs sync.Map
 }
 
 func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
@@ -167,6 +173,7 @@ func (s *gpuScraper) adopt(lib nvml.Interface, idx int) error {
 		logger.Info("no GPM on this GPU (Hopper or newer, and a driver with GPM, are needed): SM, tensor and DRAM activity will not be reported")
 	}
 	s.gpus = append(s.gpus, g)
+	s.gpuIDs.Store(g.index, g.id)
 	if s.found != nil {
 		s.found(g)
 	}
