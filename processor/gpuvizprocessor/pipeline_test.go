@@ -600,6 +600,53 @@ func TestPowerSamplesPlaceBinsWithinTheirTick(t *testing.T) {
 	}
 }
 
+// The gpuviz receiver's flush sends the energy counter stamped at its read
+// with the driver's 20 ms power samples up to just before it: the sample
+// covering the last few ms before the read comes a flush later. A span
+// released as soon as the counter passes its end (its GPU data came after
+// its settle window: a metrics pipeline batching longer, a host clock
+// ahead) has its bins frozen then. They must split the counter by the
+// power samples, as when the next flush is in first: a request drawing 600
+// W in seconds that average 285 W gets its 600 W.
+func TestASpansEnergyFollowsThePowerSamplesWhenFrozenAtItsCounter(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	watts := func(sample time.Duration) float64 {
+		if sample%time.Second <= 300*time.Millisecond {
+			return 600
+		}
+		return 150
+	}
+	// Scrape-time readings and the counter at 0.05 s, 1.05 s, ...; the
+	// counter's 285 J a second is the power samples' mean.
+	md := gpuMetrics("", "GPU-a", 0, base.Add(50*time.Millisecond), time.Second, repeat(sample{util: 0.9, tensor: 0.6, dram: 0.3, powerW: 285, memUsed: 40e9}, 13))
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	ms.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == "hw.power" }) // the samples say it
+	m := ms.AppendEmpty()
+	m.SetName("nvidia.gpu.samples.power")
+	dps := m.SetEmptyGauge().DataPoints()
+	for at := 15 * time.Millisecond; at < 13*time.Second; at += 20 * time.Millisecond {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(base.Add(at)))
+		dp.SetDoubleValue(watts(at))
+		dp.Attributes().PutStr("hw.id", "GPU-a")
+	}
+	run := func(upTo time.Duration) float64 {
+		c, now, sink := virtualCore(t, nil)
+		*now = base.Add(13 * time.Second)
+		c.ingest.consume(context.Background(), pointsWhere(md, func(ts time.Time) bool { return !ts.After(base.Add(upTo)) }))
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, base.Add(8*time.Second), 0, 0.1, 0.2, 20) // [8 s, 8.3 s] at 600 W
+		assert.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 8 {
+			c.tick(base.Add(13*time.Second + time.Duration(step)*time.Second))
+		}
+		return spanEnergies(t, sink)[1]
+	}
+	all := run(13 * time.Second)
+	assert.InDelta(t, 0.3*600, all, 0.3*600*0.03, "read with every flush in")
+	assert.InDelta(t, all, run(9050*time.Millisecond), 1e-6, "frozen at the flush after its end: the same")
+}
+
 // A span from long before any sample the timeline can hold, released in
 // the same round as a current one on the same GPU, is left out of the
 // round (un-enriched, no_samples): the round reads the current span's bins,

@@ -188,9 +188,10 @@ func (v *series) energyBins(pw *series, a, w int64, bins []Bin) {
 	r := v.r
 	ci := r.firstAfter(v.lo, a) // the first counter point after pos
 	// Cursors over Power, each moving forward only: for the pieces, for the
-	// segments' ends, for the bins the counter does not cover.
-	pieces, segs, whole := prefixCursor{series: *pw}, prefixCursor{series: *pw}, prefixCursor{series: *pw}
-	seg, segPower, segShaped := -1, 0.0, false
+	// bins the counter does not cover.
+	pieces, whole := prefixCursor{series: *pw}, prefixCursor{series: *pw}
+	seg, segShaped := -1, false
+	var sp split
 	for j := range bins {
 		b := &bins[j]
 		x := a + int64(j)*w
@@ -216,11 +217,17 @@ func (v *series) energyBins(pw *series, a, w int64, bins []Bin) {
 				default:
 					if seg != ci {
 						seg = ci
-						segPower, segShaped = segs.shape(p, q)
+						sp, segShaped = pw.shape(p, q)
 					}
 					if segShaped {
-						i, _ := pieces.integrate(pos, end)
-						counterJ += d * (i / segPower)
+						var i float64
+						if pos < sp.last {
+							i, _ = pieces.integrate(pos, min(end, sp.last))
+						}
+						if end > sp.last {
+							i += sp.mean * float64(end-max(pos, sp.last))
+						}
+						counterJ += d * (i / sp.total)
 					} else {
 						counterJ += d * (float64(end-pos) / float64(q.ts-p.ts))
 					}
@@ -273,10 +280,4 @@ func (c *prefixCursor) integrate(a, b int64) (float64, int64) {
 		kb++
 	}
 	return c.between(ka, a, kb, b)
-}
-
-// shape is series.shape through the cursor.
-func (c *prefixCursor) shape(p, q *point) (float64, bool) {
-	i, cov := c.integrate(p.ts, q.ts)
-	return i, cov == q.ts-p.ts && i > 0
 }

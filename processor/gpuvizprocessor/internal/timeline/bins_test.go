@@ -319,6 +319,59 @@ func TestBinsConserveCounterEnergy(t *testing.T) {
 	}
 }
 
+// TestBinsFrozenAsTheCounterArrivesConserve: the gpuviz receiver's flush
+// brings the energy counter stamped at its read with the driver's 20 ms
+// power samples up to just before it; the sample that covers the last few
+// ms before the read comes a flush later. The pipeline freezes each bin
+// once the counter has passed its end: a segment's bins as its end point
+// arrives, the bin across that point a flush later. The bins frozen so must
+// add up to the counter as the bins read once everything is in do, and
+// take the split the power samples give, not a linear one.
+func TestBinsFrozenAsTheCounterArrivesConserve(t *testing.T) {
+	const width = 100 * time.Millisecond
+	s := newStore(t, nil)
+	// Power samples at x.015, x.035, …, each the mean of the 20 ms before
+	// it: 600 W in the first 300 ms of each second, 150 W after. The
+	// counter, read at x.050, integrates them exactly.
+	watts := func(sample time.Duration) float64 {
+		if sample%time.Second <= 300*time.Millisecond {
+			return 600
+		}
+		return 150
+	}
+	counterAt := func(k int) time.Duration { return time.Duration(k)*time.Second + 50*time.Millisecond }
+	energy, next := 1e9, 15*time.Millisecond // the next power sample to send
+	require.True(t, s.AddEnergy(gpuA, t0.Add(counterAt(0)), energy))
+	frozen := map[int]float64{} // bin index from t0 → its energy when frozen
+	for k := 1; k <= 20; k++ {
+		q := counterAt(k)
+		for ms := counterAt(k-1) + time.Millisecond; ms <= q; ms += time.Millisecond {
+			sample := 15*time.Millisecond + (ms-15*time.Millisecond+19*time.Millisecond)/(20*time.Millisecond)*(20*time.Millisecond)
+			energy += watts(sample) / 1000
+		}
+		for ; next <= q; next += 20 * time.Millisecond {
+			require.True(t, s.Add(gpuA, Power, t0.Add(next), watts(next)))
+		}
+		require.True(t, s.AddEnergy(gpuA, t0.Add(q), energy))
+		// Freeze the bins after the first counter point that end by q.
+		for i, b := range s.Bins(gpuA, t0, width, int(q/width), nil) {
+			if _, ok := frozen[i]; !ok && i >= 1 {
+				require.True(t, b.EnergyKnown, "bin %d", i)
+				frozen[i] = b.EnergyJ
+			}
+		}
+	}
+	final := s.Bins(gpuA, t0, width, 200, nil)
+	var got, want float64
+	for i := 1; i < 200; i++ {
+		got += frozen[i]
+		want += final[i].EnergyJ
+	}
+	assert.InDelta(t, want, got, 1e-9*want, "frozen as the counter came, the bins add up as those read at the end")
+	assert.InDelta(t, 60, frozen[31], 60*0.02, "bin 3.1–3.2 s drew 600 W")
+	assert.InDelta(t, 15, frozen[35], 15*0.02, "bin 3.5–3.6 s drew 150 W")
+}
+
 // BenchmarkBins is the per-round pipeline: 40 bins of 250 ms.
 func BenchmarkBins(b *testing.B) {
 	s := benchGPU(b)

@@ -50,9 +50,14 @@
 // at or around both edges, the energy is E(to) − E(from). Whole counter
 // segments inside the window count their difference exactly; a segment p→q
 // cut by an edge gives the cut-off part [a, b] its share of q.v − p.v: in
-// proportion to ∫_a^b Power / ∫_p^q Power when Power samples cover the whole
+// proportion to ∫_a^b Power / ∫_p^q Power when Power samples cover the
 // segment with a positive integral (the counter sets the total, Power says
-// where in the segment it went), else in proportion to time. A counter that
+// where in the segment it went), else in proportion to time. Only Power's
+// points up to q count, the part of the segment after the last of them (at
+// most MaxSpan) at their mean: a source sends the counter stamped at its
+// read with the power samples up to just before it, the one covering the
+// rest a flush later, and the split must not change with it once a bin of
+// the segment has been read. A counter that
 // decreases (driver reload) makes the segment across the decrease unknown; a
 // window that needs it falls back. The fallback is the integral of the Power
 // step function over its covered part, which undercounts a partly covered

@@ -64,7 +64,8 @@ func (s *Store) Intervals(k Key, from, to time.Time, dst []Interval) []Interval 
 	ci := ev.r.firstAfter(ev.lo, a)
 	pw := curs[Power].series
 	// The counter segment ending at point seg, and how it splits.
-	seg, segPower, segShaped := -1, 0.0, false
+	seg, segShaped := -1, false
+	var sp split
 
 	for t := a; t < b; {
 		end := b
@@ -102,14 +103,16 @@ func (s *Store) Intervals(k Key, from, to time.Time, dst []Interval) []Interval 
 		case p != nil:
 			if seg != ci {
 				seg = ci
-				segPower, segShaped = pw.shape(p, q)
+				sp, segShaped = pw.shape(p, q)
 			}
 			d := q.v - p.v
 			switch {
 			case (t == p.ts && end == q.ts) || d == 0:
 				iv.EnergyJ = d
-			case segShaped && iv.Has[Power]: // Power covers the segment, so the interval
-				iv.EnergyJ = d * (iv.Values[Power] * float64(end-t) / segPower)
+			case segShaped && t >= sp.last: // after Power's last point in the segment: its mean
+				iv.EnergyJ = d * (sp.mean * float64(end-t) / sp.total)
+			case segShaped && iv.Has[Power]: // Power covers the segment up to there, so the interval
+				iv.EnergyJ = d * (iv.Values[Power] * float64(min(end, sp.last)-t) / sp.total)
 			default:
 				iv.EnergyJ = d * (float64(end-t) / float64(q.ts-p.ts))
 			}

@@ -67,17 +67,31 @@ func refStat(r *ring, lo int, maxSpan, a, b int64) (Stat, int64, float64) {
 	return st, covered, integral
 }
 
-// refShare is segment p→q's energy over [x, y], split by Power when Power
-// covers the segment with a positive integral, else linearly.
+// refShare is segment p→q's energy over [x, y], split by Power where
+// Power's points up to q cover the segment up to the last of them with a
+// positive integral (the rest, at most MaxSpan, at their mean), else
+// linearly.
 func refShare(pw *ring, plo int, maxSpan int64, p, q point, x, y int64) float64 {
 	d := q.v - p.v
 	if x == p.ts && y == q.ts {
 		return d
 	}
-	_, cpq, ipq := refStat(pw, plo, maxSpan, p.ts, q.ts)
-	if cpq == q.ts-p.ts && ipq > 0 {
-		_, _, ixy := refStat(pw, plo, maxSpan, x, y)
-		return d * ixy / ipq
+	last := int64(math.MinInt64)
+	for i := plo; i < pw.n && pw.at(i).ts <= q.ts; i++ {
+		last = pw.at(i).ts
+	}
+	if last > p.ts && q.ts-last <= maxSpan {
+		if _, c, in := refStat(pw, plo, maxSpan, p.ts, last); c == last-p.ts && in > 0 {
+			mean := in / float64(c)
+			var w float64
+			if x < last {
+				_, _, w = refStat(pw, plo, maxSpan, x, min(y, last))
+			}
+			if y > last {
+				w += mean * float64(y-max(x, last))
+			}
+			return d * w / (in + mean*float64(q.ts-last))
+		}
 	}
 	return d * float64(y-x) / float64(q.ts-p.ts)
 }

@@ -151,12 +151,49 @@ func (v *series) max(ka int, a int64, kb int, b int64) (float64, bool) {
 	return m, seen
 }
 
+// split is how a counter segment p→q splits inside itself by Power (see
+// shape).
+type split struct {
+	last  int64   // Power's last point at or before q
+	mean  float64 // Power's mean over (p, last], W
+	total float64 // the segment's weight: ∫ Power over (p, last] + mean × (q − last), W·ns
+}
+
 // shape says how the counter's segment p→q splits inside itself, v being the
-// Power series: by Power when Power covers the whole segment with a positive
-// integral (the integral, true), else linearly in time.
-func (v *series) shape(p, q *point) (float64, bool) {
-	i, c := v.integrate(p.ts, q.ts)
-	return i, c == q.ts-p.ts && i > 0
+// Power series: by Power where Power's points up to q cover the segment up
+// to the last of them with a positive integral, the rest of it (at most
+// MaxSpan) at their mean; else (false) linearly in time. Points after q do
+// not count: a source sends the counter stamped at its read with the power
+// samples up to just before it, and the samples after it a flush later, so
+// the split is final once q has come, whenever a bin of the segment is read.
+func (v *series) shape(p, q *point) (split, bool) {
+	r := v.r
+	i := r.firstAfter(v.lo, q.ts) - 1
+	if i < v.lo {
+		return split{}, false
+	}
+	last := r.at(i).ts
+	if last <= p.ts || q.ts-last > v.maxSpan {
+		return split{}, false
+	}
+	in, c := v.integrate(p.ts, last)
+	if c != last-p.ts || !(in > 0) {
+		return split{}, false
+	}
+	mean := in / float64(c)
+	return split{last: last, mean: mean, total: in + mean*float64(q.ts-last)}, true
+}
+
+// weight is the part of sp.total over [x, y] ⊂ [p.ts, q.ts].
+func (v *series) weight(sp split, x, y int64) float64 {
+	var w float64
+	if x < sp.last {
+		w, _ = v.integrate(x, min(y, sp.last))
+	}
+	if y > sp.last {
+		w += sp.mean * float64(y-max(x, sp.last))
+	}
+	return w
 }
 
 // share is the counter's increase over [x, y] ⊂ [p.ts, q.ts] of the segment
@@ -170,9 +207,8 @@ func (v *series) share(p, q *point, x, y int64) float64 {
 	if (x <= p.ts && y >= q.ts) || d == 0 {
 		return d
 	}
-	if ipq, ok := v.shape(p, q); ok {
-		ixy, _ := v.integrate(x, y)
-		return d * (ixy / ipq)
+	if sp, ok := v.shape(p, q); ok {
+		return d * (v.weight(sp, x, y) / sp.total)
 	}
 	return d * (float64(y-x) / float64(q.ts-p.ts))
 }
