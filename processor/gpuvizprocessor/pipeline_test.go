@@ -647,6 +647,48 @@ func TestASpansEnergyFollowsThePowerSamplesWhenFrozenAtItsCounter(t *testing.T) 
 	assert.InDelta(t, all, run(9050*time.Millisecond), 1e-6, "frozen at the flush after its end: the same")
 }
 
+// A GPU without an energy counter (before Volta, or hw.energy turned off)
+// has its energy from the driver's power samples, which the receiver's
+// flush sends up to just before its read, with the tick's readings stamped
+// at the read. A span is released, and its bins frozen, once its GPU's
+// energy has come to its last bin's end: the power samples', not the
+// tick's.
+func TestASpanWithoutACounterWaitsForThePowerSamples(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	// Scrape-time readings at 0.105 s, 1.105 s, ...; power samples every
+	// 20 ms at 0.015 s, 0.035 s, ...: 600 W.
+	md := gpuMetrics("", "GPU-a", 0, base.Add(105*time.Millisecond), time.Second, repeat(sample{util: 0.9, tensor: 0.6, dram: 0.3, powerW: 600, memUsed: 40e9}, 13))
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	ms.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == "hw.power" || m.Name() == "hw.energy" })
+	m := ms.AppendEmpty()
+	m.SetName("nvidia.gpu.samples.power")
+	dps := m.SetEmptyGauge().DataPoints()
+	for at := 15 * time.Millisecond; at < 13*time.Second; at += 20 * time.Millisecond {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(base.Add(at)))
+		dp.SetDoubleValue(600)
+		dp.Attributes().PutStr("hw.id", "GPU-a")
+	}
+	run := func(first time.Duration) float64 {
+		c, now, sink := virtualCore(t, nil)
+		*now = base.Add(13 * time.Second)
+		c.ingest.consume(context.Background(), pointsWhere(md, func(ts time.Time) bool { return !ts.After(base.Add(first)) }))
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, base.Add(8750*time.Millisecond), 0, 0.1, 0.2, 20) // [8.75 s, 9.05 s]
+		assert.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 8 {
+			c.tick(base.Add(13*time.Second + time.Duration(step)*time.Second))
+		}
+		c.ingest.consume(context.Background(), pointsWhere(md, func(ts time.Time) bool { return ts.After(base.Add(first)) }))
+		c.tick(base.Add(21 * time.Second))
+		return spanEnergies(t, sink)[1]
+	}
+	// Its four bins at 600 W, each 60 J: the last one's energy is in at
+	// 9.115 s, not at the tick's 9.105 s.
+	assert.InDelta(t, 4*60, run(13*time.Second), 1e-6, "read with every flush in")
+	assert.InDelta(t, 4*60, run(9105*time.Millisecond), 1e-6, "the flush after its end first")
+}
+
 // A span from long before any sample the timeline can hold, released in
 // the same round as a current one on the same GPU, is left out of the
 // round (un-enriched, no_samples): the round reads the current span's bins,

@@ -329,10 +329,13 @@ func (s *Store) Newest(k Key) (time.Time, bool) {
 }
 
 // Settled returns the time up to which GPU k's energy has arrived: its
-// energy counter's newest point, or, for a GPU without one, its newest point
-// of any signal; false when the GPU is unknown or has no point. The two
-// differ where a source stamps some series ahead of others: a receiver's
-// scrape arrives at once, its sampling clock's ticks a flush later.
+// energy counter's newest point, or, for a GPU without one, its newest
+// Power point (where Power has one within MaxSpan of the GPU's newest
+// point), else its newest point of any signal; false when the GPU is
+// unknown or has no point. They differ where a source stamps some series
+// ahead of others: a receiver's scrape arrives at once, its sampling
+// clock's ticks a flush later, and its flush stamps the tick's readings at
+// the read and the driver's power samples up to just before it.
 func (s *Store) Settled(k Key) (time.Time, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -364,9 +367,9 @@ func (s *Store) SettledAll(keys []Key) (time.Time, bool) {
 }
 
 // Spacing returns the longest, over keys, of the time between the last two
-// points of the series Settled follows: the energy counter, else the signal
-// whose last two points are closest (the one that advances the GPU's newest
-// point). It is how long the next point of a GPU's source takes: a fraction
+// points of the series Settled follows: the energy counter or Power, else
+// the signal whose last two points are closest (the one that advances the
+// GPU's newest point). It is how long the next point of a GPU's source takes: a fraction
 // of a second from the gpuviz receiver's sampling clock, 30 s from a
 // dcgm-exporter at its default. False when keys is empty or any of them is
 // unknown or has fewer than two such points.
@@ -382,7 +385,13 @@ func (s *Store) Spacing(keys []Key) (time.Duration, bool) {
 		if g == nil {
 			return 0, false
 		}
-		gap, ok := lastGap(&g.energy)
+		var (
+			gap int64
+			ok  bool
+		)
+		if r := s.settledRing(g); r != nil {
+			gap, ok = lastGap(r)
+		}
 		if !ok {
 			for i := range g.sig {
 				if d, has := lastGap(&g.sig[i]); has && (!ok || d < gap) {
@@ -412,10 +421,24 @@ func (s *Store) settled(k Key) (int64, bool) {
 	if g == nil || !g.hasPoints {
 		return 0, false
 	}
-	if r := &g.energy; r.n > 0 {
+	if r := s.settledRing(g); r != nil {
 		return r.at(r.n - 1).ts, true
 	}
 	return g.newest, true
+}
+
+// settledRing is the series g's energy comes from, which Settled follows:
+// the energy counter, else Power where it has a point within MaxSpan of
+// g's newest (a source that stopped sending it is not waited for); nil
+// when neither.
+func (s *Store) settledRing(g *gpu) *ring {
+	if r := &g.energy; r.n > 0 {
+		return r
+	}
+	if r := &g.sig[Power]; r.n > 0 && r.at(r.n-1).ts >= sub(g.newest, s.maxSpan) {
+		return r
+	}
+	return nil
 }
 
 // GPUs returns the GPUs known for host, sorted by GPU id; host "" returns

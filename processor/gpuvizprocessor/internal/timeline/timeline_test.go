@@ -947,3 +947,38 @@ func TestSlurmJobGPUs(t *testing.T) {
 	s.forget(s.gpus[b0])
 	assert.Equal(t, []Key{a0, a1}, s.SlurmJobGPUs("100", at(50), at(60)))
 }
+
+// TestBinsFrozenAtSettledWithoutACounterKnowTheirEnergy: a GPU without an
+// energy counter (before Volta, or hw.energy turned off) has its energy
+// from Power. The receiver's flush sends the driver's 20 ms power samples
+// up to just before its read and the tick's readings stamped at the read:
+// the bins up to Settled, frozen then, must have their energy in, as when
+// read after the next flush.
+func TestBinsFrozenAtSettledWithoutACounterKnowTheirEnergy(t *testing.T) {
+	const width = 100 * time.Millisecond
+	s := newStore(t, nil)
+	next := 15 * time.Millisecond // the next power sample to send
+	frozen := map[int]Bin{}       // bin index from t0 → the bin when frozen
+	for k := 1; k <= 10; k++ {
+		read := time.Duration(k)*time.Second + 105*time.Millisecond
+		for ; next <= read; next += 20 * time.Millisecond {
+			require.True(t, s.Add(gpuA, Power, t0.Add(next), 300))
+		}
+		require.True(t, s.Add(gpuA, TensorActivity, t0.Add(read), 0.5))
+		settled, ok := s.Settled(gpuA)
+		require.True(t, ok)
+		n := int(settled.Sub(t0) / width)
+		for i, b := range s.Bins(gpuA, t0, width, n, nil) {
+			if _, ok := frozen[i]; !ok && i >= 1 {
+				frozen[i] = b
+			}
+		}
+	}
+	final := s.Bins(gpuA, t0, width, 100, nil)
+	for i := 1; i < 100; i++ {
+		b, ok := frozen[i]
+		require.True(t, ok, "bin %d", i)
+		assert.True(t, b.EnergyKnown, "bin %d (%v) frozen with its energy in", i, time.Duration(i)*width)
+		assert.InDelta(t, final[i].EnergyJ, b.EnergyJ, 1e-9, "bin %d", i)
+	}
+}
