@@ -227,9 +227,11 @@ func createDefaultConfig() *Config {
 		MaxPendingSpans: 200_000,
 		// A node-local agent needs a few MiB; the worst case is
 		// max_gpus × 17 series × max_points_per_signal × 32.25 B = 1.1 GiB.
-		// 2048 points hold about 5.7 minutes of the driver's 6/s samples and
-		// far longer of once-a-scrape readings; a gateway for a large fleet
-		// raises max_gpus and, if memory is tight, lowers the points.
+		// 2048 points hold about 5.7 minutes of the driver's 6/s samples
+		// (41 s of its 20 ms power samples: a longer window's mean power is
+		// its energy over its length) and far longer of once-a-scrape
+		// readings; a gateway for a large fleet raises max_gpus and, if
+		// memory is tight, lowers the points.
 		History: HistoryConfig{MaxGPUs: 1024, MaxPointsPerSignal: 2048, Retention: 10 * time.Minute, MaxSpan: 30 * time.Second, AlignGPM: true},
 		Match: MatchConfig{
 			Order:                    []string{MatchPod, MatchSlurmJob, MatchAttribute, MatchProcess, MatchHost},

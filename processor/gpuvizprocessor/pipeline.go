@@ -621,6 +621,14 @@ func (gr *groupRound) stats(from, to int64) (gpuStats, bottleneck.Times, float64
 	s.memCtl, s.hasMem = ratio(colMemCtl, colMemCtlCov)
 	if pw, ok := ratio(colPower, colPowerCov); ok {
 		s.powerMean, s.hasPower = pw*n, true
+		// Power's samples may cover less of the window than its energy
+		// does: a ring of history.max_points_per_signal holds 41 s of the
+		// driver's 20 ms samples at the default, the counter minutes. The
+		// mean is then the energy the GPUs drew over the window's length.
+		bins := n * float64(to-from) / float64(gr.width)
+		if secs > 0 && w[colPowerCov] < n*secs*(1-1e-9) && w[colEnergyKnown] >= bins*(1-1e-9) {
+			s.powerMean = w[colEnergy] / secs
+		}
 	}
 	s.busySeconds = w[colUtil]
 	if secs > 0 {

@@ -689,6 +689,51 @@ func TestASpanWithoutACounterWaitsForThePowerSamples(t *testing.T) {
 	assert.InDelta(t, 4*60, run(9105*time.Millisecond), 1e-6, "the flush after its end first")
 }
 
+// The driver's power samples come every 20 ms: a ring of the default
+// history.max_points_per_signal (2048) holds their last 41 s, the energy
+// counter's ring minutes. A request of three minutes, 600 W for its first
+// minute and 200 W after, drew 331 W on average, and its power mean must
+// say so rather than the mean of the power samples still held.
+func TestALongRequestsPowerMeanIsOverAllOfIt(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	watts := func(at time.Duration) float64 {
+		if at <= 60*time.Second {
+			return 600
+		}
+		return 200
+	}
+	samples := repeat(sample{util: 0.9, tensor: 0.6, dram: 0.3, memUsed: 40e9}, 200)
+	for i := range samples {
+		samples[i].powerW = watts(time.Duration(i) * time.Second)
+	}
+	md := gpuMetrics("", "GPU-a", 0, base, time.Second, samples)
+	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	ms.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == "hw.power" }) // the samples say it
+	m := ms.AppendEmpty()
+	m.SetName("nvidia.gpu.samples.power")
+	dps := m.SetEmptyGauge().DataPoints()
+	for at := 20 * time.Millisecond; at < 200*time.Second; at += 20 * time.Millisecond {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(base.Add(at)))
+		dp.SetDoubleValue(watts(at))
+		dp.Attributes().PutStr("hw.id", "GPU-a")
+	}
+	c, now, sink := virtualCore(t, nil)
+	*now = base.Add(200 * time.Second)
+	c.ingest.consume(context.Background(), md)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(time.Second), 0, 1, 179, 2000) // [1 s, 181 s]
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	for step := range 10 {
+		c.tick(base.Add(200*time.Second + time.Duration(step)*time.Second))
+	}
+	attrs := spanAttrs(t, sink, "llm_request")
+	require.Len(t, attrs, 1)
+	want := (59*600.0 + 121*200.0) / 180
+	assert.InDelta(t, 59*600.0+121*200.0, attrs[0]["gpuviz.energy"], 1e-6)
+	assert.InDelta(t, want, attrs[0]["gpuviz.gpu.power.mean"], 0.01*want, "the mean over the whole request")
+}
+
 // A span from long before any sample the timeline can hold, released in
 // the same round as a current one on the same GPU, is left out of the
 // round (un-enriched, no_samples): the round reads the current span's bins,
