@@ -28,11 +28,12 @@ type prefillLag struct {
 	// next one's stretch starts.
 	readings []gpmPoint
 	last     gpmPoint
-	// Sums over the readings read: of dy (the change of tensor activity
-	// from the reading before), and per candidate lag of dx (the change of
-	// the prompt tokens per second under them).
-	n, sy, syy   float64
-	sx, sxx, sxy [prefillLags]float64
+	// The correlation's sums over the readings of this epoch (cur) and the
+	// one before (prev): the lag is read from both, so one prefill whose
+	// tokens are far out of line with its time (a long prompt mostly
+	// served from the prefix cache) outweighs the rest for two epochs,
+	// not for good.
+	cur, prev correlationSums
 	// x is the last reading's tokens per second per candidate lag, hasX
 	// whether it is the one before the next (no gap between them).
 	x    [prefillLags]float64
@@ -61,6 +62,25 @@ const (
 	// readings) is not read.
 	prefillMaxGap = 2 * time.Second
 )
+
+// correlationSums are the sums over readings of dy (the change of tensor
+// activity from the reading before) and, per candidate lag, of dx (the
+// change of the prompt tokens per second under them).
+type correlationSums struct {
+	n, sy, syy   float64
+	sx, sxx, sxy [prefillLags]float64
+}
+
+// add is s and o summed.
+func (s correlationSums) add(o *correlationSums) correlationSums {
+	s.n, s.sy, s.syy = s.n+o.n, s.sy+o.sy, s.syy+o.syy
+	for i := range prefillLags {
+		s.sx[i] += o.sx[i]
+		s.sxx[i] += o.sxx[i]
+		s.sxy[i] += o.sxy[i]
+	}
+	return s
+}
 
 // prefillSpread is a prefill's prompt tokens per prefillCell, from cell
 // first, its window ending at end (Unix ns): spread once for all of a
@@ -172,19 +192,23 @@ func (l *prefillLag) correlate(r gpmPoint) {
 	}
 	secs := float64(r.t-from) / 1e9
 	dy := r.v - prev
+	c := &l.cur
 	if valid {
-		l.n++
-		l.sy += dy
-		l.syy += dy * dy
+		if c.n == prefillEpoch {
+			l.prev, l.cur = l.cur, correlationSums{}
+		}
+		c.n++
+		c.sy += dy
+		c.syy += dy * dy
 	}
 	for i := range prefillLags {
 		d := int64(i) * int64(prefillLagStep)
 		x := l.sum(from-d, r.t-d) / secs
 		if valid {
 			dx := x - l.x[i]
-			l.sx[i] += dx
-			l.sxx[i] += dx * dx
-			l.sxy[i] += dx * dy
+			c.sx[i] += dx
+			c.sxx[i] += dx * dx
+			c.sxy[i] += dx * dy
 		}
 		l.x[i] = x
 	}
@@ -207,6 +231,10 @@ const (
 	// prefillMinReadings is how many readings the lag needs: a minute
 	// of a 250 ms tick's.
 	prefillMinReadings = 240
+	// prefillEpoch is how many readings an epoch of the sums has: 10
+	// minutes of a 250 ms tick's, 40 of a 1 s tick's (which needs about
+	// 1,100 readings for its peak to stand out).
+	prefillEpoch = 2400
 	// prefillMinCorrelation: the correlation at the peak must be at least
 	// this, and stand at least prefillContrast above the weakest
 	// candidate's (short prefills inside long readings leave it flat).
@@ -216,18 +244,19 @@ const (
 
 // solve takes the lag where the correlation peaks, where it is clear.
 func (l *prefillLag) solve() {
-	if l.n < prefillMinReadings {
+	sums := l.cur.add(&l.prev)
+	if sums.n < prefillMinReadings {
 		return
 	}
-	if lag, bestR, worstR, ok := l.peak(); ok && bestR >= prefillMinCorrelation && bestR-worstR >= prefillContrast {
+	if lag, bestR, worstR, ok := sums.peak(); ok && bestR >= prefillMinCorrelation && bestR-worstR >= prefillContrast {
 		l.lag, l.ok = lag, true
 	}
 }
 
-// peak is the candidate lag where the correlation over the readings read
-// so far is highest, that correlation and the lowest; ok is false while
+// peak is the candidate lag where the correlation over the readings
+// summed is highest, that correlation and the lowest; ok is false while
 // either side has not varied.
-func (l *prefillLag) peak() (lag time.Duration, bestR, worstR float64, ok bool) {
+func (l *correlationSums) peak() (lag time.Duration, bestR, worstR float64, ok bool) {
 	vy := l.n*l.syy - l.sy*l.sy
 	if vy <= 0 {
 		return 0, 0, 0, false

@@ -21,8 +21,12 @@ import (
 // running lag before it (related: false, a GPU that does something else)
 // over a decode floor, with noise.
 func servePrefills(l *prefillLag, minutes float64, tick, lag time.Duration, related bool, seed uint64) {
+	servePrefillsFrom(l, int64(1_700_000_000)*int64(time.Second), minutes, tick, lag, related, seed)
+}
+
+// servePrefillsFrom is servePrefills from t0 (Unix ns).
+func servePrefillsFrom(l *prefillLag, t0 int64, minutes float64, tick, lag time.Duration, related bool, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	t0 := int64(1_700_000_000) * int64(time.Second)
 	end := t0 + int64(minutes*float64(time.Minute))
 	type window struct {
 		start, end int64
@@ -83,7 +87,7 @@ func TestPrefillLagReadsTheLagFromTheSpans(t *testing.T) {
 		t.Run(tc.tick.String()+"/"+tc.lag.String(), func(t *testing.T) {
 			var l prefillLag
 			servePrefills(&l, tc.minutes, tc.tick, tc.lag, true, 1)
-			require.True(t, l.ok, "read %v readings", l.n)
+			require.True(t, l.ok, "read %v readings", l.cur.n+l.prev.n)
 			assert.InDelta(t, tc.lag, l.lag, float64(10*time.Millisecond))
 		})
 	}
@@ -92,14 +96,28 @@ func TestPrefillLagReadsTheLagFromTheSpans(t *testing.T) {
 func TestPrefillLagTakesNothingUnrelated(t *testing.T) {
 	var l prefillLag
 	servePrefills(&l, 8, 250*time.Millisecond, 80*time.Millisecond, false, 2)
-	assert.Greater(t, l.n, float64(prefillMinReadings))
+	assert.Greater(t, l.cur.n+l.prev.n, float64(prefillMinReadings))
 	assert.False(t, l.ok, "tensor activity that does not follow the prefills says no lag")
+}
+
+// One prefill whose tokens are far out of line with its time (a long
+// prompt the prefix cache served: vLLM counts the cached tokens in
+// prompt_tokens) outweighs every other reading in the sums; they forget
+// it after two epochs and the lag is read again.
+func TestPrefillLagForgetsAPrefillFarOutOfLine(t *testing.T) {
+	var l prefillLag
+	servePrefills(&l, 0.5, 250*time.Millisecond, 80*time.Millisecond, true, 4)
+	last := l.readings[len(l.readings)-1].t
+	l.prefilled(spreadPrefill(last-int64(2*time.Second), last-int64(1950*time.Millisecond), 1e6, nil))
+	servePrefillsFrom(&l, last, 24, 250*time.Millisecond, 80*time.Millisecond, true, 5)
+	require.True(t, l.ok, "read %v readings", l.cur.n+l.prev.n)
+	assert.InDelta(t, 80*time.Millisecond, l.lag, float64(10*time.Millisecond))
 }
 
 func TestPrefillLagWaitsForEnoughReadings(t *testing.T) {
 	var l prefillLag
 	servePrefills(&l, 1, 250*time.Millisecond, 80*time.Millisecond, true, 3)
-	assert.False(t, l.ok, "%v readings are too few", l.n)
+	assert.False(t, l.ok, "%v readings are too few", l.cur.n+l.prev.n)
 }
 
 // BenchmarkIngestPrefilled is what the GPM lag's feed costs a span: a
@@ -166,7 +184,7 @@ func TestGPMLagIsLearnedFromTheSpansPrefills(t *testing.T) {
 	defer c.ingest.mu.Unlock()
 	g := c.ingest.gpus[timeline.Key{GPU: "GPU-a"}]
 	require.NotNil(t, g)
-	require.True(t, g.gpm.prefills.ok, "read %v readings", g.gpm.prefills.n)
+	require.True(t, g.gpm.prefills.ok, "read %v readings", g.gpm.prefills.cur.n+g.gpm.prefills.prev.n)
 	assert.InDelta(t, float64(lag), float64(g.gpm.lag), float64(10*time.Millisecond), "learned %v", g.gpm.lag)
 	assert.False(t, g.gpm.fromEdges)
 }
