@@ -122,6 +122,19 @@ func (h *hold) put(b *heldBatch) bool {
 	return true
 }
 
+// groupOpen reports whether the newest settle group holds a batch, not
+// released yet, whose group has not closed by now: more of its spans may
+// come. Batches come in arrival order, and those offered again after a
+// refusal are released already.
+func (h *hold) groupOpen(now time.Time) bool {
+	for i := len(h.batches) - 1; i >= 0; i-- {
+		if b := h.batches[i]; !b.enriched {
+			return now.Before(b.settles)
+		}
+	}
+	return false
+}
+
 // roomToWait reports whether the hold is at most half full: only then do
 // batches wait beyond their settle group and energy, for their GPUs' fits
 // to warm up or for long requests' neighbours, so that those waits never

@@ -738,12 +738,21 @@ func (p *pipeline) result(hs *heldSpan, gr *groupRound, now int64, r *spanResult
 }
 
 // finalize books, on every GPU the timeline knows, the bins that are
-// finalize_after behind its newest energy.
-func (p *pipeline) finalize(keys []timeline.Key) {
+// finalize_after behind its newest energy; with upTo, no further than
+// behind the Settled time upTo has for the GPU, and not at all on a GPU it
+// lacks.
+func (p *pipeline) finalize(keys []timeline.Key, upTo map[timeline.Key]time.Time) {
 	width := time.Duration(p.bookCfg.Resolution)
 	var bins []timeline.Bin
 	for _, k := range keys {
 		settled, ok := p.store.Settled(k)
+		if upTo != nil {
+			at, had := upTo[k]
+			ok = ok && had
+			if at.Before(settled) {
+				settled = at
+			}
+		}
 		if !ok {
 			continue
 		}

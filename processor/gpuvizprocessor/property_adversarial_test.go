@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 )
 
@@ -192,5 +193,101 @@ func TestAdversarialOrderIndependence(t *testing.T) {
 				})
 			}
 		}
+	}
+}
+
+// pointsBetween keeps md's data points stamped in [from, to).
+func pointsBetween(md pmetric.Metrics, from, to time.Time) pmetric.Metrics {
+	out := pmetric.NewMetrics()
+	md.CopyTo(out)
+	ms := out.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+	for i := range ms.Len() {
+		m := ms.At(i)
+		keep := func(dp pmetric.NumberDataPoint) bool {
+			ts := dp.Timestamp().AsTime()
+			return ts.Before(from) || !ts.Before(to)
+		}
+		switch m.Type() {
+		case pmetric.MetricTypeGauge:
+			m.Gauge().DataPoints().RemoveIf(keep)
+		case pmetric.MetricTypeSum:
+			m.Sum().DataPoints().RemoveIf(keep)
+		}
+	}
+	return out
+}
+
+// Two spans of one settle group, a long request's and a short one's: the
+// long one's first bins are about finalize_after behind the newest energy.
+// Whether the energy that arrives between the two spans lets those bins
+// turn final (and teach the activity fits) before the long span is
+// admitted must not change what either span gets: the order in which they
+// arrive within the settle window must not matter.
+func TestOrderIndependenceWhileBinsTurnFinalWithinTheSettleWindow(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	rng := rand.New(rand.NewPCG(9, 9))
+	samples := repeat(busy, 131)
+	for i := range samples {
+		samples[i].powerW = 150 + 500*rng.Float64()
+		samples[i].tensor = 0.1 + 0.5*rng.Float64()
+		samples[i].dram = 0.1 + 0.7*rng.Float64()
+	}
+	md := gpuMetrics("", "GPU-a", 0, base, time.Second, samples)
+	long := advSpan{start: 80, prefill: 0.5, decode: 39.5, in: 3000, out: 400}
+	short := advSpan{start: 117, prefill: 0.2, decode: 2.5, in: 300, out: 60}
+	spans := []advSpan{long, short}
+	run := func(order []int) map[byte]float64 {
+		c, now, sink := virtualCore(t, nil)
+		// Training, as it comes: each second the energy up to the second
+		// before, the short requests (every 0.3 s) that ended by then, and
+		// a tick. The curve and the fits learn.
+		next := 0
+		for sec := 1; sec <= 127; sec++ {
+			*now = base.Add(time.Duration(sec) * time.Second)
+			if sec <= 121 {
+				c.ingest.consume(context.Background(), pointsBetween(md, base.Add(time.Duration(sec-1)*time.Second), base.Add(time.Duration(sec)*time.Second)))
+			}
+			td := ptrace.NewTraces()
+			for ; next < 380 && time.Duration(1+next)*300*time.Millisecond+500*time.Millisecond <= time.Duration(sec-1)*time.Second; next++ {
+				sp := vllmSpan(td, byte(100+next%150), base.Add(time.Duration(1+next)*300*time.Millisecond), 0, 0.1, 0.4, 7)
+				sp.SetSpanID(pcommon.SpanID{byte(next), byte(next >> 8), 9})
+			}
+			if td.SpanCount() > 0 {
+				require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+			}
+			c.tick(*now)
+		}
+		require.True(t, c.spans.pipeline.ledger.Learned())
+		// The first span at 128 s; 4 s of energy and a tick; the second at
+		// 131 s, within the settle window.
+		*now = base.Add(128 * time.Second)
+		require.NoError(t, c.consumeTraces(context.Background(), advTraces(base, spans, order[:1]), sink, started))
+		*now = base.Add(129 * time.Second)
+		c.ingest.consume(context.Background(), pointsBetween(md, base.Add(121*time.Second), base.Add(125*time.Second)))
+		*now = base.Add(130 * time.Second)
+		c.tick(*now)
+		*now = base.Add(131 * time.Second)
+		require.NoError(t, c.consumeTraces(context.Background(), advTraces(base, spans, order[1:]), sink, started))
+		c.ingest.consume(context.Background(), pointsBetween(md, base.Add(125*time.Second), base.Add(131*time.Second)))
+		for step := range 6 {
+			*now = base.Add(133*time.Second + time.Duration(step)*time.Second)
+			c.tick(*now)
+		}
+		out := map[byte]float64{}
+		for _, td := range sink.AllTraces() {
+			forEachSpan(td, func(sp ptrace.Span) {
+				if sp.Name() == "llm_request" && sp.TraceID()[0] < 100 {
+					e, ok := sp.Attributes().Get("gpuviz.energy")
+					require.True(t, ok)
+					out[sp.TraceID()[0]] = e.Double()
+				}
+			})
+		}
+		require.Len(t, out, 2)
+		return out
+	}
+	a, b := run([]int{0, 1}), run([]int{1, 0})
+	for id, e := range a {
+		require.InEpsilon(t, e, b[id], 1e-9, "request %d: long span first %v, short first %v", id, a, b)
 	}
 }

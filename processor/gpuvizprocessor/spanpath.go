@@ -53,6 +53,9 @@ type spanPath struct {
 	// settleOpen is when the current settle group opened: spans arriving
 	// within settle_window of it join it and are released together.
 	settleOpen time.Time
+	// settledAtTick is each GPU's Settled time at the last tick
+	// (finalize): how far a settle group's opening finalizes.
+	settledAtTick map[timeline.Key]time.Time
 	// prefills is a batch's matched prefills on their way to ingest
 	// (ingest.prefilled), reused.
 	prefills []prefill
@@ -66,7 +69,7 @@ func newSpanPath(cfg *Config, logger *zap.Logger, tel telemetry, store *timeline
 		cfg: cfg, logger: logger, tel: tel, store: store, recognizer: recognizer, ingest: in, emitter: em,
 		hold:     hold{cfg: cfg, store: store, ingest: in, pipeline: p, logger: logger},
 		matcher:  matcher{store: store, order: cfg.Match.Order},
-		pipeline: p,
+		pipeline: p, settledAtTick: map[timeline.Key]time.Time{},
 	}
 }
 
@@ -100,7 +103,20 @@ func (s *spanPath) pending() int {
 func (s *spanPath) finalize(now time.Time, expire bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pipeline.finalize(s.store.GPUs(""))
+	keys := s.store.GPUs("")
+	if !s.hold.groupOpen(now) {
+		// While a settle group is open its spans are admitted as they
+		// come: a bin turning final between two of them would see one
+		// and not the other, whichever came first. consume finalizes as a
+		// group opens instead, as far as this tick could.
+		s.pipeline.finalize(keys, nil)
+	}
+	clear(s.settledAtTick)
+	for _, k := range keys {
+		if t, ok := s.store.Settled(k); ok {
+			s.settledAtTick[k] = t
+		}
+	}
 	if expire {
 		s.store.Expire(now)
 		s.ingest.forget()
@@ -207,6 +223,10 @@ func (s *spanPath) consume(ctx context.Context, td ptrace.Traces, next consumer.
 	// it is referenced (as the batch processor does); forward lets go.
 	pref.RefTraces(td)
 	if s.settleOpen.IsZero() || now.Sub(s.settleOpen) >= s.cfg.Attribution.SettleWindow {
+		// A new settle group: the books move on as far as the last tick
+		// could take them, before any of its spans is admitted, and not
+		// again until it closes (finalize).
+		s.pipeline.finalize(s.store.GPUs(""), s.settledAtTick)
 		s.settleOpen = now
 	}
 	b.group, b.settles = s.settleOpen, s.settleOpen.Add(s.cfg.Attribution.SettleWindow)
