@@ -364,16 +364,15 @@ func (p *pipeline) readGPU(k timeline.Key, g *gpuRound) {
 	settled, _ := p.store.Settled(k)
 	p.freeze(k, book, g.lo, g.bins, settled)
 	limit, _ := p.store.PowerLimit(k)
+	g.labels = book.Labels(g.lo, g.hi, g.labels)
 	for i := range g.bins {
 		b := &g.bins[i]
 		if b.EnergyKnown && b.EnergySource != timeline.EnergyCounter {
 			g.counter = false
 		}
-		l := book.Label(g.lo + int64(i))
-		if l == "" {
-			l = p.classify(b, limit, true)
+		if g.labels[i] == "" {
+			g.labels[i] = p.classify(b, limit, true)
 		}
-		g.labels = append(g.labels, l)
 	}
 }
 

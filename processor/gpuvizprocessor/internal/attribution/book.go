@@ -1279,6 +1279,39 @@ func (g *GPU) Label(i int64) bottleneck.Label {
 	return labelOf(mb.label)
 }
 
+// Labels appends the labels of bins [lo, hi) as the bottleneck-time
+// counter will count them given the requests admitted so far: a final
+// bin's as it was booked; a frozen idle bin's as host_bound only where an
+// admitted request is present in it (its whole window, queue too), as
+// Finalize will book it. A span that is not a request present (a client's
+// view of one) then reads what the counter counts. "" where not frozen or
+// unknown.
+func (g *GPU) Labels(lo, hi int64, dst []bottleneck.Label) []bottleneck.Label {
+	l := g.l
+	present := g.runPresent
+	j := g.finalTo
+	for i := lo; i < hi; i++ {
+		if i < l.lo || i >= l.hi {
+			dst = append(dst, "")
+			continue
+		}
+		mb := g.at(i)
+		if mb.final || i < g.finalTo {
+			dst = append(dst, labelOf(mb.label))
+			continue
+		}
+		for ; j <= i; j++ {
+			present += g.group.at(j).dPresent
+		}
+		if mb.label == idleLabel && present > 0 {
+			dst = append(dst, bottleneck.HostBound)
+			continue
+		}
+		dst = append(dst, labelOf(mb.label))
+	}
+	return dst
+}
+
 // OnFinal has fn told each bin as it becomes final, with its final label
 // ("" for none): those Finalize books and those dropped past the horizon
 // alike, which are gone once dropped.
