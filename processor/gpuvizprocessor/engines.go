@@ -13,20 +13,29 @@ import (
 // with the colon a Prometheus translation turns into an underscore): vLLM's,
 // SGLang's, TGI's router's batch (the requests it is running), TensorRT-LLM's
 // own server's active requests (trtllm-serve), and Triton's TensorRT-LLM
-// backend's requests scheduled in the running batch.
+// backend's requests scheduled in the running batch. SGLang with priority
+// scheduling also sets its gauge per priority (priority="<int>") beside the
+// total (priority="", which Prometheus drops): the breakdown is not counted.
 var runningMetrics = map[string]runningGauge{
 	"vllm:num_requests_running": {}, "vllm_num_requests_running": {},
-	"sglang:num_running_reqs": {}, "sglang_num_running_reqs": {},
+	"sglang:num_running_reqs": {breakdown: "priority"}, "sglang_num_running_reqs": {breakdown: "priority"},
 	"tgi_batch_current_size":      {},
 	"trtllm_num_requests_running": {},
 	"nv_trt_llm_request_metrics":  {attr: "request_type", value: "scheduled"},
 }
 
 // runningGauge says which of a gauge's data points count running
-// requests: those whose attribute attr is value; all where attr is "".
-type runningGauge struct{ attr, value string }
+// requests: those whose attribute attr is value (all where attr is ""),
+// less those whose attribute breakdown is set (a breakdown of a total
+// the gauge also carries).
+type runningGauge struct{ attr, value, breakdown string }
 
 func (g runningGauge) counts(dp pmetric.NumberDataPoint) bool {
+	if g.breakdown != "" {
+		if v, ok := dp.Attributes().Get(g.breakdown); ok && v.AsString() != "" {
+			return false
+		}
+	}
 	if g.attr == "" {
 		return true
 	}

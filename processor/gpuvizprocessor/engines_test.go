@@ -225,3 +225,36 @@ func BenchmarkEngineCounts(b *testing.B) {
 		b.Fatalf("%d servers booked on the host's GPUs, want 8", n)
 	}
 }
+
+// SGLang with priority scheduling (--enable-priority-scheduling) sets
+// sglang:num_running_reqs twice per scheduler: its total under
+// priority="" and a breakdown under priority="<int>", one per priority
+// seen (sgl-project/sglang, python/sglang/srt/observability/
+// metrics_collector.py, SchedulerMetricsCollector.init_new and
+// _log_gauge_queue_count). Prometheus drops an empty label, so through
+// the prometheus receiver the total is the point with no priority; the
+// breakdown is not more requests.
+func TestEngineCountsReadSGLangsTotalNotItsPriorityBreakdown(t *testing.T) {
+	ts := time.Unix(1000, 0)
+	md := pmetric.NewMetrics()
+	dps := serverGauge(md, "sglang:num_running_reqs", "sglang", "b:30000", "", "", ts, true, 5, 3, 2, 0)
+	for i := range dps.Len() {
+		dps.At(i).Attributes().Clear()
+		for k, v := range map[string]string{"model_name": "m", "engine_type": "unified", "tp_rank": "0", "pp_rank": "0", "moe_ep_rank": "0"} {
+			dps.At(i).Attributes().PutStr(k, v)
+		}
+	}
+	for i, p := range []string{"0", "1", "2"} {
+		dps.At(i+1).Attributes().PutStr("priority", p)
+	}
+	got := engineCounts(md, nil)
+	require.Len(t, got, 1)
+	assert.Equal(t, 5.0, got[0].n, "the total, not the total and its breakdown")
+
+	// A total exported as priority="" (an exposition read by something
+	// that keeps empty labels) is still the total.
+	dps.At(0).Attributes().PutStr("priority", "")
+	got = engineCounts(md, nil)
+	require.Len(t, got, 1)
+	assert.Equal(t, 5.0, got[0].n)
+}
