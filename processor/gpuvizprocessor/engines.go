@@ -45,12 +45,15 @@ func (g runningGauge) counts(dp pmetric.NumberDataPoint) bool {
 
 // engineCount is one server's count of its running requests at one
 // scrape: its data points at that instant summed (vLLM's data-parallel
-// engines, one per engine label).
+// engines, one per engine label). Stale where every one of its points
+// then was a staleness marker (the prometheus receiver's NoRecordedValue:
+// the server went away, or its scrape failed).
 type engineCount struct {
 	resource pcommon.Resource // valid while the batch is being consumed
 	source   string           // the server: service.name and service.instance.id
 	ts       int64
 	n        float64
+	stale    bool
 }
 
 // engineCounts returns the running-request counts in md; what else md
@@ -73,21 +76,26 @@ func engineCounts(md pmetric.Metrics, dst []engineCount) []engineCount {
 				for d := range dps.Len() {
 					dp := dps.At(d)
 					v := numberValue(dp)
-					if dp.Flags().NoRecordedValue() || !(v >= 0) || math.IsInf(v, 1) || !gauge.counts(dp) {
+					stale := dp.Flags().NoRecordedValue()
+					if !stale && (!(v >= 0) || math.IsInf(v, 1)) || !gauge.counts(dp) {
 						continue
+					}
+					if stale {
+						v = 0
 					}
 					ts := int64(dp.Timestamp())
 					found := false
 					for c := first; c < len(dst); c++ {
 						if dst[c].ts == ts {
 							dst[c].n += v
+							dst[c].stale = dst[c].stale && stale
 							found = true
 							break
 						}
 					}
 					if !found {
 						res := rm.Resource().Attributes()
-						dst = append(dst, engineCount{resource: rm.Resource(), source: stringAttr(res, "service.name") + "\x00" + stringAttr(res, "service.instance.id"), ts: ts, n: v})
+						dst = append(dst, engineCount{resource: rm.Resource(), source: stringAttr(res, "service.name") + "\x00" + stringAttr(res, "service.instance.id"), ts: ts, n: v, stale: stale})
 					}
 				}
 			}
@@ -143,6 +151,19 @@ func (t engineTally) count(set, source string, ts int64, n float64) (float64, bo
 		sum += e.n
 	}
 	return sum, true
+}
+
+// stale drops the server source from the GPU set named set, as of ts:
+// it went stale then, and the set's sum no longer holds its last count.
+func (t engineTally) stale(set, source string, ts int64) {
+	srcs := t[set]
+	if e, ok := srcs[source]; !ok || ts < e.ts {
+		return
+	}
+	delete(srcs, source)
+	if len(srcs) == 0 {
+		delete(t, set)
+	}
 }
 
 // forget drops the sets whose servers have all gone silent for

@@ -258,3 +258,49 @@ func TestEngineCountsReadSGLangsTotalNotItsPriorityBreakdown(t *testing.T) {
 	require.Len(t, got, 1)
 	assert.Equal(t, 5.0, got[0].n)
 }
+
+// A server that dies, or whose scrape fails, is marked stale: the
+// prometheus receiver passes the Prometheus staleness marker of each of
+// its series on as a point flagged NoRecordedValue at that scrape's
+// instant (opentelemetry-collector-contrib, receiver/prometheusreceiver/
+// internal/transaction.go, addGaugeDataPoint: value.IsStaleNaN). From
+// then on it runs nothing the others' sum should hold: a PromQL sum over
+// the servers leaves a stale series out.
+func TestEngineCountsStaleServerLeavesItsSetsSum(t *testing.T) {
+	c, now, _ := virtualCoreWith(t, processortest.NewNopSettings(metadata.Type), nil)
+	t0 := time.Unix(1_700_000_000, 0)
+	*now = t0
+	c.processMetrics(context.Background(), gpuMetrics("node-a", "GPU-0", 0, t0, time.Second, []sample{{powerW: 100}, {powerW: 100}}))
+	c.spans.mu.Lock()
+	set := c.spans.pipeline.set([]timeline.Key{{Host: "node-a", GPU: "GPU-0"}})
+	c.spans.mu.Unlock()
+
+	md := pmetric.NewMetrics()
+	serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "node-a", "", t0, true, 5)
+	serverGauge(md, "vllm:num_requests_running", "vllm", "b:8000", "node-a", "", t0, true, 2)
+	c.processMetrics(context.Background(), md)
+
+	t1 := t0.Add(15 * time.Second)
+	md = pmetric.NewMetrics()
+	stale := serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "node-a", "", t1, true, math.Float64frombits(0x7ff0000000000002))
+	stale.At(0).SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	serverGauge(md, "vllm:num_requests_running", "vllm", "b:8000", "node-a", "", t1, true, 2)
+	c.processMetrics(context.Background(), md)
+
+	c.spans.mu.Lock()
+	defer c.spans.mu.Unlock()
+	assert.Equal(t, engineSources{"vllm\x00b:8000": {ts: t1.UnixNano(), n: 2}}, c.spans.pipeline.engines[set.name], "a: stale at t1")
+	sum, ok := c.spans.pipeline.engines.count(set.name, "vllm\x00b:8000", t1.Add(time.Second).UnixNano(), 2)
+	assert.True(t, ok)
+	assert.Equal(t, 2.0, sum)
+
+	// One engine of a server stale, the other not: the server's count is
+	// the live one's.
+	md = pmetric.NewMetrics()
+	dps := serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "node-a", "", t1, true, math.Float64frombits(0x7ff0000000000002), 3)
+	dps.At(0).SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	got := engineCounts(md, nil)
+	require.Len(t, got, 1)
+	assert.False(t, got[0].stale)
+	assert.Equal(t, 3.0, got[0].n)
+}

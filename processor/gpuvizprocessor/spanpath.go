@@ -499,7 +499,7 @@ func (s *spanPath) forward(now time.Time, b *heldBatch, final bool) error {
 
 // matchEngines matches each count's server to its GPUs, as a span of its
 // resource would be, hands the counts to the pipeline, and counts what
-// became of them.
+// became of them; a stale server is taken out of its GPU set's sum.
 func (s *spanPath) matchEngines(ctx context.Context, counts []engineCount) {
 	outcomes := map[string]int64{}
 	s.mu.Lock()
@@ -507,7 +507,13 @@ func (s *spanPath) matchEngines(ctx context.Context, counts []engineCount) {
 		req := s.recognizer.Placement(ec.resource, time.Unix(0, ec.ts))
 		keys, _ := s.matcher.match(req)
 		if len(keys) == 0 {
-			outcomes[countUnmatched]++
+			if !ec.stale {
+				outcomes[countUnmatched]++
+			}
+			continue
+		}
+		if ec.stale { // no count: the server's last leaves its set's sum
+			s.pipeline.engines.stale(s.pipeline.set(keys).name, ec.source, ec.ts)
 			continue
 		}
 		outcomes[s.pipeline.running(s.pipeline.set(keys), ec.source, ec.ts, ec.n)]++
