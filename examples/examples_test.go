@@ -933,6 +933,31 @@ func TestKustomizeOverlay(t *testing.T) {
 		}
 	}
 	assert.True(t, objects["Service/gpuviz-gateway-headless"], "the agents' DNS resolver needs the headless Service")
+
+	// kustomize loads no file outside a kustomization's folder unless told
+	// (`kubectl apply -k` cannot be): where the overlay names such files,
+	// no doc may tell users to apply it with -k.
+	var outside bool
+	for _, r := range asStrings(k[0]["resources"]) {
+		outside = outside || strings.HasPrefix(filepath.Clean(r), "..")
+	}
+	if outside {
+		for _, doc := range []string{"../README.md", "../docs/fleet.md", "kubernetes/README.md", filepath.Join(dir, "kustomization.yaml")} {
+			b, err := os.ReadFile(doc)
+			require.NoError(t, err)
+			assert.False(t, strings.Contains(string(b), "apply -k examples/"+dir), "%s: kustomize refuses the overlay's files outside its folder", doc)
+		}
+	}
+	// The documented build, where kubectl is installed.
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Log("kubectl not installed: the overlay is not built")
+		return
+	}
+	out, err := exec.Command(kubectl, "kustomize", "--load-restrictor=LoadRestrictionsNone", dir).CombinedOutput()
+	require.NoError(t, err, "kubectl kustomize %s:\n%s", dir, out)
+	assert.Contains(t, string(out), "hostrouting", "the agents route")
+	assert.Contains(t, string(out), "name: gpuviz-gateway-headless")
 }
 
 func TestKubernetesManifests(t *testing.T) {
