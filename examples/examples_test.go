@@ -958,13 +958,72 @@ func TestKustomizeOverlay(t *testing.T) {
 	require.NoError(t, err, "kubectl kustomize %s:\n%s", dir, out)
 	assert.Contains(t, string(out), "hostrouting", "the agents route")
 	assert.Contains(t, string(out), "name: gpuviz-gateway-headless")
+	var built []map[string]any
+	dec := yaml.NewDecoder(bytes.NewReader(out))
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		built = append(built, d)
+	}
+	checkScrapedPortsServed(t, "gateway-join", built)
+}
+
+// checkScrapedPortsServed checks that every container port README.md's
+// scrape config keeps (named prometheus or prom-exporter) is one a
+// prometheus exporter of that pod's collector config listens on: a port
+// without one is a target that is always down (GpuvizCollectorDown).
+func checkScrapedPortsServed(t *testing.T, what string, docs []map[string]any) {
+	t.Helper()
+	configMaps := map[string]map[string]any{}
+	for _, d := range docs {
+		if d["kind"] == "ConfigMap" {
+			configMaps[fmt.Sprint(dig(d, "metadata", "name"))] = d
+		}
+	}
+	for _, d := range docs {
+		if d["kind"] != "DaemonSet" && d["kind"] != "Deployment" {
+			continue
+		}
+		key := fmt.Sprint(what, ": ", d["kind"], "/", dig(d, "metadata", "name"))
+		spec := asMap(dig(d, "spec", "template", "spec"))
+		served := map[string]bool{}
+		for _, v := range spec["volumes"].([]any) {
+			cm := configMaps[fmt.Sprint(dig(v, "configMap", "name"))]
+			for _, text := range asMap(cm["data"]) {
+				var cfg map[string]any
+				require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprint(text)), &cfg), key)
+				for id, e := range asMap(cfg["exporters"]) {
+					if id == "prometheus" || strings.HasPrefix(id, "prometheus/") {
+						ep, _ := asMap(e)["endpoint"].(string)
+						served[ep[strings.LastIndex(ep, ":")+1:]] = true
+					}
+				}
+			}
+		}
+		for _, c := range spec["containers"].([]any) {
+			ports, _ := asMap(c)["ports"].([]any)
+			for _, p := range ports {
+				name, _ := asMap(p)["name"].(string)
+				if name == "prometheus" || name == "prom-exporter" {
+					port := fmt.Sprint(asMap(p)["containerPort"])
+					assert.True(t, served[port], "%s: port %s (%s) is scraped by README.md's config, but no prometheus exporter listens on it", key, port, name)
+				}
+			}
+		}
+	}
 }
 
 func TestKubernetesManifests(t *testing.T) {
 	objects := map[string]map[string]any{} // kind/name
+	var all []map[string]any
 	for _, f := range []string{"kubernetes/daemonset.yaml", "kubernetes/gateway.yaml"} {
 		docs := readYAMLDocs(t, f)
 		require.NotEmpty(t, docs, f)
+		all = append(all, docs...)
 		for i, d := range docs {
 			kind, _ := d["kind"].(string)
 			name, _ := dig(d, "metadata", "name").(string)
@@ -978,6 +1037,7 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 	require.Contains(t, objects, "Namespace/gpuviz")
+	checkScrapedPortsServed(t, "daemonset.yaml, gateway.yaml", all)
 
 	checkWorkload := func(key string) map[string]any {
 		w := objects[key]
