@@ -1157,6 +1157,7 @@ var helmChartKeys = []string{
 	"extraEnvs", "ports", "podAnnotations", "resources", "useGOMEMLIMIT", "securityContext",
 	"podSecurityContext", "serviceAccount", "alternateConfig", "config", "presets", "affinity",
 	"priorityClassName", "extraVolumes", "extraVolumeMounts", "livenessProbe", "readinessProbe",
+	"fullnameOverride",
 }
 
 func TestHelmValues(t *testing.T) {
@@ -1178,6 +1179,26 @@ func TestHelmValues(t *testing.T) {
 	require.NotNil(t, v["alternateConfig"], "alternateConfig")
 	assert.Equal(t, "/var/lib/kubelet/pod-resources", dig(asMap(v["extraVolumes"].([]any)[0]), "hostPath", "path"), "the PodResources socket")
 	assert.Equal(t, "Local", dig(v, "service", "internalTrafficPolicy"), "spans reach the agent on their node")
+	// The chart names its Service by its fullname: fullnameOverride, else
+	// <release>-opentelemetry-collector. Inference pods are told to send to
+	// gpuviz-agent.gpuviz.svc, daemonset.yaml's Service.
+	b, err := os.ReadFile("kubernetes/README.md")
+	require.NoError(t, err)
+	release := regexp.MustCompile(`helm install (\S+) open-telemetry/opentelemetry-collector`).FindStringSubmatch(string(b))
+	require.NotNil(t, release, "README.md's helm install")
+	fullname, _ := v["fullnameOverride"].(string)
+	if fullname == "" {
+		fullname = release[1]
+		if !strings.Contains(release[1], "opentelemetry-collector") {
+			fullname += "-opentelemetry-collector"
+		}
+	}
+	require.Contains(t, string(b), "gpuviz-agent.gpuviz.svc.cluster.local:4317", "README.md's endpoint for inference pods")
+	assert.Equal(t, "gpuviz-agent", fullname, "the chart's Service is not the gpuviz-agent inference pods send to")
+	// The DaemonSet the README patches is the chart's <fullname>-agent.
+	for _, m := range regexp.MustCompile(`patch daemonset (\S+)`).FindAllStringSubmatch(string(b), -1) {
+		assert.Equal(t, fullname+"-agent", m[1], "README.md patches a DaemonSet the chart does not make")
+	}
 }
 
 // --- docker-compose ----------------------------------------------------------------
