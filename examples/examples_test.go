@@ -1157,7 +1157,7 @@ var helmChartKeys = []string{
 	"extraEnvs", "ports", "podAnnotations", "resources", "useGOMEMLIMIT", "securityContext",
 	"podSecurityContext", "serviceAccount", "alternateConfig", "config", "presets", "affinity",
 	"priorityClassName", "extraVolumes", "extraVolumeMounts", "livenessProbe", "readinessProbe",
-	"fullnameOverride",
+	"fullnameOverride", "hostPID", "runtimeClassName",
 }
 
 func TestHelmValues(t *testing.T) {
@@ -1167,6 +1167,9 @@ func TestHelmValues(t *testing.T) {
 		assert.Contains(t, helmChartKeys, k, "the chart's values schema rejects unknown keys; %q is not one this test knows the chart has", k)
 	}
 	assert.Equal(t, "daemonset", v["mode"])
+	// As daemonset.yaml: both are chart values (hostPID from 0.143.1).
+	assert.Equal(t, true, v["hostPID"], "process attribution needs the host PID namespace")
+	assert.Equal(t, "nvidia", v["runtimeClassName"])
 	assert.Equal(t, "otelcol-gpuviz", dig(v, "command", "name"), "the chart runs /<command.name>")
 	assert.NotEmpty(t, dig(v, "image", "repository"))
 	assert.Equal(t, "true", dig(v, "nodeSelector", "nvidia.com/gpu.present"))
