@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -970,6 +971,78 @@ func TestKustomizeOverlay(t *testing.T) {
 		built = append(built, d)
 	}
 	checkScrapedPortsServed(t, "gateway-join", built)
+	checkWorkloadsGOMEMLIMIT(t, "gateway-join", built)
+}
+
+// mebibytes reads a Kubernetes quantity (512Mi, 2Gi) or a GOMEMLIMIT
+// (316MiB) in MiB.
+func mebibytes(t *testing.T, q string) float64 {
+	t.Helper()
+	for suffix, f := range map[string]float64{"MiB": 1, "GiB": 1024, "Mi": 1, "Gi": 1024} {
+		if n, ok := strings.CutSuffix(q, suffix); ok && !strings.HasSuffix(n, "i") && !strings.HasSuffix(n, "B") {
+			v, err := strconv.ParseFloat(n, 64)
+			require.NoError(t, err, q)
+			return v * f
+		}
+	}
+	t.Fatalf("%q: no MiB, GiB, Mi or Gi", q)
+	return 0
+}
+
+// checkGOMEMLIMIT checks docs/reliability.md's rule ("Sizing memory for a
+// container limit") for a collector in a container: GOMEMLIMIT is at most
+// memory_limiter's soft limit + 16 MiB. Above it, memory_limiter refuses
+// data on garbage the runtime has not yet collected (its forced GC runs at
+// most every 10 s).
+func checkGOMEMLIMIT(t *testing.T, what string, cfg map[string]any, gomemlimit, memoryLimit string) {
+	t.Helper()
+	ml := asMap(dig(cfg, "processors", "memory_limiter"))
+	require.NotNil(t, ml, what)
+	limit, _ := ml["limit_mib"].(int)
+	spike, _ := ml["spike_limit_mib"].(int)
+	soft := float64(limit - spike)
+	if pct, ok := ml["limit_percentage"].(int); ok {
+		spikePct, _ := ml["spike_limit_percentage"].(int)
+		soft = mebibytes(t, memoryLimit) * float64(pct-spikePct) / 100
+	}
+	require.NotEmpty(t, gomemlimit, "%s: GOMEMLIMIT", what)
+	got := mebibytes(t, gomemlimit)
+	assert.True(t, got <= soft+17, "%s: GOMEMLIMIT %s, memory_limiter's soft limit %.1f MiB: want at most %.0fMiB", what, gomemlimit, soft, soft+16)
+}
+
+// checkWorkloadsGOMEMLIMIT applies checkGOMEMLIMIT to every DaemonSet and
+// Deployment of docs whose config is a ConfigMap of docs.
+func checkWorkloadsGOMEMLIMIT(t *testing.T, what string, docs []map[string]any) {
+	t.Helper()
+	configMaps := map[string]map[string]any{}
+	for _, d := range docs {
+		if d["kind"] == "ConfigMap" {
+			configMaps[fmt.Sprint(dig(d, "metadata", "name"))] = d
+		}
+	}
+	for _, d := range docs {
+		if d["kind"] != "DaemonSet" && d["kind"] != "Deployment" {
+			continue
+		}
+		key := fmt.Sprint(what, ": ", d["kind"], "/", dig(d, "metadata", "name"))
+		spec := asMap(dig(d, "spec", "template", "spec"))
+		c := asMap(spec["containers"].([]any)[0])
+		var gomemlimit string
+		for _, e := range c["env"].([]any) {
+			if asMap(e)["name"] == "GOMEMLIMIT" {
+				gomemlimit, _ = asMap(e)["value"].(string)
+			}
+		}
+		memoryLimit, _ := dig(c, "resources", "limits", "memory").(string)
+		for _, v := range spec["volumes"].([]any) {
+			cm := configMaps[fmt.Sprint(dig(v, "configMap", "name"))]
+			for _, text := range asMap(cm["data"]) {
+				var cfg map[string]any
+				require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprint(text)), &cfg), key)
+				checkGOMEMLIMIT(t, key, cfg, gomemlimit, memoryLimit)
+			}
+		}
+	}
 }
 
 // checkScrapedPortsServed checks that every container port README.md's
@@ -1038,6 +1111,7 @@ func TestKubernetesManifests(t *testing.T) {
 	}
 	require.Contains(t, objects, "Namespace/gpuviz")
 	checkScrapedPortsServed(t, "daemonset.yaml, gateway.yaml", all)
+	checkWorkloadsGOMEMLIMIT(t, "daemonset.yaml, gateway.yaml", all)
 
 	checkWorkload := func(key string) map[string]any {
 		w := objects[key]
@@ -1180,6 +1254,14 @@ func TestHelmValues(t *testing.T) {
 		}
 	}
 	require.NotNil(t, v["alternateConfig"], "alternateConfig")
+	var gomemlimit string
+	for _, e := range v["extraEnvs"].([]any) {
+		if asMap(e)["name"] == "GOMEMLIMIT" {
+			gomemlimit, _ = asMap(e)["value"].(string)
+		}
+	}
+	memoryLimit, _ := dig(v, "resources", "limits", "memory").(string)
+	checkGOMEMLIMIT(t, "helm-values.yaml", asMap(v["alternateConfig"]), gomemlimit, memoryLimit)
 	assert.Equal(t, "/var/lib/kubelet/pod-resources", dig(asMap(v["extraVolumes"].([]any)[0]), "hostPath", "path"), "the PodResources socket")
 	assert.Equal(t, "Local", dig(v, "service", "internalTrafficPolicy"), "spans reach the agent on their node")
 	// The chart names its Service by its fullname: fullnameOverride, else
