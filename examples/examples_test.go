@@ -1253,6 +1253,13 @@ func TestHelmValues(t *testing.T) {
 			assert.Equal(t, false, asMap(p)["enabled"], "port %s: the build has no such receiver", name)
 		}
 	}
+	// The chart gives otlp and otlp-http a hostPort in daemonset mode
+	// (values.yaml: hostPort: 4317, 4318), merged into these values unless
+	// removed with null: spans come through the node-local Service instead.
+	for _, name := range []string{"otlp", "otlp-http"} {
+		hp, set := asMap(asMap(v["ports"])[name])["hostPort"]
+		assert.True(t, set && hp == nil, "port %s: hostPort must be null to remove the chart's default", name)
+	}
 	require.NotNil(t, v["alternateConfig"], "alternateConfig")
 	var gomemlimit string
 	for _, e := range v["extraEnvs"].([]any) {
