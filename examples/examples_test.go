@@ -1164,6 +1164,13 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 	}
 	assert.True(t, podResources, "the pod-resources hostPath is mounted")
+	// The agent runs without the socket (one info line); a hostPath of type
+	// Directory would keep the pod from starting where it is missing.
+	for _, v := range ds["volumes"].([]any) {
+		if dig(v, "hostPath", "path") == "/var/lib/kubelet/pod-resources" {
+			assert.NotEqual(t, "Directory", dig(v, "hostPath", "type"), "a missing socket directory must not keep the agent from starting")
+		}
+	}
 	// Spans come through a node-local Service: the agent with their GPUs.
 	assert.Equal(t, "Local", dig(objects["Service/gpuviz-agent"], "spec", "internalTrafficPolicy"))
 	assert.Equal(t, "true", dig(ds, "nodeSelector", "nvidia.com/gpu.present"), "GPU node selector")
