@@ -16,7 +16,8 @@ import (
 // the gpu label is its index, the pod, namespace and container labels
 // (pod_name, pod_namespace, container_name with dcgm-exporter's old names)
 // the pod that holds it. Series of a MIG instance (GPU_I_ID set) name the
-// pod on its parent GPU and feed no signal: the timeline is per GPU.
+// pod on its parent GPU and feed only the whole GPU's fields
+// (dcgmWholeGPUFields): the timeline is per GPU.
 //
 // Every DCGM point goes through addFrom(sourceDCGM, ...): the gpuviz
 // receiver's own point of a signal supersedes DCGM's (see precedence).
@@ -96,6 +97,22 @@ var dcgmHandlers = map[string]handler{
 	// Read for the live view only.
 	"DCGM_FI_DEV_GPU_TEMP": viewGauge(view.Temperature, 1),
 	"DCGM_FI_DEV_SM_CLOCK": viewGauge(view.SMClock, 1), // MHz
+}
+
+// dcgmWholeGPUFields are the fields of the whole GPU, which DCGM repeats
+// on each GPU instance of a MIG GPU (with the parent's UUID): dcgm-exporter
+// watches only the instances of a MIG GPU by default (-d f), so these
+// series are all the GPU's power, energy, clocks and throttling there are.
+// An instance's own readings (profiling, framebuffer) are not the GPU's.
+var dcgmWholeGPUFields = map[string]bool{
+	"DCGM_FI_DEV_POWER_USAGE":              true,
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": true,
+	"DCGM_FI_DEV_CLOCK_THROTTLE_REASONS":   true,
+	"DCGM_FI_DEV_CLOCKS_EVENT_REASONS":     true,
+	"DCGM_FI_DEV_POWER_VIOLATION":          true,
+	"DCGM_FI_DEV_THERMAL_VIOLATION":        true,
+	"DCGM_FI_DEV_GPU_TEMP":                 true,
+	"DCGM_FI_DEV_SM_CLOCK":                 true,
 }
 
 // dcgmPreference names a signal two DCGM fields feed, one preferred.

@@ -577,3 +577,44 @@ func TestPowerSamplesReplaceTheTicksPower(t *testing.T) {
 	require.True(t, ok)
 	assert.InDelta(t, 500, got, 1e-9, "GPU-a's ticks count again once its samples stopped for history.max_span")
 }
+
+// dcgm-exporter's default device option (-d f, "flex") watches a MIG GPU's
+// GPU instances and not the GPU itself (internal/pkg/devicemonitoring,
+// monitorAllGPUInstances): every series of the GPU carries GPU_I_ID, and
+// the whole GPU's fields (power, the energy counter, temperature, clocks,
+// throttling) are repeated on each instance's series with the parent's
+// UUID (NVIDIA/dcgm-exporter#317 shows one). Those feed the parent GPU; an
+// instance's own readings (profiling, framebuffer) still do not.
+func TestDCGMMIGGPUKeepsItsPowerAndEnergy(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	k := dcgmKeyOf(0)
+	mig := func(id, profile, pod string) map[string]string {
+		return map[string]string{"GPU_I_ID": id, "GPU_I_PROFILE": profile, "pod": pod, "namespace": "llm"}
+	}
+	for i := range 3 {
+		ts := t0.Add(time.Duration(i) * 30 * time.Second)
+		mj := 5e9 + float64(i)*300*30*1000 // 300 W
+		var series []dcgmSeries
+		for _, inst := range []map[string]string{mig("1", "3g.71gb", "vllm-a"), mig("2", "3g.71gb", "vllm-b")} {
+			series = append(series,
+				dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300, labels: inst},
+				dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, v: mj, labels: inst},
+				dcgmSeries{name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", v: 0.5, labels: inst},
+				dcgmSeries{name: "DCGM_FI_DEV_FB_USED", v: 1000, labels: inst},
+			)
+		}
+		in.consume(context.Background(), dcgmScrape(ts, series...))
+	}
+	w := in.store.Window(k, t0, t0.Add(time.Minute))
+	assert.Equal(t, timeline.EnergyCounter, w.EnergySource, "the parent GPU's energy counter, from its instances' series")
+	assert.InDelta(t, 300*60.0, w.EnergyJ, 1e-6)
+	got, ok := last(in, k, timeline.Power, t0.Add(time.Minute))
+	require.True(t, ok, "the parent GPU's power")
+	assert.InDelta(t, 300, got, 1e-9)
+	for _, sig := range []timeline.Signal{timeline.Utilization, timeline.MemoryUsed} {
+		_, ok := last(in, k, sig, t0.Add(time.Minute))
+		assert.False(t, ok, "an instance's own %v is not the GPU's", sig)
+	}
+	assert.Equal(t, []timeline.Key{k}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-b"}, t0, t0.Add(time.Minute)))
+}

@@ -661,7 +661,7 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 		return
 	}
 	if src == sourceDCGM {
-		b.dcgmPoints(h, dps, host)
+		b.dcgmPoints(h, dcgmWholeGPUFields[m.Name()], dps, host)
 		return
 	}
 	var last timeline.Key
@@ -695,8 +695,9 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 // dcgmPoints feeds one DCGM metric's points, keyed by their UUID and
 // Hostname labels (host, the resource's host.name, where Hostname is
 // missing). Each point also records its GPU's index (the gpu label) and the
-// pod its labels name; a MIG instance's point only its pod.
-func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, host string) {
+// pod its labels name; a MIG instance's point only its pod, unless its
+// field is of the whole GPU (wholeGPU).
+func (b *ingestBatch) dcgmPoints(h handler, wholeGPU bool, dps pmetric.NumberDataPointSlice, host string) {
 	for i := range dps.Len() {
 		dp := dps.At(i)
 		if dp.Flags().NoRecordedValue() {
@@ -730,8 +731,8 @@ func (b *ingestBatch) dcgmPoints(h handler, dps pmetric.NumberDataPointSlice, ho
 		if job := stringAttr(attrs, "hpc_job"); job != "" {
 			b.sightOnce(podSighting{key: p.key, job: job, ts: p.ts})
 		}
-		if stringAttr(attrs, "GPU_I_ID") != "" {
-			continue // a MIG instance: the timeline is per GPU
+		if !wholeGPU && stringAttr(attrs, "GPU_I_ID") != "" {
+			continue // a MIG instance's own reading: the timeline is per GPU
 		}
 		if idx, ok := dcgmIndex(p); ok {
 			if cur, known := b.in.store.Index(p.key); !known || cur != idx {
