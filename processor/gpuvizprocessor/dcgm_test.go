@@ -618,3 +618,13 @@ func TestDCGMMIGGPUKeepsItsPowerAndEnergy(t *testing.T) {
 	}
 	assert.Equal(t, []timeline.Key{k}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-b"}, t0, t0.Add(time.Minute)))
 }
+
+// dcgm-exporter after 4.5.3-4.8.2 writes the host label as hostname
+// (NVIDIA/dcgm-exporter#655, render_metrics.go); before, Hostname.
+func TestDCGMLowercaseHostnameLabel(t *testing.T) {
+	in := newTestIngest(t)
+	ts := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	md := dcgmScrape(ts, dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 0, v: 300, labels: map[string]string{"Hostname": "", "hostname": "node-a"}})
+	in.consume(context.Background(), md)
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.GPUs("node-a"))
+}

@@ -693,8 +693,8 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 }
 
 // dcgmPoints feeds one DCGM metric's points, keyed by their UUID and
-// Hostname labels (host, the resource's host.name, where Hostname is
-// missing). Each point also records its GPU's index (the gpu label) and the
+// Hostname labels (hostname since dcgm-exporter #655; host, the resource's
+// host.name, where neither is present). Each point also records its GPU's index (the gpu label) and the
 // pod its labels name; a MIG instance's point only its pod, unless its
 // field is of the whole GPU (wholeGPU).
 func (b *ingestBatch) dcgmPoints(h handler, wholeGPU bool, dps pmetric.NumberDataPointSlice, host string) {
@@ -710,6 +710,9 @@ func (b *ingestBatch) dcgmPoints(h handler, wholeGPU bool, dps pmetric.NumberDat
 			continue
 		}
 		hst := stringAttr(attrs, "Hostname")
+		if hst == "" {
+			hst = stringAttr(attrs, "hostname") // dcgm-exporter after 4.5.3-4.8.2
+		}
 		if hst == "" {
 			hst = host
 		}
