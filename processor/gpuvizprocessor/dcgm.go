@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+
 	"github.com/gpuviz/gpuviz/internal/view"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
@@ -240,20 +242,27 @@ func (d *dcgmIngest) measured() bool {
 }
 
 // dcgmPod reads the pod a DCGM point names: pod and namespace, or the old
-// pod_name and pod_namespace.
+// pod_name and pod_namespace. exported_pod and exported_namespace come
+// first: they are dcgm-exporter's pod and namespace where the scrape job
+// sets pod or namespace target labels (Kubernetes service discovery's
+// usual relabelling) without honor_labels, which name the exporter's own
+// pod there.
 func dcgmPod(p point) timeline.Pod {
-	name := stringAttr(p.attrs, "pod")
-	if name == "" {
-		name = stringAttr(p.attrs, "pod_name")
-	}
+	name := firstAttr(p.attrs, "exported_pod", "pod", "pod_name")
 	if name == "" {
 		return timeline.Pod{}
 	}
-	ns := stringAttr(p.attrs, "namespace")
-	if ns == "" {
-		ns = stringAttr(p.attrs, "pod_namespace")
+	return timeline.Pod{Namespace: firstAttr(p.attrs, "exported_namespace", "namespace", "pod_namespace"), Name: name}
+}
+
+// firstAttr is the first of keys' string values that is not empty.
+func firstAttr(m pcommon.Map, keys ...string) string {
+	for _, k := range keys {
+		if v := stringAttr(m, k); v != "" {
+			return v
+		}
 	}
-	return timeline.Pod{Namespace: ns, Name: name}
+	return ""
 }
 
 // dcgmIndex reads the gpu label, the GPU's index; false when missing or

@@ -628,3 +628,30 @@ func TestDCGMLowercaseHostnameLabel(t *testing.T) {
 	in.consume(context.Background(), md)
 	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.GPUs("node-a"))
 }
+
+// A scrape job that sets pod and namespace target labels (Kubernetes
+// service discovery's usual relabelling, __meta_kubernetes_pod_name →
+// pod) with honor_labels false (the default) makes Prometheus rename
+// dcgm-exporter's own pod, namespace and container labels exported_pod,
+// exported_namespace and exported_container, and pod and namespace name
+// the dcgm-exporter pod (scrape.mutateSampleLabels). The workload's pod is
+// the exported one.
+func TestDCGMExportedPodLabels(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 2 {
+		in.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*30*time.Second),
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 0, v: 300, labels: map[string]string{
+				"pod": "nvidia-dcgm-exporter-7xk2p", "namespace": "gpu-operator", "container": "nvidia-dcgm-exporter",
+				"exported_pod": "vllm-0", "exported_namespace": "llm", "exported_container": "vllm",
+			}},
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 80, labels: map[string]string{
+				"pod": "nvidia-dcgm-exporter-7xk2p", "namespace": "gpu-operator", "container": "nvidia-dcgm-exporter",
+			}},
+		))
+	}
+	from, to := t0, t0.Add(30*time.Second)
+	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-0"}, from, to))
+	assert.NotContains(t, in.store.PodGPUs(timeline.Pod{Namespace: "gpu-operator", Name: "nvidia-dcgm-exporter-7xk2p"}, from, to),
+		dcgmKeyOf(0), "the exporter's own pod does not hold the workload's GPU")
+}
