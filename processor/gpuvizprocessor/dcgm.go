@@ -35,7 +35,7 @@ const (
 	dcgmPercent     = 0.01    // GPU_UTIL, MEM_COPY_UTIL: percent
 	dcgmMilliJoule  = 1e-3    // TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded
 	dcgmKilobyte    = 1000    // PCIE_TX/RX_THROUGHPUT: KB/s (NVML's PCIe throughput, as the receiver converts it)
-	dcgmMicrosecond = 1e-6    // POWER_VIOLATION, THERMAL_VIOLATION: µs, cumulative
+	dcgmNanoseconds = 1e-9    // POWER_VIOLATION, THERMAL_VIOLATION: ns, cumulative (dcgm_fields.h)
 )
 
 // dcgmMaxValue bounds what a DCGM field may say, before conversion: far
@@ -166,13 +166,13 @@ func dcgmClockEvents(in *ingest, b *ingestBatch, p point) {
 	b.dcgmThrottleFlag(p.key, p.ts, mask&clocksEventPower != 0, mask&clocksEventThermal != 0)
 }
 
-// dcgmViolation turns a cumulative violation time (µs) into the share of
+// dcgmViolation turns a cumulative violation time (ns) into the share of
 // the interval since its previous point the clocks were held, as the
 // receiver's nvidia.gpu.throttle.time becomes one.
 func dcgmViolation(group throttleGroup) handler {
 	return func(in *ingest, b *ingestBatch, p point) {
 		g := in.state(p.key)
-		share, ok := g.dcgm.violationShare(group, p.ts, p.v*dcgmMicrosecond)
+		share, ok := g.dcgm.violationShare(group, p.ts, p.v*dcgmNanoseconds)
 		if !ok {
 			return
 		}

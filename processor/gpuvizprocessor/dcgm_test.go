@@ -187,23 +187,23 @@ func TestDCGMHandlers(t *testing.T) {
 			want:   []wantSig{{timeline.PowerThrottled, 0}, {timeline.ThermalThrottled, 0}},
 		},
 		{
-			name:   "violation counters in µs become shares",
-			first:  []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e6, counter: true}, {name: "DCGM_FI_DEV_THERMAL_VIOLATION", v: 5e6, counter: true}},
-			second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 3.5e6, counter: true}, {name: "DCGM_FI_DEV_THERMAL_VIOLATION", v: 5e6, counter: true}},
+			name:   "violation counters in ns become shares",
+			first:  []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e9, counter: true}, {name: "DCGM_FI_DEV_THERMAL_VIOLATION", v: 5e9, counter: true}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 3.5e9, counter: true}, {name: "DCGM_FI_DEV_THERMAL_VIOLATION", v: 5e9, counter: true}},
 			want:   []wantSig{{timeline.PowerThrottled, 0.25}, {timeline.ThermalThrottled, 0}},
 		},
 		{
 			name:  "measured violation shares replace the clock event flags",
 			first: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 0, counter: true}},
 			second: []dcgmSeries{
-				{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e6, counter: true}, {name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", v: 0x4},
+				{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e9, counter: true}, {name: "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", v: 0x4},
 			},
 			want: []wantSig{{timeline.PowerThrottled, 0.1}},
 		},
 		{
 			name:   "a violation counter that went back is a restart",
-			first:  []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 9e6, counter: true}},
-			second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e6, counter: true}},
+			first:  []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 9e9, counter: true}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_POWER_VIOLATION", v: 1e9, counter: true}},
 			absent: []timeline.Signal{timeline.PowerThrottled},
 		},
 		{
@@ -654,4 +654,20 @@ func TestDCGMExportedPodLabels(t *testing.T) {
 	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-0"}, from, to))
 	assert.NotContains(t, in.store.PodGPUs(timeline.Pod{Namespace: "gpu-operator", Name: "nvidia-dcgm-exporter-7xk2p"}, from, to),
 		dcgmKeyOf(0), "the exporter's own pod does not hold the workload's GPU")
+}
+
+// DCGM's violation counters count nanoseconds: dcgm_fields.h ("Power
+// Violation time in ns"), NVML's nvmlViolationTime_t.violationTime, and
+// dcgm-exporter's counters files since NVIDIA/dcgm-exporter#589 ("(in
+// ns)"). A GPU held at its power cap a quarter of a 10 s scrape interval
+// grows the counter by 2.5e9.
+func TestDCGMViolationCountersAreNanoseconds(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	t1 := t0.Add(10 * time.Second)
+	in.consume(context.Background(), dcgmScrape(t0, dcgmSeries{name: "DCGM_FI_DEV_POWER_VIOLATION", counter: true, v: 7e12}))
+	in.consume(context.Background(), dcgmScrape(t1, dcgmSeries{name: "DCGM_FI_DEV_POWER_VIOLATION", counter: true, v: 7e12 + 2.5e9}))
+	got, ok := last(in, dcgmKeyOf(0), timeline.PowerThrottled, t1)
+	require.True(t, ok)
+	assert.InDelta(t, 0.25, got, 1e-9, "power-capped a quarter of the interval, not all of it")
 }
