@@ -118,6 +118,16 @@ var dcgmWholeGPUFields = map[string]bool{
 	"DCGM_FI_DEV_SM_CLOCK":                 true,
 }
 
+// dcgmPerPodShareFields are the fields dcgm-exporter with
+// --kubernetes-virtual-gpus sends as the GPU's series (no pod labels)
+// followed by one series per pod sharing the GPU with that pod's processes'
+// share (transformation/kubernetes.go, createPerProcessMetrics): the
+// shares are not the GPU's reading.
+var dcgmPerPodShareFields = map[string]bool{
+	"DCGM_FI_DEV_GPU_UTIL": true,
+	"DCGM_FI_DEV_FB_USED":  true,
+}
+
 // dcgmPreference names a signal two DCGM fields feed, one preferred.
 type dcgmPreference uint8
 

@@ -671,3 +671,45 @@ func TestDCGMViolationCountersAreNanoseconds(t *testing.T) {
 	require.True(t, ok)
 	assert.InDelta(t, 0.25, got, 1e-9, "power-capped a quarter of the interval, not all of it")
 }
+
+// dcgm-exporter with --kubernetes-virtual-gpus (time-slicing) sends
+// DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED as the GPU's series (no pod
+// labels) followed by one series per pod holding that pod's processes'
+// share, with pod_uid (transformation/kubernetes.go, Process and
+// createPerProcessMetrics, since 4.5.3-4.8.2); its other fields are
+// repeated per pod with the GPU's value. The GPU's utilisation and memory
+// are the GPU's series, not the last pod's share; each pod is still a
+// sighting.
+func TestDCGMPerPodSharesAreNotTheGPUs(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	k := dcgmKeyOf(0)
+	pod := func(name, uid string) map[string]string {
+		return map[string]string{"pod": name, "namespace": "llm", "container": "vllm", "pod_uid": uid}
+	}
+	a, b := pod("vllm-a", "0c6f7e9a-1111-4a1b-9c1d-000000000001"), pod("vllm-b", "0c6f7e9a-1111-4a1b-9c1d-000000000002")
+	for i := range 2 {
+		in.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*30*time.Second),
+			dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", v: 90},
+			dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", v: 60, labels: a},
+			dcgmSeries{name: "DCGM_FI_DEV_GPU_UTIL", v: 0, labels: b},
+			dcgmSeries{name: "DCGM_FI_DEV_FB_USED", v: 50000},
+			dcgmSeries{name: "DCGM_FI_DEV_FB_USED", v: 30000, labels: a},
+			dcgmSeries{name: "DCGM_FI_DEV_FB_USED", v: 20000, labels: b},
+			dcgmSeries{name: "DCGM_FI_DEV_FB_FREE", v: 30000, labels: a},
+			dcgmSeries{name: "DCGM_FI_DEV_FB_FREE", v: 30000, labels: b},
+		))
+	}
+	ts := t0.Add(30 * time.Second)
+	for _, w := range []struct {
+		sig timeline.Signal
+		v   float64
+	}{{timeline.Utilization, 0.9}, {timeline.MemoryUsed, 50000 * mibBytes}, {timeline.MemoryLimit, 80000 * mibBytes}} {
+		got, ok := last(in, k, w.sig, ts)
+		require.True(t, ok, "%v", w.sig)
+		assert.InDelta(t, w.v, got, 1e-9*w.v, "%v is the GPU's, not a pod's share", w.sig)
+	}
+	for _, name := range []string{"vllm-a", "vllm-b"} {
+		assert.Equal(t, []timeline.Key{k}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: name}, t0, ts))
+	}
+}

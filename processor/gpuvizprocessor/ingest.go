@@ -474,6 +474,9 @@ type ingestBatch struct {
 	// DCGM points already recorded: dcgm-exporter repeats them on every
 	// series.
 	pods map[podSighting]bool
+	// gpuSeries are the GPU's own points (no pod labels) of the batch's
+	// per-process DCGM fields (perPodShare).
+	gpuSeries map[dcgmSeriesAt]bool
 	// lastKey and lastState cache the previous point's GPU state: points
 	// come in runs of one GPU.
 	lastKey   timeline.Key
@@ -481,6 +484,28 @@ type ingestBatch struct {
 	// lagDue are the GPUs that sent power samples: their GPM lag learns
 	// once the batch is read, so that a tick's readings share one lag.
 	lagDue map[timeline.Key]bool
+}
+
+// dcgmSeriesAt is one DCGM field of one GPU at one time.
+type dcgmSeriesAt struct {
+	key  timeline.Key
+	name string
+	ts   time.Time
+}
+
+// perPodShare reports whether p, of a per-process field, is a pod's share
+// of a reading whose GPU's own point (no pod labels) the batch already
+// has; it notes the GPU's own points.
+func (b *ingestBatch) perPodShare(name string, p point, pod timeline.Pod) bool {
+	at := dcgmSeriesAt{key: p.key, name: name, ts: p.ts}
+	if !pod.IsZero() {
+		return b.gpuSeries[at]
+	}
+	if b.gpuSeries == nil {
+		b.gpuSeries = map[dcgmSeriesAt]bool{}
+	}
+	b.gpuSeries[at] = true
+	return false
 }
 
 type podSighting struct {
@@ -661,7 +686,7 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 		return
 	}
 	if src == sourceDCGM {
-		b.dcgmPoints(h, dcgmWholeGPUFields[m.Name()], dps, host)
+		b.dcgmPoints(m.Name(), h, dps, host)
 		return
 	}
 	var last timeline.Key
@@ -696,8 +721,10 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 // Hostname labels (hostname since dcgm-exporter #655; host, the resource's
 // host.name, where neither is present). Each point also records its GPU's index (the gpu label) and the
 // pod its labels name; a MIG instance's point only its pod, unless its
-// field is of the whole GPU (wholeGPU).
-func (b *ingestBatch) dcgmPoints(h handler, wholeGPU bool, dps pmetric.NumberDataPointSlice, host string) {
+// field is of the whole GPU (dcgmWholeGPUFields). A pod's share of a
+// per-process field (dcgmPerPodShareFields) is only a sighting where the
+// GPU's own point of it came.
+func (b *ingestBatch) dcgmPoints(name string, h handler, dps pmetric.NumberDataPointSlice, host string) {
 	for i := range dps.Len() {
 		dp := dps.At(i)
 		if dp.Flags().NoRecordedValue() {
@@ -728,14 +755,18 @@ func (b *ingestBatch) dcgmPoints(h handler, wholeGPU bool, dps pmetric.NumberDat
 				v.backend(p.key, b.in.backendLocked(p.key))
 			}
 		}
-		if pod := dcgmPod(p); !pod.IsZero() {
+		pod := dcgmPod(p)
+		if !pod.IsZero() {
 			b.sightOnce(podSighting{key: p.key, pod: pod, ts: p.ts})
 		}
 		if job := stringAttr(attrs, "hpc_job"); job != "" {
 			b.sightOnce(podSighting{key: p.key, job: job, ts: p.ts})
 		}
-		if !wholeGPU && stringAttr(attrs, "GPU_I_ID") != "" {
+		if !dcgmWholeGPUFields[name] && stringAttr(attrs, "GPU_I_ID") != "" {
 			continue // a MIG instance's own reading: the timeline is per GPU
+		}
+		if dcgmPerPodShareFields[name] && b.perPodShare(name, p, pod) {
+			continue
 		}
 		if idx, ok := dcgmIndex(p); ok {
 			if cur, known := b.in.store.Index(p.key); !known || cur != idx {
