@@ -1010,9 +1010,10 @@ func checkGOMEMLIMIT(t *testing.T, what string, cfg map[string]any, gomemlimit, 
 	assert.True(t, got <= soft+17, "%s: GOMEMLIMIT %s, memory_limiter's soft limit %.1f MiB: want at most %.0fMiB", what, gomemlimit, soft, soft+16)
 }
 
-// checkWorkloadsGOMEMLIMIT applies checkGOMEMLIMIT to every DaemonSet and
-// Deployment of docs whose config is a ConfigMap of docs.
-func checkWorkloadsGOMEMLIMIT(t *testing.T, what string, docs []map[string]any) {
+// eachWorkload calls fn with every DaemonSet and Deployment of docs: a key
+// naming it, its pod spec, and the collector configs of the ConfigMaps it
+// mounts (from docs).
+func eachWorkload(t *testing.T, what string, docs []map[string]any, fn func(key string, spec map[string]any, cfgs []map[string]any)) {
 	t.Helper()
 	configMaps := map[string]map[string]any{}
 	for _, d := range docs {
@@ -1026,6 +1027,24 @@ func checkWorkloadsGOMEMLIMIT(t *testing.T, what string, docs []map[string]any) 
 		}
 		key := fmt.Sprint(what, ": ", d["kind"], "/", dig(d, "metadata", "name"))
 		spec := asMap(dig(d, "spec", "template", "spec"))
+		var cfgs []map[string]any
+		for _, v := range spec["volumes"].([]any) {
+			cm := configMaps[fmt.Sprint(dig(v, "configMap", "name"))]
+			for _, text := range asMap(cm["data"]) {
+				var cfg map[string]any
+				require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprint(text)), &cfg), key)
+				cfgs = append(cfgs, cfg)
+			}
+		}
+		fn(key, spec, cfgs)
+	}
+}
+
+// checkWorkloadsGOMEMLIMIT applies checkGOMEMLIMIT to every DaemonSet and
+// Deployment of docs whose config is a ConfigMap of docs.
+func checkWorkloadsGOMEMLIMIT(t *testing.T, what string, docs []map[string]any) {
+	t.Helper()
+	eachWorkload(t, what, docs, func(key string, spec map[string]any, cfgs []map[string]any) {
 		c := asMap(spec["containers"].([]any)[0])
 		var gomemlimit string
 		for _, e := range c["env"].([]any) {
@@ -1034,15 +1053,10 @@ func checkWorkloadsGOMEMLIMIT(t *testing.T, what string, docs []map[string]any) 
 			}
 		}
 		memoryLimit, _ := dig(c, "resources", "limits", "memory").(string)
-		for _, v := range spec["volumes"].([]any) {
-			cm := configMaps[fmt.Sprint(dig(v, "configMap", "name"))]
-			for _, text := range asMap(cm["data"]) {
-				var cfg map[string]any
-				require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprint(text)), &cfg), key)
-				checkGOMEMLIMIT(t, key, cfg, gomemlimit, memoryLimit)
-			}
+		for _, cfg := range cfgs {
+			checkGOMEMLIMIT(t, key, cfg, gomemlimit, memoryLimit)
 		}
-	}
+	})
 }
 
 // checkScrapedPortsServed checks that every container port README.md's
@@ -1051,29 +1065,13 @@ func checkWorkloadsGOMEMLIMIT(t *testing.T, what string, docs []map[string]any) 
 // without one is a target that is always down (GpuvizCollectorDown).
 func checkScrapedPortsServed(t *testing.T, what string, docs []map[string]any) {
 	t.Helper()
-	configMaps := map[string]map[string]any{}
-	for _, d := range docs {
-		if d["kind"] == "ConfigMap" {
-			configMaps[fmt.Sprint(dig(d, "metadata", "name"))] = d
-		}
-	}
-	for _, d := range docs {
-		if d["kind"] != "DaemonSet" && d["kind"] != "Deployment" {
-			continue
-		}
-		key := fmt.Sprint(what, ": ", d["kind"], "/", dig(d, "metadata", "name"))
-		spec := asMap(dig(d, "spec", "template", "spec"))
+	eachWorkload(t, what, docs, func(key string, spec map[string]any, cfgs []map[string]any) {
 		served := map[string]bool{}
-		for _, v := range spec["volumes"].([]any) {
-			cm := configMaps[fmt.Sprint(dig(v, "configMap", "name"))]
-			for _, text := range asMap(cm["data"]) {
-				var cfg map[string]any
-				require.NoError(t, yaml.Unmarshal([]byte(fmt.Sprint(text)), &cfg), key)
-				for id, e := range asMap(cfg["exporters"]) {
-					if id == "prometheus" || strings.HasPrefix(id, "prometheus/") {
-						ep, _ := asMap(e)["endpoint"].(string)
-						served[ep[strings.LastIndex(ep, ":")+1:]] = true
-					}
+		for _, cfg := range cfgs {
+			for id, e := range asMap(cfg["exporters"]) {
+				if id == "prometheus" || strings.HasPrefix(id, "prometheus/") {
+					ep, _ := asMap(e)["endpoint"].(string)
+					served[ep[strings.LastIndex(ep, ":")+1:]] = true
 				}
 			}
 		}
@@ -1087,7 +1085,7 @@ func checkScrapedPortsServed(t *testing.T, what string, docs []map[string]any) {
 				}
 			}
 		}
-	}
+	})
 }
 
 func TestKubernetesManifests(t *testing.T) {
