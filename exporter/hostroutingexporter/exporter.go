@@ -158,7 +158,14 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 	}
 	var lost []int
 	var refused, failed []error // permanent; retryable, for lost
-	for len(pending) > 0 {
+	for round := 0; len(pending) > 0; round++ {
+		if err := ctx.Err(); err != nil {
+			// The export's time is up: what is left is retried, and no
+			// replica is blamed for it.
+			failed = append(failed, err)
+			lost = append(lost, pending...)
+			break
+		}
 		now := e.router.now().UnixNano()
 		if len(*e.router.replicas.Load()) == 0 {
 			// DNS has not listed any yet (a list, once there, never
@@ -179,22 +186,38 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 			groups[r] = append(groups[r], i)
 		}
 		pending = pending[:0:0]
-		for _, r := range order {
+		// The replicas are sent to at once: one that hangs must not spend
+		// the others' share of the export's timeout.
+		errs := make([]error, len(order))
+		var wg sync.WaitGroup
+		for j, r := range order {
 			idx := groups[r]
 			part := data
 			if len(idx) < n {
 				part = e.sig.subset(data, idx)
 			}
 			e.router.tel.ExporterHostroutingResourcesRouted.Add(ctx, int64(len(idx)), r.attrs)
-			err := e.send(ctx, r, part)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[j] = e.send(ctx, r, part)
+			}()
+		}
+		wg.Wait()
+		for j, r := range order {
+			idx, err := groups[r], errs[j]
+			// A replica that failed once the export's time was up is to
+			// blame only if it had all of that time (the first round) and
+			// used it; a cancelled export blames none.
+			blamed := ctx.Err() == nil || (round == 0 && errors.Is(ctx.Err(), context.DeadlineExceeded))
 			switch {
 			case err == nil:
 			case consumererror.IsPermanent(err):
 				refused = append(refused, fmt.Errorf("%s: %w", r.endpoint, err))
-			case wasUp[r]:
+			case wasUp[r] && blamed:
 				e.router.markDown(ctx, r, now, err)
 				pending = append(pending, idx...)
-			default: // every replica is down: retried later
+			default: // every replica is down, or the time is up: retried later
 				failed = append(failed, fmt.Errorf("%s: %w", r.endpoint, err))
 				lost = append(lost, idx...)
 			}
