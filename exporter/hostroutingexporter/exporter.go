@@ -158,6 +158,10 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 	}
 	var lost []int
 	var refused, failed []error // permanent; retryable, for lost
+	// A replica that failed is not tried again by the same export, even
+	// if its down_for ran out meanwhile: else a down_for shorter than a
+	// failed export would loop until the timeout, or forever without one.
+	failedHere := map[*replica]bool{}
 	for round := 0; len(pending) > 0; round++ {
 		if err := ctx.Err(); err != nil {
 			// The export's time is up: what is left is retried, and no
@@ -179,6 +183,10 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 		wasUp := map[*replica]bool{}
 		for _, i := range pending {
 			r, up := e.router.pick(keys[i], now)
+			if failedHere[r] {
+				lost = append(lost, i)
+				continue
+			}
 			if _, ok := groups[r]; !ok {
 				order = append(order, r)
 				wasUp[r] = up
@@ -215,7 +223,9 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 			case consumererror.IsPermanent(err):
 				refused = append(refused, fmt.Errorf("%s: %w", r.endpoint, err))
 			case wasUp[r] && blamed:
+				failedHere[r] = true
 				e.router.markDown(ctx, r, now, err)
+				failed = append(failed, fmt.Errorf("%s: %w", r.endpoint, err))
 				pending = append(pending, idx...)
 			default: // every replica is down, or the time is up: retried later
 				failed = append(failed, fmt.Errorf("%s: %w", r.endpoint, err))

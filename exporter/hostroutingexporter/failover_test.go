@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -98,4 +99,26 @@ func TestNoReplicaListedYetIsRetried(t *testing.T) {
 	var failed consumererror.Traces
 	require.True(t, errors.As(err, &failed))
 	assert.Equal(t, 3, failed.Data().ResourceSpans().Len())
+}
+
+func TestAReplicaIsTriedOncePerExportWhateverDownFor(t *testing.T) {
+	transient := errors.New("unavailable")
+	calls := map[string]*int{"gw-a:4317": new(int), "gw-b:4317": new(int)}
+	answer := func(ep string) func(int) error {
+		return func(int) error { *calls[ep]++; return transient }
+	}
+	e := scriptedExporter(t, map[string]func(int) error{"gw-a:4317": answer("gw-a:4317"), "gw-b:4317": answer("gw-b:4317")})
+	// down_for shorter than a failed export (validation allows any
+	// positive value): each replica is up again by the next round.
+	e.router.downFor = time.Nanosecond
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := e.push(ctx, hostTraces(hostNames(8), 1))
+	require.Error(t, err)
+	var failed consumererror.Traces
+	require.True(t, errors.As(err, &failed))
+	assert.Equal(t, 8, failed.Data().ResourceSpans().Len())
+	assert.NoError(t, ctx.Err(), "the export ends when every replica has failed it, not at its deadline")
+	assert.Equal(t, 1, *calls["gw-a:4317"], "a tried once")
+	assert.Equal(t, 1, *calls["gw-b:4317"], "b tried once")
 }
