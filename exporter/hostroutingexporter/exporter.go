@@ -282,6 +282,11 @@ func (e *routingExporter[T]) replicaExporter(ctx context.Context, endpoint strin
 		r.busy.Add(1)
 		return r, nil
 	}
+	if !e.router.listed(endpoint) {
+		// Dropped by the resolver since the export picked it: an exporter
+		// made now would outlive the retiring above. Failed over instead.
+		return nil, fmt.Errorf("%s is no longer listed", endpoint)
+	}
 	cfg := e.protocol
 	cfg.ClientConfig.Endpoint = endpoint
 	set := e.settings

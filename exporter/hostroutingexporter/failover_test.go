@@ -122,3 +122,21 @@ func TestAReplicaIsTriedOncePerExportWhateverDownFor(t *testing.T) {
 	assert.Equal(t, 1, *calls["gw-a:4317"], "a tried once")
 	assert.Equal(t, 1, *calls["gw-b:4317"], "b tried once")
 }
+
+func TestAnExportToAReplicaJustUnlistedFailsOverAndKeepsNoExporter(t *testing.T) {
+	e := scriptedExporter(t, map[string]func(int) error{
+		"gw-a:4317": func(int) error { return nil },
+		"gw-b:4317": func(int) error { return nil },
+	})
+	a := (*e.router.replicas.Load())[0]
+	require.Equal(t, "gw-a:4317", a.endpoint)
+	// An export picked a, then the resolver dropped it before the export
+	// reached a's exporter.
+	e.router.setEndpoints([]string{"gw-b:4317"})
+	err := e.send(context.Background(), a, hostTraces(hostNames(1), 1))
+	require.Error(t, err, "not sent to a replica no longer listed")
+	assert.False(t, consumererror.IsPermanent(err), "failed over, then retried")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	assert.NotContains(t, e.replicas, "gw-a:4317", "no exporter kept for a replica no longer listed")
+}
