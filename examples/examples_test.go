@@ -359,6 +359,55 @@ func TestDashboards(t *testing.T) {
 	}
 }
 
+// TestDashboardVariableAll checks that a variable's "All" keeps the
+// narrowing of its own query. A variable whose query reads other variables
+// ($gpu from $namespace and $pod) and whose allValue is a catch-all (".*")
+// makes every panel that filters on it ignore those variables when All is
+// selected (the default), unless the panel applies them itself.
+func TestDashboardVariableAll(t *testing.T) {
+	varRef := regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)`)
+	refs := func(s string) map[string]bool {
+		out := map[string]bool{}
+		for _, m := range varRef.FindAllStringSubmatch(s, -1) {
+			out[m[1]] = true
+		}
+		return out
+	}
+	for f, d := range loadDashboards(t) {
+		var raw struct {
+			Templating struct {
+				List []struct {
+					Name       string `json:"name"`
+					Type       string `json:"type"`
+					Definition string `json:"definition"`
+					AllValue   string `json:"allValue"`
+					IncludeAll bool   `json:"includeAll"`
+				} `json:"list"`
+			} `json:"templating"`
+		}
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &raw), f)
+		exprs := dashboardExprs(d)
+		for _, v := range raw.Templating.List {
+			if v.Type != "query" || !v.IncludeAll || v.AllValue == "" {
+				continue
+			}
+			narrowedBy := refs(v.Definition)
+			for where, expr := range exprs {
+				used := refs(expr)
+				if !used[v.Name] || strings.HasPrefix(where, "variable") {
+					continue
+				}
+				for n := range narrowedBy {
+					assert.True(t, used[n], "%s: %s filters on $%s, whose All (allValue %q) drops the narrowing by $%s its query applies, and does not filter on $%s itself",
+						filepath.Base(f), where, v.Name, v.AllValue, n, n)
+				}
+			}
+		}
+	}
+}
+
 func TestGrafanaProvisioning(t *testing.T) {
 	known := emitted(t)
 	var ds struct {
