@@ -408,6 +408,38 @@ func TestDashboardVariableAll(t *testing.T) {
 	}
 }
 
+// TestDashboardHostFilter checks that on a dashboard with a host variable
+// every panel query over series that carry host_name applies it: a panel
+// that does not shows every host's data under one host's selection.
+func TestDashboardHostFilter(t *testing.T) {
+	known := emitted(t)
+	labels := seriesLabels(t)
+	hostRef := regexp.MustCompile(`host_name\s*=~\s*"\$\{?host\b`)
+	for f, d := range loadDashboards(t) {
+		hasHost := false
+		for _, v := range d.Templating.List {
+			hasHost = hasHost || v.Name == "host"
+		}
+		if !hasHost {
+			continue
+		}
+		for where, expr := range dashboardExprs(d) {
+			if strings.HasPrefix(where, "variable host") {
+				continue
+			}
+			var hostLabelled bool
+			for _, n := range queryMetricNames(expr) {
+				if m, ok := known[n]; ok && labels[m.Name]["host_name"] {
+					hostLabelled = true
+				}
+			}
+			if hostLabelled {
+				assert.Regexp(t, hostRef, expr, "%s: %s reads series with host_name but ignores $host", filepath.Base(f), where)
+			}
+		}
+	}
+}
+
 func TestGrafanaProvisioning(t *testing.T) {
 	known := emitted(t)
 	var ds struct {
