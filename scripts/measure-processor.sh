@@ -27,7 +27,9 @@
 # PAIRS rounds per rate; the tables give medians and the ratios to A.
 #
 # The script stops, loudly, if the collector exits, its receiver refuses a
-# span, or the load generator drops or has spans rejected.
+# span, or the load generator drops or has spans rejected. It flags (WARNING)
+# a run whose accepted rate is off the asked one by over 5%, or whose load
+# generator had to retry an export (the collector stalled).
 #
 # Environment (defaults): RATES ("2000 20000"), VARIANTS ("A B_on B_off": which
 # run each round, in that order; the ratios need A), PAIRS (3), SECONDS (60, per
@@ -138,10 +140,11 @@ run_one() {
   local i
   for ((i = 0; i < 300; i++)); do
     alive "$cpid" || die "$variant at $rate/s: the collector exited while starting"
-    scrape && break
+    scrape && port_busy "$BENCH_OTLP_PORT" && break
     sleep 0.1
   done
   scrape || die "$variant at $rate/s: no telemetry on :$BENCH_TELEMETRY_PORT after 30 s"
+  port_busy "$BENCH_OTLP_PORT" || die "$variant at $rate/s: no OTLP receiver on :$BENCH_OTLP_PORT after 30 s"
 
   "$work/loadgen" --mode flood --rate "$rate" --match host --families vllm \
     --endpoint "127.0.0.1:$BENCH_OTLP_PORT" --duration "$((warmup + run_s + 60))s" > /dev/null 2> "$lerr" &
@@ -176,9 +179,10 @@ run_one() {
   stop "$lpid" || rc=$?
   lpid=""
   ((rc == 0)) || die "$variant at $rate/s: the load generator exited with status $rc"
-  local account
-  account=$(grep -o '[0-9]* spans dropped in [0-9]* failed batches, [0-9]* rejected' "$lerr" | tail -1)
+  local account retries
+  account=$(grep -o '[0-9]* retries, [0-9]* spans dropped in [0-9]* failed batches, [0-9]* rejected' "$lerr" | tail -1)
   [ -n "$account" ] || die "$variant at $rate/s: no exporter account in the load generator's log"
+  retries=${account%% *} account=${account#*retries, }
   [[ $account == "0 spans dropped in 0 failed batches, 0 rejected" ]] || die "$variant at $rate/s: the load generator lost spans: $account"
   ((refused == 0)) || die "$variant at $rate/s: the collector refused $refused spans"
   rc=0
@@ -193,10 +197,12 @@ run_one() {
     -v c="$((c1 - c0))" -v l="$((l1 - l0))" -v hz="$hz" -v h="$hwm" -v e="$((e1 - e0))" 'BEGIN {
       el = t1 - t0
       printf "%s\t%s\t%s\t%.3f\t%d\t%.3f\t%.2f\t%d\t%.3f\t%d\n", v, r, k, el, n, c / hz, 1e6 * c / hz / n, h, l / hz, e }' >> "$results"
-  tail -n 1 "$results" | awk -F'\t' -v target="$rate" -v u="$unenriched" -v why="$why" -v held="$held" '{
+  tail -n 1 "$results" | awk -F'\t' -v target="$rate" -v u="$unenriched" -v why="$why" -v held="$held" -v retries="$retries" '{
     printf "  %-5s round %s: %7.0f spans/s, collector %5.1f%% of a core, %6.2f us/span, peak RSS %6.1f MiB, loadgen %5.1f%%, enriched %d, unenriched %s (since the start: %s)%s\n",
       $1, $3, $5 / $4, 100 * $6 / $4, $7, $8 / 1024, 100 * $9 / $4, $10, u, (why != "" ? why : "none"), held
     if ($5 / $4 < 0.95 * target) printf "  WARNING: %.0f spans/s is under 95%% of the %d asked for: the load generator did not keep up\n", $5 / $4, target
+    if ($5 / $4 > 1.05 * target) printf "  WARNING: %.0f spans/s is over 105%% of the %d asked for: the load generator caught up after a stall\n", $5 / $4, target
+    if (retries > 0) printf "  WARNING: the load generator retried %d exports (one waited 5 s, or the receiver was unavailable): the collector stalled, and a retried batch may be counted twice\n", retries
     if ($1 != "A" && $10 < $5 / 2) printf "  WARNING: the processor enriched %d of the %d spans in the window: it was still holding them (the warm-up hold, attribution.warmup_wait, 45 s by default, while under half of max_pending_spans); raise WARMUP past it\n", $10, $5 }'
 }
 
