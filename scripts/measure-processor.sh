@@ -29,7 +29,8 @@
 # The script stops, loudly, if the collector exits, its receiver refuses a
 # span, or the load generator drops or has spans rejected. It flags (WARNING)
 # a run whose accepted rate is off the asked one by over 5%, or whose load
-# generator had to retry an export (the collector stalled).
+# generator had to retry an export (the collector stalled); the summary
+# names the flagged runs its medians include.
 #
 # Environment (defaults): RATES ("2000 20000"), VARIANTS ("A B_on B_off": which
 # run each round, in that order; the ratios need A), PAIRS (3), SECONDS (60, per
@@ -197,13 +198,16 @@ run_one() {
     -v c="$((c1 - c0))" -v l="$((l1 - l0))" -v hz="$hz" -v h="$hwm" -v e="$((e1 - e0))" 'BEGIN {
       el = t1 - t0
       printf "%s\t%s\t%s\t%.3f\t%d\t%.3f\t%.2f\t%d\t%.3f\t%d\n", v, r, k, el, n, c / hz, 1e6 * c / hz / n, h, l / hz, e }' >> "$results"
-  tail -n 1 "$results" | awk -F'\t' -v target="$rate" -v u="$unenriched" -v why="$why" -v held="$held" -v retries="$retries" '{
+  tail -n 1 "$results" | awk -F'\t' -v target="$rate" -v u="$unenriched" -v why="$why" -v held="$held" -v retries="$retries" -v flagged="$work/flagged-$rate" '{
     printf "  %-5s round %s: %7.0f spans/s, collector %5.1f%% of a core, %6.2f us/span, peak RSS %6.1f MiB, loadgen %5.1f%%, enriched %d, unenriched %s (since the start: %s)%s\n",
       $1, $3, $5 / $4, 100 * $6 / $4, $7, $8 / 1024, 100 * $9 / $4, $10, u, (why != "" ? why : "none"), held
-    if ($5 / $4 < 0.95 * target) printf "  WARNING: %.0f spans/s is under 95%% of the %d asked for: the load generator did not keep up\n", $5 / $4, target
-    if ($5 / $4 > 1.05 * target) printf "  WARNING: %.0f spans/s is over 105%% of the %d asked for: the load generator caught up after a stall\n", $5 / $4, target
-    if (retries > 0) printf "  WARNING: the load generator retried %d exports (one waited 5 s, or the receiver was unavailable): the collector stalled, and a retried batch may be counted twice\n", retries
-    if ($1 != "A" && $10 < $5 / 2) printf "  WARNING: the processor enriched %d of the %d spans in the window: it was still holding them (the warm-up hold, attribution.warmup_wait, 45 s by default, while under half of max_pending_spans); raise WARMUP past it\n", $10, $5 }'
+    w = ""
+    if ($5 / $4 < 0.95 * target) w = w sprintf("  WARNING: %.0f spans/s is under 95%% of the %d asked for: the load generator did not keep up\n", $5 / $4, target)
+    if ($5 / $4 > 1.05 * target) w = w sprintf("  WARNING: %.0f spans/s is over 105%% of the %d asked for: the load generator caught up after a stall\n", $5 / $4, target)
+    if (retries > 0) w = w sprintf("  WARNING: the load generator retried %d exports (one waited 5 s, or the receiver was unavailable): the collector stalled, and a retried batch may be counted twice\n", retries)
+    if ($1 != "A" && $10 < $5 / 2) w = w sprintf("  WARNING: the processor enriched %d of the %d spans in the window: it was still holding them (the warm-up hold, attribution.warmup_wait, 45 s by default, while under half of max_pending_spans); raise WARMUP past it\n", $10, $5)
+    printf "%s", w
+    if (w != "") print $1 " round " $3 >> flagged }'
 }
 
 for rate in $rates; do
@@ -241,4 +245,8 @@ for rate in $rates; do
     awk -v v="$variant" -v us="$(median "$variant" "$rate" 7)" -v h="$(median "$variant" "$rate" 8)" -v aus="$a_us" -v ah="$a_hwm" \
       'BEGIN { printf "%s/A: CPU per span %.2fx, peak RSS %.2fx\n", v, us / aus, h / ah }'
   done
+done
+for rate in $rates; do
+  [ -s "$work/flagged-$rate" ] || continue
+  echo "WARNING: the medians at $rate spans/s include $(wc -l < "$work/flagged-$rate") flagged run(s) (see above): $(paste -sd, "$work/flagged-$rate" | sed 's/,/, /g')"
 done
