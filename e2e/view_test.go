@@ -97,6 +97,7 @@ func TestView(t *testing.T) {
 	assert.Positive(t, f.BarsWithPhases, "request bars with phases")
 	assert.Positive(t, f.Phases["prefill"], "prefill phases")
 	assert.Positive(t, f.Phases["decode"], "decode phases")
+	assert.Zero(t, f.DimmedPhases, "prefill and decode are drawn in their bottleneck's own colour, never dimmed into another label's")
 	assert.Contains(t, f.Summary, "GPU TIME BY BOTTLENECK", "the summary strip")
 	t.Logf("page: %d GPUs, %d heatmap cells, %d request lanes, %d request bars (%v), status %q", len(f.GPUs), f.HeatCells, f.Lanes, f.Bars, f.Phases, f.Status)
 

@@ -101,10 +101,14 @@ type Facts struct {
 	LaneGPUs       []string       `json:"laneGPUs"`  // the GPUs the lanes cover (one engine's GPUs share one)
 	Bars           int            `json:"bars"`      // .request-bar[data-trace-id]
 	BarsWithPhases int            `json:"barsWithPhases"`
-	Phases         map[string]int `json:"phases"`    // .phase[data-phase] by name
-	HeatCells      int            `json:"heatCells"` // heatmap cells drawn
-	Status         string         `json:"status"`
-	Summary        string         `json:"summary"` // the summary strip's text
+	Phases         map[string]int `json:"phases"` // .phase[data-phase] by name
+	// DimmedPhases counts the prefill and decode phases drawn with an
+	// opacity under 1: a dimmed label colour reads as another label's
+	// (compute-bound orange at .72 is thermal-throttled brown).
+	DimmedPhases int    `json:"dimmedPhases"`
+	HeatCells    int    `json:"heatCells"` // heatmap cells drawn
+	Status       string `json:"status"`
+	Summary      string `json:"summary"` // the summary strip's text
 }
 
 const factsJS = `(() => {
@@ -116,16 +120,19 @@ const factsJS = `(() => {
   }));
   const bars = [...document.querySelectorAll('.request-bar[data-trace-id]')];
   const phases = {};
-  let withPhases = 0;
+  let withPhases = 0, dimmed = 0;
   for (const b of bars) {
     const ps = b.querySelectorAll('.phase[data-phase]');
     if (ps.length) withPhases++;
-    for (const p of ps) phases[p.dataset.phase] = (phases[p.dataset.phase] || 0) + 1;
+    for (const p of ps) {
+      phases[p.dataset.phase] = (phases[p.dataset.phase] || 0) + 1;
+      if (p.dataset.phase !== 'queue' && Number(getComputedStyle(p).opacity) * Number(getComputedStyle(b).opacity) < 1) dimmed++;
+    }
   }
   const banner = document.getElementById('sim-banner');
   return { simBanner: !!banner && !banner.hidden && banner.offsetHeight > 0, gpus,
     lanes: document.querySelectorAll('.lane[data-gpus]').length,
-    laneGPUs: [...document.querySelectorAll('.lane[data-gpus]')].flatMap((l) => l.dataset.gpus.split(' ')), bars: bars.length, barsWithPhases: withPhases, phases,
+    laneGPUs: [...document.querySelectorAll('.lane[data-gpus]')].flatMap((l) => l.dataset.gpus.split(' ')), bars: bars.length, barsWithPhases: withPhases, phases, dimmedPhases: dimmed,
     heatCells: Number(document.getElementById('heatmap').dataset.cells || 0),
     status: document.getElementById('status').textContent, summary: document.getElementById('summary').innerText };
 })()`

@@ -17,7 +17,7 @@ const DENSITY_H = 9;
 export class Lanes {
   constructor(root, sub, legend, tip, store, onSelect) {
     legend.innerHTML = `<span><i class="q"></i>queue</span><span><i style="background:#4e9bd6;box-shadow:inset 0 -1px 0 rgba(255,255,255,.55)"></i>prefill</span>` +
-      `<span><i style="background:#4e9bd6;opacity:.72"></i>decode</span><span>(colour: the phase's bottleneck)</span>` +
+      `<span><i class="d" style="background:#4e9bd6"></i>decode</span><span>(colour: the phase's bottleneck)</span>` +
       LABELS.filter((l) => l !== "idle" && l !== "unknown").map((l) => `<span><i style="background:${labelColor(l)}"></i>${esc(labelText(l))}</span>`).join("") +
       `<span><i style="background:rgba(170,185,210,.8)"></i>density: requests beyond the sub-lanes</span><span>hover: tokens, energy · click: details</span>`;
     this.root = root; this.sub = sub; this.tip = tip; this.store = store; this.onSelect = onSelect;
