@@ -1,0 +1,86 @@
+package gpuvizprocessor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+)
+
+// A request histogram's point counts every request since the series
+// started, not the requests since the last flush: its second flush, after
+// one request before each, counts two, from the same start time. It must
+// say so (cumulative): a backend reading it as delta would add the first
+// request again at every flush.
+func TestRequestHistogramsAreCumulative(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	h := newHistograms(10 * time.Minute)
+	k := histKey{host: "node-1", model: "llama", label: bottleneck.MemoryBound}
+	start := pcommon.NewTimestampFromTime(base)
+	h.observe(histEnergy, k, 3, exemplar{}, base.Add(time.Second), start)
+	first := pmetric.NewMetricSlice()
+	h.appendTo(first, "node-1", pcommon.NewTimestampFromTime(base.Add(10*time.Second)))
+	h.observe(histEnergy, k, 30, exemplar{}, base.Add(11*time.Second), pcommon.NewTimestampFromTime(base.Add(10*time.Second)))
+	second := pmetric.NewMetricSlice()
+	h.appendTo(second, "node-1", pcommon.NewTimestampFromTime(base.Add(20*time.Second)))
+
+	for n, ms := range []pmetric.MetricSlice{first, second} {
+		require.Equal(t, 1, ms.Len(), "only the energy histogram has values")
+		m := ms.At(0)
+		assert.Equal(t, "gpuviz.request.energy", m.Name())
+		require.Equal(t, pmetric.MetricTypeHistogram, m.Type())
+		assert.Equal(t, pmetric.AggregationTemporalityCumulative, m.Histogram().AggregationTemporality(),
+			"flush %d: the points count from the series' start", n+1)
+		require.Equal(t, 1, m.Histogram().DataPoints().Len())
+		assert.Equal(t, start, m.Histogram().DataPoints().At(0).StartTimestamp(), "flush %d: one start for the series' life", n+1)
+	}
+	dp := second.At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, uint64(2), dp.Count(), "both requests, not only the one since the first flush")
+	assert.Equal(t, 33.0, dp.Sum())
+	var inBuckets uint64
+	for _, c := range dp.BucketCounts().AsRaw() {
+		inBuckets += c
+	}
+	assert.Equal(t, dp.Count(), inBuckets)
+}
+
+// Exemplars are the first requests of each flush interval, at most
+// exemplarsPerSeries of them a series: later requests of the interval add
+// none (keeping them would cost memory and export bytes for every request
+// of a busy series), and the next interval starts a fresh list.
+func TestExemplarsAreTheFirstRequestsOfTheInterval(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	h := newHistograms(10 * time.Minute)
+	k := histKey{host: "node-1", model: "llama", label: bottleneck.ComputeBound}
+	since := pcommon.NewTimestampFromTime(base)
+	const requests = exemplarsPerSeries + 3
+	for i := range requests {
+		ex := exemplar{traceID: pcommon.TraceID{byte(i + 1)}, spanID: pcommon.SpanID{byte(i + 1)}, ts: base.Add(time.Duration(i) * time.Second)}
+		h.observe(histEnergy, k, float64(i+1), ex, base.Add(time.Duration(i)*time.Second), since)
+	}
+	ms := pmetric.NewMetricSlice()
+	n := h.appendTo(ms, "node-1", pcommon.NewTimestampFromTime(base.Add(time.Minute)))
+	require.Equal(t, 1, ms.Len())
+	dp := ms.At(0).Histogram().DataPoints().At(0)
+	assert.Equal(t, uint64(requests), dp.Count(), "every request counted")
+	exs := dp.Exemplars()
+	require.Equal(t, exemplarsPerSeries, exs.Len(), "at most exemplarsPerSeries exemplars a series")
+	assert.Equal(t, int64(exemplarsPerSeries), n, "appendTo reports what went out")
+	for i := range exs.Len() {
+		assert.Equal(t, pcommon.SpanID{byte(i + 1)}, exs.At(i).SpanID(), "exemplar %d is the interval's request %d", i, i+1)
+		assert.Equal(t, float64(i+1), exs.At(i).DoubleValue())
+	}
+
+	// The next interval: its own first request is an exemplar again.
+	h.observe(histEnergy, k, 50, exemplar{spanID: pcommon.SpanID{99}}, base.Add(61*time.Second), since)
+	ms = pmetric.NewMetricSlice()
+	h.appendTo(ms, "node-1", pcommon.NewTimestampFromTime(base.Add(2*time.Minute)))
+	exs = ms.At(0).Histogram().DataPoints().At(0).Exemplars()
+	require.Equal(t, 1, exs.Len(), "the earlier interval's exemplars went out with it")
+	assert.Equal(t, pcommon.SpanID{99}, exs.At(0).SpanID())
+}
