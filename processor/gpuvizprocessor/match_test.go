@@ -515,3 +515,31 @@ func TestAPodNameSeenOnTwoNodesTakesTheSpansNode(t *testing.T) {
 		assert.Equal(t, MatchPod, method)
 	}
 }
+
+// A pod's process.pid is the container's, in its own PID namespace: where
+// the host runs another process under the same number on one of its GPUs,
+// the pod's span is not matched to that GPU by it. Without the pod's
+// allocation it falls through to its host's GPUs.
+func TestAPodsPIDIsNotLookedForAmongTheHostsProcesses(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	store := timeline.New(cfg.timeline())
+	both := []timeline.Key{{Host: "node-1", GPU: "GPU-0"}, {Host: "node-1", GPU: "GPU-1"}}
+	for _, k := range both {
+		require.True(t, store.Add(k, timeline.Power, t0, 100))
+	}
+	store.SetProcess(timeline.Key{Host: "node-1", GPU: "GPU-1"}, 4000, t0) // a host process, not the pod's
+	m := &matcher{store: store, order: cfg.Match.Order}
+	for name, req := range map[string]inference.Request{
+		"by uid":  {Host: "node-1", PodUID: "uid-x", PID: 4000, Start: t0, End: t0.Add(time.Second)},
+		"by name": {Host: "node-1", PodName: "vllm-0", PID: 4000, Start: t0, End: t0.Add(time.Second)},
+	} {
+		keys, method := m.match(req)
+		assert.Equal(t, MatchHost, method, name)
+		assert.ElementsMatch(t, both, keys, name)
+	}
+	// The same PID on a span outside any pod is the host's process.
+	keys, method := m.match(inference.Request{Host: "node-1", PID: 4000, Start: t0, End: t0.Add(time.Second)})
+	assert.Equal(t, MatchProcess, method)
+	assert.Equal(t, []timeline.Key{{Host: "node-1", GPU: "GPU-1"}}, keys)
+}
