@@ -543,3 +543,28 @@ func TestAPodsPIDIsNotLookedForAmongTheHostsProcesses(t *testing.T) {
 	assert.Equal(t, MatchProcess, method)
 	assert.Equal(t, []timeline.Key{{Host: "node-1", GPU: "GPU-1"}}, keys)
 }
+
+// The default match.order (README: pod, slurm, attribute, process, host)
+// tries the span's own GPU names before its process: a span naming GPU-0
+// whose process.pid the receiver saw on GPU-1 (a server that also holds a
+// context there) gets GPU-0, by attribute. With process first in the
+// order, the process decides.
+func TestDefaultOrderTriesAttributesBeforeTheProcess(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	store := timeline.New(cfg.timeline())
+	gpu0, gpu1 := timeline.Key{Host: "node-1", GPU: "GPU-0"}, timeline.Key{Host: "node-1", GPU: "GPU-1"}
+	for _, k := range []timeline.Key{gpu0, gpu1} {
+		require.True(t, store.Add(k, timeline.Power, t0, 100))
+	}
+	store.SetProcess(gpu1, 4000, t0)
+	req := inference.Request{Host: "node-1", PID: 4000, GPUIDs: []string{"GPU-0"}, Start: t0, End: t0.Add(time.Second)}
+
+	keys, method := (&matcher{store: store, order: cfg.Match.Order}).match(req)
+	assert.Equal(t, MatchAttribute, method)
+	assert.Equal(t, []timeline.Key{gpu0}, keys)
+
+	keys, method = (&matcher{store: store, order: []string{MatchProcess, MatchAttribute, MatchHost}}).match(req)
+	assert.Equal(t, MatchProcess, method, "an order naming process first is followed")
+	assert.Equal(t, []timeline.Key{gpu1}, keys)
+}
