@@ -168,3 +168,55 @@ func TestViewReadingsFromTheFutureAreRefused(t *testing.T) {
 	assert.Equal(t, int64(1), refusedPoints(t, tel)["future"])
 	assert.Zero(t, reg.Dropped().SamplesTooOld, "the view kept the GPU's samples")
 }
+
+// The receiver's GPU metrics feed the timeline's signals by name, as the
+// receiver's documentation (receiver/gpuvizreceiver/documentation.md) has
+// them: each row sends a reading at t0 and t1 and reads the signal's mean
+// over the second before t1. hw.gpu.utilization feeds utilisation only for
+// the general task (or no task): its encoder and decoder series are
+// NVENC's and NVDEC's engines, not the graphics/compute engine's.
+func TestReceiverHandlersFeedTheirSignals(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Second)
+	k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+	for _, tc := range []struct {
+		name   string
+		metric string
+		attrs  map[string]any
+		sig    timeline.Signal
+		v      float64
+		absent bool
+	}{
+		{name: "utilization, general task", metric: "hw.gpu.utilization", attrs: map[string]any{"hw.gpu.task": "general"}, sig: timeline.Utilization, v: 0.7},
+		{name: "utilization, no task", metric: "hw.gpu.utilization", sig: timeline.Utilization, v: 0.7},
+		{name: "utilization, encoder", metric: "hw.gpu.utilization", attrs: map[string]any{"hw.gpu.task": "encoder"}, sig: timeline.Utilization, v: 0.7, absent: true},
+		{name: "utilization, decoder", metric: "hw.gpu.utilization", attrs: map[string]any{"hw.gpu.task": "decoder"}, sig: timeline.Utilization, v: 0.7, absent: true},
+		{name: "utilization samples", metric: "nvidia.gpu.samples.utilization", sig: timeline.Utilization, v: 0.4},
+		{name: "memory controller", metric: "nvidia.gpu.memory_controller.utilization", sig: timeline.MemoryController, v: 0.3},
+		{name: "memory controller samples", metric: "nvidia.gpu.samples.memory_controller.utilization", sig: timeline.MemoryController, v: 0.6},
+		{name: "memory usage", metric: "hw.gpu.memory.usage", sig: timeline.MemoryUsed, v: 40e9},
+		{name: "memory limit", metric: "hw.gpu.memory.limit", sig: timeline.MemoryLimit, v: 80e9},
+		{name: "power", metric: "hw.power", sig: timeline.Power, v: 350},
+		{name: "power samples", metric: "nvidia.gpu.samples.power", sig: timeline.Power, v: 420},
+		{name: "nvlink capacity", metric: "nvidia.gpu.nvlink.capacity", sig: timeline.NVLinkCapacity, v: 478.1e9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := newTestIngest(t)
+			for _, ts := range []time.Time{t0, t1} {
+				md := oneGauge(k.Host, k.GPU, tc.metric, ts, tc.v)
+				dp := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0)
+				for key, v := range tc.attrs {
+					dp.Attributes().PutStr(key, v.(string))
+				}
+				in.consume(context.Background(), md)
+			}
+			got, ok := last(in, k, tc.sig, t1)
+			if tc.absent {
+				assert.False(t, ok, "%s feeds nothing into %v", tc.metric, tc.sig)
+				return
+			}
+			require.True(t, ok, "%s feeds %v", tc.metric, tc.sig)
+			assert.InDelta(t, tc.v, got, 1e-9*tc.v)
+		})
+	}
+}
