@@ -202,6 +202,7 @@ func TestClassify(t *testing.T) {
 		{"NaN DRAM falls back to the memory controller", in(sm(0.6), tensor(0.2), dram(nan), mc(0.7)), nil, MemoryBound},
 		{"NaN SM activity falls back to utilization", in(util(0.1), sm(nan), reqs(1)), nil, HostBound},
 		{"memory controller vs saturated tensor: tensor closer to peak", in(sm(0.9), tensor(0.8), mc(0.7)), nil, ComputeBound},
+		{"memory controller vs saturated tensor: an exact tie goes to memory", in(sm(0.9), tensor(0.7), mc(0.7)), nil, MemoryBound},
 
 		// Rule 9: busy SMs, memory measured.
 		{"FP32-heavy: SMs busy, no tensor, DRAM low", in(gpm(0.9, 0.05, 0.2)), nil, ComputeBound},
