@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpuviz/gpuviz/internal/promnames"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 )
 
@@ -758,4 +759,70 @@ func TestATritonEnsembleIsOneRequest(t *testing.T) {
 	require.Len(t, trt, 1)
 	assert.Equal(t, "triton", trt[0]["gpuviz.request.family"], "the composing model's span is still enriched")
 	assert.InDelta(t, 9.8*450, trt[0]["gpuviz.energy"], 1e-6, "what the GPU drew over its window, unshared, as a compute span's")
+}
+
+// gpuviz.gpu.bottleneck.state is 1 for the label the GPU is in now (its
+// latest final bin's) and 0 for every other: a GPU memory-bound for 30 s,
+// then idle for 20 s, is idle now though most of its time was memory-bound.
+func TestBottleneckStateIsTheCurrentLabelAlone(t *testing.T) {
+	p := newPipelines(t, func(c *Config) { c.Metrics.Interval = time.Millisecond })
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-50 * time.Second)
+	idle := sample{powerW: 80, memUsed: 60e9}
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, append(repeat(busy, 31), repeat(idle, 20)...))))
+	// The books finalize on the processor's tick; each batch after it
+	// flushes the derived metrics.
+	var state map[string]int64
+	var seconds map[string]float64
+	require.Eventually(t, func() bool {
+		assert.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(time.Second), time.Second, repeat(idle, 1))))
+		all := p.points.AllMetrics()
+		state, seconds = bottleneckPoints(t, all[len(all)-1])
+		return seconds[string(bottleneck.Idle)] > 15
+	}, 10*time.Second, 50*time.Millisecond, "the idle 20 s booked")
+	require.Len(t, state, len(bottleneck.Labels), "a state point for every label")
+	assert.Greater(t, seconds[string(bottleneck.MemoryBound)], seconds[string(bottleneck.Idle)], "most of the time was memory-bound")
+	for _, l := range bottleneck.Labels {
+		want := int64(0)
+		if l == bottleneck.Idle {
+			want = 1
+		}
+		assert.Equal(t, want, state[string(l)], "state of %s", l)
+	}
+}
+
+// bottleneckPoints reads GPU-a's gpuviz.gpu.bottleneck.state and .time
+// points of md by label.
+func bottleneckPoints(t *testing.T, md pmetric.Metrics) (map[string]int64, map[string]float64) {
+	state, seconds := map[string]int64{}, map[string]float64{}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			if m.Name() != "gpuviz.gpu.bottleneck.state" && m.Name() != "gpuviz.gpu.bottleneck.time" {
+				continue
+			}
+			var dps pmetric.NumberDataPointSlice
+			switch m.Type() {
+			case pmetric.MetricTypeGauge:
+				dps = m.Gauge().DataPoints()
+			case pmetric.MetricTypeSum:
+				dps = m.Sum().DataPoints()
+			default:
+				continue
+			}
+			for k := range dps.Len() {
+				dp := dps.At(k)
+				assert.Equal(t, "GPU-a", stringAttr(dp.Attributes(), "hw.id"))
+				label := stringAttr(dp.Attributes(), "gpuviz.bottleneck")
+				if m.Name() == "gpuviz.gpu.bottleneck.state" {
+					state[label] = dp.IntValue()
+				} else {
+					seconds[label] = dp.DoubleValue()
+				}
+			}
+		}
+	}
+	return state, seconds
 }
