@@ -826,3 +826,77 @@ func bottleneckPoints(t *testing.T, md pmetric.Metrics) (map[string]int64, map[s
 	}
 	return state, seconds
 }
+
+// A GenAI span of kind CLIENT is the application's view of a request the
+// server's span accounts for (README): over the same window on one GPU it
+// is enriched with the window's statistics but carries no energy, and the
+// server's span, the one request, takes all its window drew: 5 s at 450 W.
+func TestAClientSpanTakesNoEnergy(t *testing.T) {
+	p, now := oneBusyGPU(t)
+	td := ptrace.NewTraces()
+	start := now.Add(-20 * time.Second)
+	vllmSpan(td, 1, start, 0, 1, 4, 100)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "chat-app")
+	rs.Resource().Attributes().PutStr("host.name", "node-1")
+	c := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	c.SetName("chat llama")
+	c.SetKind(ptrace.SpanKindClient)
+	c.SetTraceID(pcommon.TraceID{1, 1})
+	c.SetSpanID(pcommon.SpanID{1, 9})
+	c.SetStartTimestamp(pcommon.NewTimestampFromTime(start.Add(-100 * time.Millisecond)))
+	c.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(5*time.Second + 100*time.Millisecond)))
+	c.Attributes().PutStr("gen_ai.operation.name", "chat")
+	c.Attributes().PutStr("gen_ai.request.model", "llama")
+	c.Attributes().PutInt("gen_ai.usage.input_tokens", 512)
+	c.Attributes().PutInt("gen_ai.usage.output_tokens", 100)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	client := spanAttrs(t, p.spans, "chat llama")
+	require.Len(t, client, 1)
+	assert.Equal(t, "genai", client[0]["gpuviz.request.family"])
+	assert.InDelta(t, busy.util, client[0]["gpuviz.gpu.utilization.mean"], 1e-9, "enriched with its window's statistics")
+	for _, k := range []string{"gpuviz.energy", "gpuviz.energy.source", "gpuviz.energy_per_output_token"} {
+		assert.NotContains(t, client[0], k, "the server's span accounts for the energy")
+	}
+	server := spanAttrs(t, p.spans, "llm_request")
+	require.Len(t, server, 1)
+	assert.InDelta(t, 5*busy.powerW, server[0]["gpuviz.energy"], 1e-6, "the one request on the GPU")
+}
+
+// Each phase span carries its own phase's energy, the one its request span
+// records as gpuviz.phase.<phase>.energy; the phases, which partition the
+// request's window, add up to the request's energy, and each has what its
+// own stretch of the GPU's draw was.
+func TestPhaseSpansCarryTheirPhasesEnergy(t *testing.T) {
+	p, now := oneBusyGPU(t)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, now.Add(-20*time.Second), 1, 1, 3, 100)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	req := spanAttrs(t, p.spans, "llm_request")
+	require.Len(t, req, 1)
+	total, ok := req[0]["gpuviz.energy"].(float64)
+	require.True(t, ok)
+	require.Positive(t, total)
+	var sum float64
+	for _, phase := range []string{"queue", "prefill", "decode"} {
+		spans := spanAttrs(t, p.spans, "gpu."+phase)
+		require.Len(t, spans, 1, phase)
+		e, ok := spans[0]["gpuviz.energy"].(float64)
+		require.True(t, ok, phase)
+		assert.InDelta(t, req[0]["gpuviz.phase."+phase+".energy"], e, 1e-9, "%s: the phase span's energy is the request's record of its phase", phase)
+		sum += e
+	}
+	assert.InDelta(t, total, sum, 1e-6, "the phases add up to the request")
+	// Alone on a GPU drawing a steady 450 W, each phase that runs takes
+	// what the GPU drew over it; the queue runs nothing and takes nothing.
+	for phase, seconds := range map[string]float64{"queue": 0, "prefill": 1, "decode": 3} {
+		assert.InDelta(t, seconds*busy.powerW, spanAttrs(t, p.spans, "gpu."+phase)[0]["gpuviz.energy"], 1e-6, phase)
+	}
+	assert.InDelta(t, 4*busy.powerW, total, 1e-6, "prefill and decode")
+}
