@@ -900,3 +900,48 @@ func TestPhaseSpansCarryTheirPhasesEnergy(t *testing.T) {
 	}
 	assert.InDelta(t, 4*busy.powerW, total, 1e-6, "prefill and decode")
 }
+
+// A phase span gpu.<phase> lies over its phase alone (vLLM's phases follow
+// one another from the request's start: queue 1 s, prefill 1 s, decode
+// 3 s), under its request span on the same trace, and carries the phase's
+// statistics the README lists, not the request's whole-window ones
+// (coverage, utilisation max, busy time, memory peak).
+func TestPhaseSpansSpanTheirPhases(t *testing.T) {
+	p, now := oneBusyGPU(t)
+	td := ptrace.NewTraces()
+	start := now.Add(-20 * time.Second)
+	request := vllmSpan(td, 1, start, 1, 1, 3, 100)
+	traceID, requestID := request.TraceID(), request.SpanID()
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	want := map[string][2]time.Duration{"gpu.queue": {0, time.Second}, "gpu.prefill": {time.Second, 2 * time.Second}, "gpu.decode": {2 * time.Second, 5 * time.Second}}
+	seen := 0
+	for _, out := range p.spans.AllTraces() {
+		spans := out.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		for i := range spans.Len() {
+			s := spans.At(i)
+			w, ok := want[s.Name()]
+			if !ok {
+				continue
+			}
+			seen++
+			assert.Equal(t, traceID, s.TraceID(), s.Name())
+			assert.Equal(t, requestID, s.ParentSpanID(), s.Name())
+			assert.Equal(t, pcommon.NewTimestampFromTime(start.Add(w[0])), s.StartTimestamp(), s.Name())
+			assert.Equal(t, pcommon.NewTimestampFromTime(start.Add(w[1])), s.EndTimestamp(), s.Name())
+			a := s.Attributes().AsRaw()
+			assert.InDelta(t, busy.util, a["gpuviz.gpu.utilization.mean"], 1e-9, s.Name())
+			assert.InDelta(t, busy.powerW, a["gpuviz.gpu.power.mean"], 1e-9, s.Name())
+			for _, k := range []string{"gpuviz.coverage", "gpuviz.gpu.utilization.max", "gpuviz.gpu.busy_time", "gpuviz.gpu.memory.peak"} {
+				assert.NotContains(t, a, k, "%s: the request span's", s.Name())
+			}
+		}
+	}
+	assert.Equal(t, len(want), seen)
+	// The request span has them.
+	req := spanAttrs(t, p.spans, "llm_request")[0]
+	assert.InDelta(t, busy.memUsed, req["gpuviz.gpu.memory.peak"], 1)
+	assert.InDelta(t, 5*busy.util, req["gpuviz.gpu.busy_time"], 1e-6)
+}
