@@ -830,9 +830,12 @@ func bottleneckPoints(t *testing.T, md pmetric.Metrics) (map[string]int64, map[s
 // A GenAI span of kind CLIENT is the application's view of a request the
 // server's span accounts for (README): over the same window on one GPU it
 // is enriched with the window's statistics but carries no energy, and the
-// server's span, the one request, takes all its window drew: 5 s at 450 W.
+// server's span, the one request, takes all its window drew: 5 s at 450 W;
+// the request histograms count the server's span alone.
 func TestAClientSpanTakesNoEnergy(t *testing.T) {
-	p, now := oneBusyGPU(t)
+	p := newPipelines(t, func(c *Config) { c.Metrics.Interval = time.Millisecond })
+	now := time.Now().Truncate(time.Second)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(-30*time.Second), time.Second, repeat(busy, 31))))
 	td := ptrace.NewTraces()
 	start := now.Add(-20 * time.Second)
 	vllmSpan(td, 1, start, 0, 1, 4, 100)
@@ -864,6 +867,25 @@ func TestAClientSpanTakesNoEnergy(t *testing.T) {
 	server := spanAttrs(t, p.spans, "llm_request")
 	require.Len(t, server, 1)
 	assert.InDelta(t, 5*busy.powerW, server[0]["gpuviz.energy"], 1e-6, "the one request on the GPU")
+
+	// Nor is it counted as a request: the request histograms count one.
+	time.Sleep(2 * time.Millisecond)
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, now.Add(time.Second), time.Second, repeat(busy, 1))))
+	all := p.points.AllMetrics()
+	counts := map[string]uint64{}
+	rms := all[len(all)-1].ResourceMetrics()
+	for i := range rms.Len() {
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Type() == pmetric.MetricTypeHistogram {
+				dps := ms.At(j).Histogram().DataPoints()
+				for k := range dps.Len() {
+					counts[ms.At(j).Name()] += dps.At(k).Count()
+				}
+			}
+		}
+	}
+	assert.Equal(t, map[string]uint64{"gpuviz.request.energy": 1, "gpuviz.request.energy_per_output_token": 1, "gpuviz.request.gpu_busy_time": 1}, counts)
 }
 
 // Each phase span carries its own phase's energy, the one its request span
