@@ -967,3 +967,34 @@ func TestPhaseSpansSpanTheirPhases(t *testing.T) {
 	assert.InDelta(t, busy.memUsed, req["gpuviz.gpu.memory.peak"], 1)
 	assert.InDelta(t, 5*busy.util, req["gpuviz.gpu.busy_time"], 1e-6)
 }
+
+// A TGI batch-level prefill step is Aggregate: it and its phase take what
+// the GPU drew over them, unshared, whatever requests ran. Over 2 s of a
+// GPU at a steady 450 W that is 900 J on the span, its prefill phase and
+// its gpu.prefill span.
+func TestAnAggregateSpansPhaseTakesWhatItsWindowDrew(t *testing.T) {
+	p, now := oneBusyGPU(t)
+	td := ptrace.NewTraces()
+	rs := td.ResourceSpans().AppendEmpty()
+	rs.Resource().Attributes().PutStr("service.name", "text-generation-inference.router")
+	rs.Resource().Attributes().PutStr("host.name", "node-1")
+	s := rs.ScopeSpans().AppendEmpty().Spans().AppendEmpty()
+	s.SetName("prefill")
+	s.SetTraceID(pcommon.TraceID{4, 1})
+	s.SetSpanID(pcommon.SpanID{4, 2})
+	start := now.Add(-20 * time.Second)
+	s.SetStartTimestamp(pcommon.NewTimestampFromTime(start))
+	s.SetEndTimestamp(pcommon.NewTimestampFromTime(start.Add(2 * time.Second)))
+	s.Attributes().PutStr("code.namespace", "text_generation_router_v3::backend")
+	s.Attributes().PutInt("batch_size", 4)
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	step := spanAttrs(t, p.spans, "prefill")
+	require.Len(t, step, 1)
+	assert.InDelta(t, 2*busy.powerW, step[0]["gpuviz.energy"], 1e-6)
+	assert.InDelta(t, 2*busy.powerW, step[0]["gpuviz.phase.prefill.energy"], 1e-6)
+	phase := spanAttrs(t, p.spans, "gpu.prefill")
+	require.Len(t, phase, 1)
+	assert.InDelta(t, 2*busy.powerW, phase[0]["gpuviz.energy"], 1e-6)
+}
