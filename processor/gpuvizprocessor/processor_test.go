@@ -998,3 +998,39 @@ func TestAnAggregateSpansPhaseTakesWhatItsWindowDrew(t *testing.T) {
 	require.Len(t, phase, 1)
 	assert.InDelta(t, 2*busy.powerW, phase[0]["gpuviz.energy"], 1e-6)
 }
+
+// A span that ends exactly on a bin's edge reads no bin after it: a GPU
+// busy up to that instant and fuller from it (every kernel slot, more
+// memory, more power) gives the span the busy stretch's statistics alone,
+// its maximum and peak included.
+func TestASpanEndingOnABinEdgeReadsNothingAfterIt(t *testing.T) {
+	p := newPipelines(t, nil)
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-40 * time.Second)
+	fuller := sample{util: 1, tensor: 0.2, dram: 0.8, powerW: 600, memUsed: 75e9}
+	// Sample i describes the second before it: busy up to from+20s, fuller after.
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, append(repeat(busy, 21), repeat(fuller, 20)...))))
+	td := ptrace.NewTraces()
+	// The span, and another request running on past its end in the
+	// same release, so that the bins after the edge are read too.
+	edge := vllmSpan(td, 1, from.Add(15*time.Second), 0, 1, 4, 100)
+	vllmSpan(td, 2, from.Add(18*time.Second), 0, 1, 6, 100)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	var a map[string]any
+	for _, out := range p.spans.AllTraces() {
+		spans := out.ResourceSpans().At(0).ScopeSpans().At(0).Spans()
+		for i := range spans.Len() {
+			if spans.At(i).SpanID() == edge.SpanID() {
+				a = spans.At(i).Attributes().AsRaw()
+			}
+		}
+	}
+	require.NotNil(t, a)
+	assert.InDelta(t, busy.util, a["gpuviz.gpu.utilization.mean"], 1e-9)
+	assert.InDelta(t, busy.util, a["gpuviz.gpu.utilization.max"], 1e-9)
+	assert.InDelta(t, busy.memUsed, a["gpuviz.gpu.memory.peak"], 1)
+	assert.InDelta(t, busy.powerW, a["gpuviz.gpu.power.mean"], 1e-9)
+}
