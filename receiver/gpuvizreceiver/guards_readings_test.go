@@ -67,3 +67,25 @@ func TestProcessMemoryNotAvailableIsNoReadingWithinTopN(t *testing.T) {
 	// Process 1000 is still reported: its utilisation (the fixture samples it).
 	assert.NotEmpty(t, pointsOf(m, "nvidia.gpu.process.utilization", map[string]any{"process.pid": int64(1000)}))
 }
+
+// A lost GPU is taken up again only under its own UUID: where another GPU
+// answers at its NVML index (a reset renumbered the GPUs), the lost GPU
+// stays failed and the other's readings are not reported as its.
+func TestLostGPUIsNotReplacedByAnotherAtItsIndex(t *testing.T) {
+	lib := fixtureServer(2)
+	lost := device(lib, 0)
+	lost.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST }
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.Error(t, err)
+	require.Equal(t, "failed", stateOf(m, lost.UUID))
+
+	other := device(fixtureServer(3), 2) // another GPU, another UUID
+	require.NotEqual(t, lost.UUID, other.UUID)
+	lib.Devices[0] = other
+	m, err = s.scrape(context.Background())
+	require.Error(t, err)
+	assert.Equal(t, "failed", stateOf(m, lost.UUID))
+	assert.Empty(t, pointsOf(m, "hw.temperature", nil)[lost.UUID], "the other GPU's temperature is not the lost one's")
+	assert.Equal(t, "ok", stateOf(m, device(lib, 1).UUID))
+}
