@@ -222,6 +222,7 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 			case err == nil:
 			case consumererror.IsPermanent(err):
 				refused = append(refused, fmt.Errorf("%s: %w", r.endpoint, err))
+				e.router.tel.ExporterHostroutingResourcesRefused.Add(ctx, int64(len(idx)), r.attrs)
 			case wasUp[r] && blamed:
 				failedHere[r] = true
 				e.router.markDown(ctx, r, now, err)

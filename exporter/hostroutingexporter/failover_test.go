@@ -17,6 +17,11 @@ import (
 	"go.opentelemetry.io/collector/exporter/exportertest"
 	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+
+	"github.com/gpuviz/gpuviz/exporter/hostroutingexporter/internal/metadatatest"
 )
 
 // scriptedReplica answers its n-th export (from 0) with answer(n).
@@ -39,13 +44,19 @@ func (s *scriptedReplica) consume(context.Context, ptrace.Traces) error {
 // endpoint, without a network.
 func scriptedExporter(t *testing.T, answers map[string]func(int) error) *routingExporter[ptrace.Traces] {
 	t.Helper()
+	return scriptedExporterWith(t, answers, componenttest.NewNopTelemetrySettings())
+}
+
+// scriptedExporterWith is scriptedExporter reporting its own telemetry to set.
+func scriptedExporterWith(t *testing.T, answers map[string]func(int) error, set component.TelemetrySettings) *routingExporter[ptrace.Traces] {
+	t.Helper()
 	cfg := NewFactory().CreateDefaultConfig().(*Config)
 	var endpoints []string
 	for e := range answers {
 		endpoints = append(endpoints, e)
 	}
 	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: endpoints})
-	rt, err := newRouter(cfg, componenttest.NewNopTelemetrySettings())
+	rt, err := newRouter(cfg, set)
 	require.NoError(t, err)
 	sig := traces
 	sig.create = func(_ context.Context, _ exporter.Settings, c *otlpexporter.Config) (consumerComponent[ptrace.Traces], error) {
@@ -88,6 +99,25 @@ func TestARefusalForGoodIsNotRetriedWithWhatFailedOver(t *testing.T) {
 	require.True(t, errors.As(err, &failed))
 	assert.Equal(t, onB, failed.Data().ResourceSpans().Len(),
 		"only b's hosts are handed back: a's first export was refused for good and is not retried")
+}
+
+// What a replica refuses for good is dropped; the exporter counts it, as
+// exporterhelper cannot where the rest of the export is retried.
+func TestARefusalForGoodIsCounted(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	e := scriptedExporterWith(t, map[string]func(int) error{
+		"gw-a:4317": func(int) error { return consumererror.NewPermanent(errors.New("malformed")) },
+		"gw-b:4317": func(int) error { return errors.New("unavailable") },
+	}, tel.NewTelemetrySettings())
+	hosts := hostNames(32)
+	// b's hosts fail over to a, which refuses them too: a refuses every one.
+	err := e.push(context.Background(), hostTraces(hosts, 1))
+	require.Error(t, err)
+	assert.True(t, consumererror.IsPermanent(err), "nothing is left to retry")
+	metadatatest.AssertEqualExporterHostroutingResourcesRefused(t, tel, []metricdata.DataPoint[int64]{
+		{Value: int64(len(hosts)), Attributes: attribute.NewSet(attribute.String("endpoint", "gw-a:4317"))},
+	}, metricdatatest.IgnoreTimestamp())
 }
 
 func TestNoReplicaListedYetIsRetried(t *testing.T) {

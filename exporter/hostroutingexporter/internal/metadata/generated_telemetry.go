@@ -30,6 +30,7 @@ type TelemetryBuilder struct {
 	registrations                       []metric.Registration
 	ExporterHostroutingEndpoints        metric.Int64ObservableGauge
 	ExporterHostroutingFailovers        metric.Int64Counter
+	ExporterHostroutingResourcesRefused metric.Int64Counter
 	ExporterHostroutingResourcesRouted  metric.Int64Counter
 	ExporterHostroutingUnkeyedResources metric.Int64Counter
 }
@@ -98,6 +99,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		"otelcol_exporter_hostrouting_failovers",
 		metric.WithDescription("Exports a replica failed (attribute `endpoint`, the replica that failed); each takes the replica out of routing for down_for and sends its resources to the next replica of each host. [Development]"),
 		metric.WithUnit("{export}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.ExporterHostroutingResourcesRefused, err = builder.meter.Int64Counter(
+		"otelcol_exporter_hostrouting_resources_refused",
+		metric.WithDescription("Resources a gateway replica refused for good (attribute `endpoint`); they are dropped, not retried. Where the rest of the export is retried and then delivered, the exporter's own sent count includes them. [Development]"),
+		metric.WithUnit("{resource}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.ExporterHostroutingResourcesRouted, err = builder.meter.Int64Counter(

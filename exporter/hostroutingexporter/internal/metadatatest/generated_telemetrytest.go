@@ -51,6 +51,22 @@ func AssertEqualExporterHostroutingFailovers(t *testing.T, tt *componenttest.Tel
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualExporterHostroutingResourcesRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_exporter_hostrouting_resources_refused",
+		Description: "Resources a gateway replica refused for good (attribute `endpoint`); they are dropped, not retried. Where the rest of the export is retried and then delivered, the exporter's own sent count includes them. [Development]",
+		Unit:        "{resource}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_exporter_hostrouting_resources_refused")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualExporterHostroutingResourcesRouted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_hostrouting_resources_routed",

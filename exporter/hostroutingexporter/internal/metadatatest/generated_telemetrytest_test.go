@@ -25,12 +25,16 @@ func TestSetupTelemetry(t *testing.T) {
 		return nil
 	}))
 	tb.ExporterHostroutingFailovers.Add(context.Background(), 1)
+	tb.ExporterHostroutingResourcesRefused.Add(context.Background(), 1)
 	tb.ExporterHostroutingResourcesRouted.Add(context.Background(), 1)
 	tb.ExporterHostroutingUnkeyedResources.Add(context.Background(), 1)
 	AssertEqualExporterHostroutingEndpoints(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHostroutingFailovers(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualExporterHostroutingResourcesRefused(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualExporterHostroutingResourcesRouted(t, testTel,
