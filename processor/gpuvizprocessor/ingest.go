@@ -736,10 +736,7 @@ func (b *ingestBatch) dcgmPoints(name string, h handler, dps pmetric.NumberDataP
 			b.refuse("no_hw_id")
 			continue
 		}
-		hst := stringAttr(attrs, "Hostname")
-		if hst == "" {
-			hst = stringAttr(attrs, "hostname") // dcgm-exporter after 4.5.3-4.8.2
-		}
+		hst := firstAttr(attrs, "Hostname", "hostname") // hostname: dcgm-exporter after 4.5.3-4.8.2
 		if hst == "" {
 			hst = host
 		}
