@@ -1264,19 +1264,10 @@ func (g *GPU) Freeze(i int64, energyJ float64, known bool, label bottleneck.Labe
 // waits reports whether the GPU froze the bin waiting: idle, or host_bound.
 func (mb *gpuBin) waits() bool { return mb.label == idleLabel || mb.label == hostBoundLabel }
 
-// Label returns bin i's label: once final, the frozen one with an idle GPU
-// that had a request present counted as starved (host_bound); before, as a
-// request in the bin sees it (present, so idle reads host_bound). "" when
-// not frozen or unknown.
+// Label returns bin i's label as Labels reads it.
 func (g *GPU) Label(i int64) bottleneck.Label {
-	if i < g.l.lo || i >= g.l.hi {
-		return ""
-	}
-	mb := g.at(i)
-	if !mb.final && mb.label == idleLabel {
-		return bottleneck.HostBound
-	}
-	return labelOf(mb.label)
+	var l [1]bottleneck.Label
+	return g.Labels(i, i+1, l[:0])[0]
 }
 
 // Labels appends the labels of bins [lo, hi) as the bottleneck-time
