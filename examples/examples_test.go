@@ -440,6 +440,37 @@ func TestDashboardHostFilter(t *testing.T) {
 	}
 }
 
+// TestDashboardsMarkSimulatedData checks that every dashboard says when what
+// it shows comes from the simulated backend: a panel selects the series
+// whose gpuviz_backend names simulated, alone or beside another backend (the
+// processor's series of a host whose GPUs come from several backends carry
+// them all, comma-separated).
+func TestDashboardsMarkSimulatedData(t *testing.T) {
+	selector := regexp.MustCompile(`gpuviz_backend\s*(=~|=)\s*"([^"]*)"`)
+	for f, d := range loadDashboards(t) {
+		var marks bool
+		for where, expr := range dashboardExprs(d) {
+			for _, m := range selector.FindAllStringSubmatch(expr, -1) {
+				matches := func(v string) bool { return m[2] == v }
+				if m[1] == "=~" {
+					re, err := regexp.Compile("^(?:" + m[2] + ")$")
+					require.NoError(t, err, "%s: %s", where, expr)
+					matches = re.MatchString
+				}
+				if !matches("simulated") {
+					continue
+				}
+				marks = true
+				if strings.Contains(expr, "gpuviz_gpu_") || strings.Contains(expr, "gpuviz_request_") {
+					assert.True(t, matches("nvml,simulated") && matches("dcgm,simulated"),
+						"%s: %s misses the processor's series of hosts with several backends", filepath.Base(f), where)
+				}
+			}
+		}
+		assert.True(t, marks, "%s: no panel shows whether its data is simulated (gpuviz_backend)", filepath.Base(f))
+	}
+}
+
 func TestGrafanaProvisioning(t *testing.T) {
 	known := emitted(t)
 	var ds struct {
