@@ -1348,7 +1348,64 @@ var helmChartKeys = []string{
 	"extraEnvs", "ports", "podAnnotations", "resources", "useGOMEMLIMIT", "securityContext",
 	"podSecurityContext", "serviceAccount", "alternateConfig", "config", "presets", "affinity",
 	"priorityClassName", "extraVolumes", "extraVolumeMounts", "livenessProbe", "readinessProbe",
-	"fullnameOverride", "hostPID", "runtimeClassName",
+	"fullnameOverride", "nameOverride", "hostPID", "runtimeClassName",
+}
+
+// TestPodMonitor checks that the Prometheus Operator's PodMonitor scrapes the
+// pods of both the manifests and the Helm chart, on the ports README.md's
+// scrape config keeps, under a job GpuvizCollectorDown watches.
+func TestPodMonitor(t *testing.T) {
+	docs := readYAMLDocs(t, "kubernetes/podmonitor.yaml")
+	require.Len(t, docs, 1)
+	pm := docs[0]
+	require.Equal(t, "PodMonitor", pm["kind"])
+	selector := asMap(dig(pm, "spec", "selector", "matchLabels"))
+	require.NotEmpty(t, selector)
+
+	var agentLabels map[string]any
+	for _, d := range readYAMLDocs(t, "kubernetes/daemonset.yaml") {
+		if d["kind"] == "DaemonSet" {
+			agentLabels = asMap(dig(d, "spec", "template", "metadata", "labels"))
+		}
+	}
+	var helm map[string]any
+	readYAML(t, "kubernetes/helm-values.yaml", &helm)
+	// The chart labels its pods app.kubernetes.io/name: <nameOverride, else
+	// the chart's name> and app.kubernetes.io/instance: <release>.
+	chartLabels := map[string]any{"app.kubernetes.io/name": helm["nameOverride"], "app.kubernetes.io/instance": "gpuviz-agent"}
+	for k, v := range selector {
+		assert.Equal(t, v, agentLabels[k], "daemonset.yaml's agent pods lack the PodMonitor's label %s", k)
+		assert.Equal(t, v, chartLabels[k], "the Helm chart's pods lack the PodMonitor's label %s", k)
+	}
+
+	var ports []string
+	for _, e := range dig(pm, "spec", "podMetricsEndpoints").([]any) {
+		ports = append(ports, asMap(e)["port"].(string))
+	}
+	assert.ElementsMatch(t, []string{"prometheus", "prom-exporter"}, ports, "the exporter's port names in daemonset.yaml and helm-values.yaml")
+
+	var rules ruleFile
+	readYAML(t, "prometheus/rules.yaml", &rules)
+	var expr string
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == "GpuvizCollectorDown" {
+				expr = r.Expr
+			}
+		}
+	}
+	m := regexp.MustCompile(`job\s*=~\s*"([^"]+)"`).FindStringSubmatch(expr)
+	require.NotNil(t, m, "GpuvizCollectorDown: %s selects no job by regex", expr)
+	job := regexp.MustCompile("^(?:" + m[1] + ")$")
+	// The operator's job for a PodMonitor without jobLabel.
+	assert.Regexp(t, job, fmt.Sprintf("%s/%s", dig(pm, "metadata", "namespace"), dig(pm, "metadata", "name")), "GpuvizCollectorDown misses the PodMonitor's job")
+	var prom struct {
+		ScrapeConfigs []struct {
+			JobName string `yaml:"job_name"`
+		} `yaml:"scrape_configs"`
+	}
+	readYAML(t, "prometheus/prometheus.yml", &prom)
+	assert.Regexp(t, job, prom.ScrapeConfigs[0].JobName, "GpuvizCollectorDown misses prometheus.yml's job")
 }
 
 func TestHelmValues(t *testing.T) {
