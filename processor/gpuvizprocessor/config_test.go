@@ -2,6 +2,8 @@ package gpuvizprocessor
 
 import (
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,18 +56,18 @@ func TestInvalidConfig(t *testing.T) {
 	for name, msg := range map[string]string{
 		"bad_wait":             "max_wait: 0s must be positive",
 		"bad_pending":          "max_pending_spans: 0 must be at least 1",
-		"bad_history":          "history: max_gpus",
+		"bad_history":          "history.max_gpus must be at least 1",
 		"too_many_gpus":        "history.max_gpus: 65536 must be at most 65535",
 		"bad_order":            `match.order[1]: "gpu" is not a matching method`,
 		"empty_order":          "match.order: name at least one of pod, slurm, attribute, process, host",
 		"bad_results_on":       `results_on: "span" is not one of "request", "child"`,
-		"bad_threshold":        "bottleneck: memory_dram",
-		"bad_power_swing":      "bottleneck: power_swing: 40 must be a share in [0, 1] (0 turns it off)",
+		"bad_threshold":        "bottleneck.memory_dram: 1.5 must be a share",
+		"bad_power_swing":      "bottleneck.power_swing: 40 must be a share in [0, 1] (0 turns it off)",
 		"bad_rule":             "name",
 		"bad_interval":         "metrics.interval: -1s must be positive",
-		"bad_analysis":         "analysis: ",
+		"bad_analysis":         "analysis.low_mean (0.9) must be less than high_mean (0.5)",
 		"bad_settle":           "attribution.settle_window: 30s must be at least 0 and below max_wait (20s)",
-		"bad_ratio":            "attribution: sampling_ratio: 0 must be in (0, 1]",
+		"bad_ratio":            "attribution.sampling_ratio: 0 must be in (0, 1]",
 		"bad_horizon":          "attribution.horizon: 40s must be at least finalize_after + the longest a span is held, max(max_wait, 2 × history.max_span) (1m30s)",
 		"bad_retry":            "release_retry: -1s must not be negative",
 		"bad_warmup":           "attribution.warmup_wait: -1s must not be negative",
@@ -75,11 +77,32 @@ func TestInvalidConfig(t *testing.T) {
 		"bad_retention":        "history.retention: 1s must be at least attribution.horizon (5m0s)",
 		"bad_request_duration": "max_request_duration: must be positive, got 0s",
 		"bad_gpu_id_attribute": "match.gpu_id_attributes[0]: must not be empty",
-		"bad_min_points":       "analysis: min_points: 5000 must be at most 2048",
+		"bad_min_points":       "analysis.min_points: 5000 must be at most 2048",
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.ErrorContains(t, confmap.Validate(loadConfig(t, name)), msg)
 		})
 	}
 	assert.ErrorContains(t, confmap.Validate(loadConfig(t, "bad_order")), `match.order[2]: "attribute" is listed twice`)
+}
+
+// TestInvalidConfigPaths: where a section has several bad fields, each
+// error names its own field by its YAML path, not only the first.
+func TestInvalidConfigPaths(t *testing.T) {
+	for name, paths := range map[string][]string{
+		"bad_history_fields":     {"history.max_gpus ", "history.max_points_per_signal "},
+		"bad_bottleneck_fields":  {"bottleneck.compute_sm: ", "bottleneck.memory_dram: "},
+		"bad_attribution_fields": {"attribution.horizon: ", "attribution.sampling_ratio: "},
+		"bad_analysis_fields":    {"analysis.window ", "analysis.z_threshold "},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := confmap.Validate(loadConfig(t, name))
+			require.Error(t, err)
+			lines := strings.Split(err.Error(), "\n")
+			for _, p := range paths {
+				assert.True(t, slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, p) }),
+					"no error line starts with %q:\n%v", p, err)
+			}
+		})
+	}
 }
