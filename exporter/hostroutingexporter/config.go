@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -86,16 +87,22 @@ func (c *Config) Validate() error {
 			errs = append(errs, errors.New("resolver.static.hostnames: list at least one replica"))
 		}
 		for i, h := range static.Hostnames {
-			if _, _, err := net.SplitHostPort(h); err != nil {
+			if _, port, err := net.SplitHostPort(h); err != nil {
 				errs = append(errs, fmt.Errorf("resolver.static.hostnames[%d]: %q is not host:port: %w", i, h, err))
+			} else if !isPort(port) {
+				errs = append(errs, fmt.Errorf("resolver.static.hostnames[%d]: %q has no port number (1 to 65535)", i, h))
 			}
 		}
 	default:
 		if dns.Hostname == "" {
 			errs = append(errs, errors.New("resolver.dns.hostname: must be set"))
+		} else if _, _, err := net.SplitHostPort(dns.Hostname); err == nil {
+			errs = append(errs, fmt.Errorf("resolver.dns.hostname: %q has a port: give the name alone, the port in port", dns.Hostname))
 		}
 		if dns.Port == "" {
 			errs = append(errs, errors.New("resolver.dns.port: must be set"))
+		} else if !isPort(dns.Port) {
+			errs = append(errs, fmt.Errorf("resolver.dns.port: %q is not a port number (1 to 65535)", dns.Port))
 		}
 		if dns.Interval <= 0 {
 			errs = append(errs, fmt.Errorf("resolver.dns.interval: %v must be positive", dns.Interval))
@@ -116,4 +123,11 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("down_for: %v must be positive", c.DownFor))
 	}
 	return errors.Join(errs...)
+}
+
+// isPort reports whether s is a port number, 1 to 65535: a misspelt port
+// would otherwise fail every export, only once the collector is running.
+func isPort(s string) bool {
+	p, err := strconv.ParseUint(s, 10, 16)
+	return err == nil && p > 0
 }

@@ -23,6 +23,9 @@ func TestConfigLoadsAndValidates(t *testing.T) {
 		{"both", "resolver: set static or dns, not both"},
 		{"bad_hostname", `resolver.static.hostnames[1]: "gw-1" is not host:port`},
 		{"bad_dns", "resolver.dns.port: must be set"},
+		{"bad_dns_port", `resolver.dns.port: "99999" is not a port number (1 to 65535)`},
+		{"dns_hostname_with_port", `resolver.dns.hostname: "gw:4317" has a port: give the name alone, the port in port`},
+		{"bad_static_port", `resolver.static.hostnames[1]: "gw-1:otlp" has no port number (1 to 65535)`},
 		{"no_attributes", "routing_attributes: name at least one resource attribute"},
 		{"bad_down_for", "down_for: 0s must be positive"},
 	}
