@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gpuviz/gpuviz/internal/confpath"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/analysis"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/attribution"
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
@@ -325,7 +326,7 @@ func (cfg *Config) Validate() error {
 	if cfg.MaxPendingSpans < 1 {
 		errs = append(errs, fmt.Errorf("max_pending_spans: %d must be at least 1", cfg.MaxPendingSpans))
 	}
-	errs = append(errs, inSection("history", cfg.timeline().Validate())...)
+	errs = append(errs, confpath.Prefixed("history.", cfg.timeline().Validate())...)
 	if cfg.History.MaxGPUs > attribution.MaxGroupGPUs {
 		errs = append(errs, fmt.Errorf("history.max_gpus: %d must be at most %d (the energy books count GPUs in 16 bits)", cfg.History.MaxGPUs, attribution.MaxGroupGPUs))
 	}
@@ -350,7 +351,7 @@ func (cfg *Config) Validate() error {
 	if err := cfg.recognizer().Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, inSection("bottleneck", cfg.thresholds().Validate())...)
+	errs = append(errs, confpath.Prefixed("bottleneck.", cfg.thresholds().Validate())...)
 	if cfg.Metrics.Enabled {
 		if cfg.Metrics.Interval <= 0 {
 			errs = append(errs, fmt.Errorf("metrics.interval: %v must be positive", cfg.Metrics.Interval))
@@ -365,7 +366,7 @@ func (cfg *Config) Validate() error {
 	if cfg.ReleaseRetry < 0 {
 		errs = append(errs, fmt.Errorf("release_retry: %v must not be negative", cfg.ReleaseRetry))
 	}
-	errs = append(errs, inSection("attribution", cfg.attribution().Validate())...)
+	errs = append(errs, confpath.Prefixed("attribution.", cfg.attribution().Validate())...)
 	a := cfg.Attribution
 	if a.SettleWindow < 0 || (cfg.MaxWait > 0 && a.SettleWindow >= cfg.MaxWait) {
 		errs = append(errs, fmt.Errorf("attribution.settle_window: %v must be at least 0 and below max_wait (%v)", a.SettleWindow, cfg.MaxWait))
@@ -388,25 +389,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("metrics.idle_expiry: %v must be at least metrics.interval (%v)", cfg.Metrics.IdleExpiry, cfg.Metrics.Interval))
 	}
 	if cfg.Analysis.Enabled {
-		errs = append(errs, inSection("analysis", cfg.analysis().Validate())...)
+		errs = append(errs, confpath.Prefixed("analysis.", cfg.analysis().Validate())...)
 	}
 	return errors.Join(errs...)
-}
-
-// inSection puts section and a dot before each error err joins: the
-// internal packages name their own fields, and each error must name its
-// field by its whole YAML path, not only the first of a joined list.
-func inSection(section string, err error) []error {
-	if err == nil {
-		return nil
-	}
-	joined := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		joined = j.Unwrap()
-	}
-	errs := make([]error, len(joined))
-	for i, e := range joined {
-		errs[i] = fmt.Errorf("%s.%w", section, e)
-	}
-	return errs
 }

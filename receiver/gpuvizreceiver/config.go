@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/gpuviz/gpuviz/internal/confpath"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/podresources"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
@@ -266,9 +267,8 @@ func (cfg *Config) Validate() error {
 			}
 		}
 		for i := range cfg.Simulated.Faults {
-			if err := cfg.Simulated.Faults[i].Validate(cfg.Simulated.GPUs); err != nil {
-				errs = append(errs, fmt.Errorf("simulated.faults[%d].%w", i, err))
-			}
+			err := cfg.Simulated.Faults[i].Validate(cfg.Simulated.GPUs)
+			errs = append(errs, confpath.Prefixed(fmt.Sprintf("simulated.faults[%d].", i), err)...)
 		}
 		if !cfg.ResourceAttributes.GpuvizBackend.Enabled {
 			errs = append(errs, fmt.Errorf("resource_attributes::gpuviz.backend::enabled: false would leave simulated data unmarked (backend %s may simulate): keep it on", cfg.Backend))
@@ -284,11 +284,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("processes.top: %d is out of range: report 1 to %d processes per GPU", cfg.Processes.Top, maxProcessesPerGPU))
 	}
 	if pr := cfg.Kubernetes.PodResources; pr.Enabled {
-		if err := pr.watcher().Validate(); err != nil {
-			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				errs = append(errs, fmt.Errorf("kubernetes.pod_resources.%w", e))
-			}
-		}
+		errs = append(errs, confpath.Prefixed("kubernetes.pod_resources.", pr.watcher().Validate())...)
 	}
 	if d := cfg.Slurm.JobMappingDir; d != "" && !filepath.IsAbs(d) {
 		errs = append(errs, fmt.Errorf("slurm.job_mapping_dir: %q is not an absolute path: the collector's working directory is no place for it", d))

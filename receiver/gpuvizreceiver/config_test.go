@@ -3,6 +3,7 @@ package gpuvizreceiver
 import (
 	"go/token"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -113,6 +114,15 @@ func TestInvalidConfig(t *testing.T) {
 		cfg, err := loadConfig(t, "bad_fault")
 		require.NoError(t, err)
 		assert.ErrorContains(t, confmap.Validate(cfg), "simulated.faults[1].gpu: there is no GPU 9: the server has 8 (0 to 7)")
+	})
+	t.Run("fault_two_bad_fields", func(t *testing.T) {
+		// Each of a fault's errors names its own field by its whole path,
+		// not only the first.
+		cfg, err := loadConfig(t, "fault_two_bad_fields")
+		require.NoError(t, err)
+		lines := strings.Split(confmap.Validate(cfg).Error(), "\n")
+		assert.Contains(t, lines, "simulated.faults[0].gpu: there is no GPU 9: the server has 8 (0 to 7)")
+		assert.Contains(t, lines, `simulated.faults[0].error: "boom" is not an injectable error: use unknown, timeout or gpu_is_lost`)
 	})
 	t.Run("float_device", func(t *testing.T) {
 		_, err := loadConfig(t, "float_device")
