@@ -98,6 +98,13 @@ func TestAccuracy(t *testing.T) {
 		var intervals []score.GPUInterval
 		for i, seed := range seeds {
 			truth, out := runAccuracy(t, name, seed, i)
+			// The runs are pooled on one time line, each episode after the
+			// last: an interval past its own run's truth would be scored
+			// against the next seed's.
+			from, to := truthWindow(truth)
+			for _, iv := range out.intervals {
+				require.True(t, iv.Start >= from && iv.End <= to, "%s seed %d: GPU interval [%d, %d) outside its run's truth [%d, %d)", name, seed, iv.Start, iv.End, from, to)
+			}
 			if pooled == nil {
 				pooled = truth
 			} else {
@@ -193,13 +200,15 @@ func runPipeline(t *testing.T, rcfg *gpuvizreceiver.Config, pcfg *Config, start,
 		gpuIndex[ids[i]] = i
 	}
 	// Every bin's label as the books make it final, through the hook the
-	// live view uses (no view here: Start left it unset).
+	// live view uses (no view here: Start left it unset), inside [start,
+	// end): the books also label the seconds around it, which the truth
+	// returned does not cover (and a pooled run's neighbour does).
 	var intervals []score.GPUInterval
 	width := int64(pcfg.Attribution.Resolution)
 	c.spans.pipeline.onFinal = func(k timeline.Key, binStart int64, l bottleneck.Label) {
 		g, ok := gpuIndex[k.GPU]
 		require.True(t, ok, "a book for GPU %s, which the simulation does not have", k.GPU)
-		if l != "" {
+		if l != "" && binStart >= start && binStart+width <= end {
 			intervals = append(intervals, score.GPUInterval{GPU: g, Start: binStart, End: binStart + width, Label: string(l)})
 		}
 	}
@@ -440,4 +449,13 @@ func enrichedEnergies(traces []ptrace.Traces) map[pcommon.TraceID]float64 {
 		}
 	}
 	return out
+}
+
+// truthWindow is the time the truth's bins cover.
+func truthWindow(truth *infersim.Truth) (from, to int64) {
+	from, to = truth.Bins[0].Start, truth.Bins[0].Start
+	for _, b := range truth.Bins {
+		from, to = min(from, b.Start), max(to, b.Start+truth.Header.BinWidthNS)
+	}
+	return from, to
 }
