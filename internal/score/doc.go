@@ -27,6 +27,6 @@
 //     answers the label that is most common in the very windows scored
 //     (ties go to the earlier label in infersim.Labels).
 //   - The baseline estimator is scored over the same requests as gpuviz (the
-//     enriched ones), so the two are compared on equal terms; coverage is
-//     reported apart.
+//     enriched ones), and each phase over those gpuviz gave a value for it,
+//     so the two are compared on equal terms; coverage is reported apart.
 package score // import "github.com/gpuviz/gpuviz/internal/score"

@@ -56,6 +56,24 @@ func gpuvizEstimates(reqs []request) []estimate {
 	return est
 }
 
+// onEqualTerms leaves est a value only where gpuviz's estimate (ref) has
+// one: a span without phase energies (TGI's) leaves its phases out of both
+// scores, counted as missing in both.
+func onEqualTerms(est, ref []estimate) []estimate {
+	for i := range est {
+		if math.IsNaN(ref[i].total) {
+			est[i].total = math.NaN()
+		}
+		if math.IsNaN(ref[i].prefill) {
+			est[i].prefill = math.NaN()
+		}
+		if math.IsNaN(ref[i].decode) {
+			est[i].decode = math.NaN()
+		}
+	}
+	return est
+}
+
 // energyErrors scores est (one per request) over the enriched requests.
 func energyErrors(reqs []request, est []estimate) EnergyErrors {
 	var total, prefill, decode, costliest errorSample

@@ -59,14 +59,15 @@ func Score(truth *infersim.Truth, traces []ptrace.Traces, opts Options) (Report,
 	if err != nil {
 		return Report{}, err
 	}
+	gpuviz := gpuvizEstimates(reqs)
 	return Report{
 		Scenario:          truth.Header.Scenario,
 		Seed:              truth.Header.Seed,
 		GPUModel:          truth.Header.GPUModel,
 		BaselineIntervalS: interval.Seconds(),
 		Coverage:          cov,
-		Energy:            energyErrors(reqs, gpuvizEstimates(reqs)),
-		Baseline:          energyErrors(reqs, baseline(truth, reqs, tl, int64(interval))),
+		Energy:            energyErrors(reqs, gpuviz),
+		Baseline:          energyErrors(reqs, onEqualTerms(baseline(truth, reqs, tl, int64(interval)), gpuviz)),
 		Labels:            scoreLabels(reqs, opts.Intervals, tl),
 		Conservation:      conserve(reqs, tl),
 	}, nil

@@ -199,10 +199,10 @@ func TestBaselineSplitsIntervalsByOverlap(t *testing.T) {
 	// 1 : 0.5 to A and B, the second's 50 J to A alone.
 	f.request(1, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0, Scheduled: t0 + 200*ms, FirstToken: t0 + 400*ms, Finished: t0 + 1500*ms,
 		Energy: 100, PrefillEnergy: 10, DecodeEnergy: 90})
-	f.span(1, 1, "llm_request", t0, t0+1500*ms, enriched(100))
+	f.span(1, 1, "llm_request", t0, t0+1500*ms, enriched(100, attrPrefillEnergy, 10.0, attrDecodeEnergy, 90.0))
 	f.request(2, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0 + 500*ms, Scheduled: t0 + 500*ms, FirstToken: t0 + 600*ms, Finished: t0 + 1000*ms,
 		Energy: 40, PrefillEnergy: 8, DecodeEnergy: 32})
-	f.span(2, 2, "llm_request", t0+500*ms, t0+1000*ms, enriched(40))
+	f.span(2, 2, "llm_request", t0+500*ms, t0+1000*ms, enriched(40, attrPrefillEnergy, 8.0, attrDecodeEnergy, 32.0))
 
 	got := f.estimates(t, time.Second)
 
@@ -305,5 +305,38 @@ func TestScoreRejectsBadInput(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestBaselinePhasesOnTheRequestsGpuvizScores: a span without phase
+// energies (TGI's) leaves the phases out of gpuviz's score, counted as
+// missing; the baseline's phases leave out the same requests, so that the
+// two medians compare the same requests.
+func TestBaselinePhasesOnTheRequestsGpuvizScores(t *testing.T) {
+	f := newFixture(engine(infersim.MatchAttribute, 0))
+	f.bins(0, t0, 10, 0, slices.Repeat([]string{compute}, 10)...)
+	f.request(1, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0, Scheduled: t0, FirstToken: t0 + 100*ms, Finished: t0 + 500*ms,
+		Energy: 50, PrefillEnergy: 20, DecodeEnergy: 30})
+	f.span(1, 1, "llm_request", t0, t0+500*ms, enriched(50, attrPrefillEnergy, 20.0, attrDecodeEnergy, 30.0))
+	f.request(2, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0 + 500*ms, Scheduled: t0 + 500*ms, FirstToken: t0 + 600*ms, Finished: t0 + 1000*ms,
+		Energy: 50, PrefillEnergy: 20, DecodeEnergy: 30})
+	f.span(2, 2, "llm_request", t0+500*ms, t0+1000*ms, enriched(50))
+
+	rep := f.score(t, Options{BaselineInterval: time.Second})
+
+	for _, phase := range []struct {
+		name          string
+		gpuviz, naive ErrorStats
+	}{
+		{"prefill", rep.Energy.Prefill, rep.Baseline.Prefill},
+		{"decode", rep.Energy.Decode, rep.Baseline.Decode},
+	} {
+		if g, b := phase.gpuviz, phase.naive; g.Count != 1 || g.Missing != 1 || b.Count != g.Count || b.Missing != g.Missing {
+			t.Errorf("%s: gpuviz scored %d (%d missing), baseline %d (%d missing); want 1 (1) for both",
+				phase.name, g.Count, g.Missing, b.Count, b.Missing)
+		}
+	}
+	if b := rep.Baseline.Request; b.Count != 2 {
+		t.Errorf("baseline request errors over %d requests, want both", b.Count)
 	}
 }
