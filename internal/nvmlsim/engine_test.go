@@ -8,6 +8,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
 )
 
 func mustScenarioServer(t *testing.T, scenario string, c *clock) *Server {
@@ -133,4 +135,43 @@ func TestGPMFollowsTheEngine(t *testing.T) {
 	assert.GreaterOrEqual(t, d.gpmLag, int64(gpmLagMin))
 	assert.Less(t, d.gpmLag, int64(gpmLagMax))
 	assert.NotEqual(t, d.gpmLag, s.Device(1).gpmLag, "each GPU lags by its own")
+}
+
+// TestTruthAddsUpToTheEnergyCounter: over one episode, what the GPUs'
+// NVML energy counters count is the truth's request energies plus its idle
+// energy, as the truth file has them: the scorer's ground truth is what
+// the GPUs drew, all of it and no more. The counters run on each GPU's
+// refresh grid, off the episode's edges by under 100 ms.
+func TestTruthAddsUpToTheEnergyCounter(t *testing.T) {
+	for _, scenario := range infersim.Scenarios() {
+		t.Run(scenario, func(t *testing.T) {
+			c := newClock()
+			s := mustScenarioServer(t, scenario, c)
+			node := s.Node()
+			ep := node.Episode(node.EpisodeIndex(c.t.UnixNano()) + 1)
+			c.t = time.Unix(0, ep.Start)
+			counted := make([]uint64, 8)
+			for i := range counted {
+				counted[i], _ = s.Device(i).GetTotalEnergyConsumption()
+			}
+			c.t = time.Unix(0, ep.End)
+			var counterJ float64
+			for i := range counted {
+				e, _ := s.Device(i).GetTotalEnergyConsumption()
+				counterJ += float64(e-counted[i]) / 1000
+			}
+			truth := node.Truth(node.Header(1, make([]string, 8), "h"), ep.Start, ep.End)
+			var requestJ, idleJ float64
+			for _, r := range truth.Requests {
+				requestJ += r.Energy
+				assert.InDelta(t, r.Energy, r.PrefillEnergy+r.DecodeEnergy, 1e-9*r.Energy)
+			}
+			for _, b := range truth.Bins {
+				idleJ += b.Idle
+			}
+			require.Positive(t, requestJ)
+			// 8 GPUs × under 100 ms × at most the board's 700 W at each edge.
+			assert.InDelta(t, counterJ, requestJ+idleJ, 2*8*0.1*700, "counter %.0f J, truth %.0f J requests + %.0f J idle", counterJ, requestJ, idleJ)
+		})
+	}
 }
