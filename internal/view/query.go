@@ -38,6 +38,9 @@ const (
 	anomalyMemoryShare = 0.97
 	anomalyTemperature = 85.0
 	anomalyStale       = 30 // seconds without a sample
+	// throttledAtAll is where a throttled share's anomaly starts: any
+	// share above 0.
+	throttledAtAll = math.SmallestNonzeroFloat64
 )
 
 // acc aggregates one signal over one column.
@@ -287,8 +290,8 @@ func (g *GPU) labelTotals(from, to int64, t *[numLabels]float64) {
 }
 
 // window returns the signal's mean and max over seconds [from, to], the
-// first second it exceeded over, and whether it had samples.
-func (g *GPU) window(sig Signal, from, to int64, over float64) (mean, mx float64, since int64, ok bool) {
+// first second it reached atLeast, and whether it had samples.
+func (g *GPU) window(sig Signal, from, to int64, atLeast float64) (mean, mx float64, since int64, ok bool) {
 	n := int64(len(g.secs))
 	var sum float64
 	var cnt uint64
@@ -305,7 +308,7 @@ func (g *GPU) window(sig Signal, from, to int64, over float64) (mean, mx float64
 		if cnt == 0 || float64(bk.max) > mx {
 			mx = float64(bk.max)
 		}
-		if since < 0 && float64(bk.max) > over {
+		if since < 0 && float64(bk.max) >= atLeast {
 			since = sec
 		}
 		sum += float64(bk.sum)
@@ -344,10 +347,10 @@ func (g *GPU) anomalies(b []byte, in gpuInfo, now int64) []byte {
 		add("stale", g.newestSec+1, fmt.Sprintf("%s: no data for %d s", name, now-g.newestSec))
 		return b
 	}
-	if m, _, since, ok := g.window(PowerThrottled, from, now, 0); ok && m >= anomalyPowerShare {
+	if m, _, since, ok := g.window(PowerThrottled, from, now, throttledAtAll); ok && m >= anomalyPowerShare {
 		add("power_throttled", since, fmt.Sprintf("%s power-throttled %.0f%% of the last minute", name, 100*m))
 	}
-	if m, _, since, ok := g.window(ThermalThrottled, from, now, 0); ok && m >= anomalyThermal {
+	if m, _, since, ok := g.window(ThermalThrottled, from, now, throttledAtAll); ok && m >= anomalyThermal {
 		add("thermal_throttled", since, fmt.Sprintf("%s thermal-throttled %.0f%% of the last minute", name, 100*m))
 	}
 	if in.memTotal > 0 {

@@ -503,3 +503,31 @@ func BenchmarkViewIncremental(b *testing.B) {
 		return fmt.Sprintf("/api/v1/view?range=900&columns=900&since=%d&requests_after=%d", now.Add(-30*time.Second).UnixMilli(), 19980)
 	})
 }
+
+func TestAnomalyAtItsThresholdHasItsSince(t *testing.T) {
+	// NVML reads temperature in whole °C: a GPU at 85 °C is hot, and
+	// the anomaly starts at its first second there, not before 1970; a
+	// throttled share's, at its first second throttled at all.
+	now := t0.Add(2 * time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	g := s.GPU("h", "a")
+	g.SetInfo(0, "")
+	g.SetMemoryTotal(1000)
+	hotFrom := now.Add(-20 * time.Second).Truncate(time.Second)
+	for ts := t0; ts.Before(now); ts = ts.Add(time.Second) {
+		temp, mem, throttled := 70.0, 500.0, 0.0
+		if !ts.Before(hotFrom) {
+			temp, mem, throttled = anomalyTemperature, anomalyMemoryShare*1000, 1
+		}
+		g.Add(Temperature, ts.UnixNano(), temp)
+		g.Add(MemoryUsed, ts.UnixNano(), mem)
+		g.Add(PowerThrottled, ts.UnixNano(), throttled)
+	}
+	_, a, _ := query(t, r, "/api/v1/view?range=60")
+	kinds := map[string]int64{}
+	for _, an := range a.Summary.Anomalies {
+		kinds[an.Kind] = an.Since
+	}
+	assert.Equal(t, map[string]int64{"hot": hotFrom.UnixMilli(), "memory_full": hotFrom.UnixMilli(), "power_throttled": hotFrom.UnixMilli()}, kinds)
+}
