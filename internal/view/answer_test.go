@@ -1,0 +1,85 @@
+package view
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every field of a request reaches the answer as docs/view.md says.
+func TestARequestIsAnsweredAsRecorded(t *testing.T) {
+	now := t0.Add(time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	sim, hw := s.GPU("h", "sim"), s.GPU("h", "real")
+	sim.SetSimulated(true)
+	start := t0.Add(10 * time.Second).UnixNano()
+	req := Request{GPUs: []*GPU{sim, hw}, Model: "llama", Family: "vllm", Start: start, End: start + 3e9,
+		Bottleneck: "memory_bound", Share: 0.5, Energy: 90, EnergyKnown: true, PerToken: 0.75,
+		InputTokens: 7, OutputTokens: 120, NumPhases: MaxPhases}
+	for i, n := range []string{"queue", "prefill", "decode", "inference"} {
+		p0 := start + int64(i)*5e8
+		req.Phases[i] = Phase{Name: n, Start: p0, End: p0 + 4e8, Bottleneck: labelNames[i], Share: 1, Energy: float64(10 * (i + 1))}
+	}
+	s.AddRequest(&req)
+	// Unknown energy, tokens and per-token energy read null; a share
+	// outside 0..1 is unknown too; no output tokens is 0, not unknown.
+	s.AddRequest(&Request{GPUs: []*GPU{hw}, Start: start, End: start + 1e9, Share: 1.5, PerToken: 2,
+		InputTokens: -1, OutputTokens: 0, NumPhases: 1, Phases: [MaxPhases]Phase{{Name: "decode", Start: start, End: start + 1e9, Energy: 5}}})
+	s.AddRequest(&Request{GPUs: []*GPU{hw}, Start: start, End: start + 1e9, EnergyKnown: true, Energy: 3, InputTokens: -1, OutputTokens: -1})
+
+	code, _, body := query(t, r, "/api/v1/view?range=60")
+	require.Equal(t, http.StatusOK, code, body)
+	var a struct {
+		Requests []map[string]any `json:"requests"`
+		Summary  struct {
+			PerToken map[string]float64 `json:"energy_per_token_j"`
+		} `json:"summary"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &a))
+	require.Len(t, a.Requests, 3)
+	ms := func(ns int64) float64 { return float64(ns / 1e6) }
+	phases := []any{}
+	for i, n := range []string{"queue", "prefill", "decode", "inference"} {
+		p0 := start + int64(i)*5e8
+		phases = append(phases, map[string]any{"name": n, "start": ms(p0), "end": ms(p0 + 4e8),
+			"bottleneck": labelNames[i], "bottleneck_share": 1.0, "energy_j": float64(10 * (i + 1))})
+	}
+	first := a.Requests[0]
+	delete(first, "trace_id")
+	delete(first, "span_id")
+	assert.Equal(t, map[string]any{"seq": 1.0, "gpus": []any{"h/sim", "h/real"}, "model": "llama", "family": "vllm",
+		"start": ms(start), "end": ms(start + 3e9), "bottleneck": "memory_bound", "bottleneck_share": 0.5,
+		"energy_j": 90.0, "energy_per_token_j": 0.75, "input_tokens": 7.0, "output_tokens": 120.0,
+		"simulated": true, "phases": phases}, first, "a request over a simulated and a real GPU is simulated")
+
+	unknown := a.Requests[1]
+	for _, f := range []string{"bottleneck", "bottleneck_share", "energy_j", "energy_per_token_j", "input_tokens"} {
+		assert.Nil(t, unknown[f], f)
+	}
+	assert.Equal(t, 0.0, unknown["output_tokens"])
+	assert.Equal(t, false, unknown["simulated"])
+	assert.Equal(t, []any{map[string]any{"name": "decode", "start": ms(start), "end": ms(start + 1e9),
+		"bottleneck": nil, "bottleneck_share": nil, "energy_j": nil}}, unknown["phases"], "no energy known, none for a phase")
+	assert.Nil(t, a.Requests[2]["energy_per_token_j"], "energy known, per token not")
+	assert.Equal(t, map[string]float64{"p50": 0.75, "p90": 0.75, "p99": 0.75}, a.Summary.PerToken, "only known per-token energies")
+}
+
+// At most MaxRequestsSent requests go out, the newest.
+func TestTheNewestRequestsAreSent(t *testing.T) {
+	now := t0.Add(time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	g := s.GPU("h", "a")
+	for range MaxRequestsSent + 100 {
+		s.AddRequest(&Request{GPUs: []*GPU{g}, Start: t0.UnixNano(), End: t0.Add(time.Second).UnixNano()})
+	}
+	_, a, _ := query(t, r, "/api/v1/view?range=60")
+	require.Len(t, a.Requests, MaxRequestsSent)
+	assert.EqualValues(t, 101, a.Requests[0].Seq)
+	assert.EqualValues(t, MaxRequestsSent+100, a.Requests[MaxRequestsSent-1].Seq)
+}
