@@ -2,6 +2,7 @@ package view
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -82,4 +83,75 @@ func TestTheNewestRequestsAreSent(t *testing.T) {
 	require.Len(t, a.Requests, MaxRequestsSent)
 	assert.EqualValues(t, 101, a.Requests[0].Seq)
 	assert.EqualValues(t, MaxRequestsSent+100, a.Requests[MaxRequestsSent-1].Seq)
+}
+
+// Columns, final_ms and the GPUs' order as docs/view.md says.
+func TestColumnsAndFinalMS(t *testing.T) {
+	lim := testLimits()
+	lim.Retention = time.Hour
+	now := t0.Add(30*time.Minute + 700*time.Millisecond)
+	r := NewRegistry(lim, "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+
+	// step_ms is ceil(range/columns) rounded up to a whole second: never
+	// more columns than asked, and the partial newest.
+	for _, tc := range []struct {
+		rng, cols int
+		step      int64
+	}{{305, 10, 31000}, {1501, 1500, 2000}, {60, 4000, 1000}} {
+		_, a, _ := query(t, r, fmt.Sprintf("/api/v1/view?range=%d&columns=%d", tc.rng, tc.cols))
+		assert.Equal(t, tc.step, a.StepMS, "%d s in %d", tc.rng, tc.cols)
+		assert.LessOrEqual(t, len(a.Time), tc.cols+1)
+	}
+
+	// No labels yet: final at the newest sample's second's end, floored
+	// to a column start.
+	a, b, c := s.GPU("b", "x"), s.GPU("a", "y"), s.GPU("a", "z")
+	a.SetInfo(0, "")
+	b.SetInfo(1, "")
+	c.SetInfo(0, "")
+	newest := now.Add(-11 * time.Second).Truncate(time.Second)
+	a.Add(Power, newest.UnixNano(), 1)
+	_, ans, _ := query(t, r, "/api/v1/view?range=300&columns=150") // 2 s columns
+	assert.Equal(t, newest.Add(time.Second).UnixMilli()/2000*2000, ans.FinalMS)
+	var order []string
+	for _, g := range ans.GPUs {
+		require.NotNil(t, g.Index, "index 0 is an index")
+		order = append(order, fmt.Sprintf("%s/%d", g.Host, *g.Index))
+	}
+	assert.Equal(t, []string{"a/0", "a/1", "b/0"}, order, "by host, then index")
+
+	// Labels: final at the oldest of the GPUs' newest labels, floored.
+	from := now.Add(-5 * time.Minute).Truncate(time.Second)
+	for ts := from; ts.Before(now.Add(-20 * time.Second)); ts = ts.Add(time.Second) {
+		// A column of two seconds, the first memory bound, the second
+		// 600 ms compute bound: memory bound holds the column longest.
+		if ts.Unix()%2 == 0 {
+			a.Label(ts.UnixNano(), 1e9, "memory_bound")
+		} else {
+			a.Label(ts.UnixNano(), 4e8, "memory_bound")
+			a.Label(ts.Add(400*time.Millisecond).UnixNano(), 6e8, "compute_bound")
+		}
+		b.Label(ts.UnixNano(), 1e9, "idle")
+	}
+	c.Label(from.UnixNano(), int64(5*time.Minute-40*time.Second-300*time.Millisecond), "idle")
+	_, ans, _ = query(t, r, "/api/v1/view?range=300&columns=150")
+	lastC := from.Add(5*time.Minute - 40*time.Second - 300*time.Millisecond)
+	assert.Equal(t, lastC.UnixMilli()/2000*2000, ans.FinalMS, "the GPU labelled least far")
+	for i, l := range ans.Labels["b/x"] {
+		if ans.Time[i] >= from.UnixMilli() && ans.Time[i]+2000 <= now.Add(-20*time.Second).UnixMilli() {
+			require.NotNil(t, l)
+			assert.Equal(t, "memory_bound", *l, "column %d", i)
+		}
+	}
+
+	// With since: columns from since rounded up; the summary and the
+	// requests still cover the whole range.
+	s.AddRequest(&Request{GPUs: []*GPU{a}, Start: from.UnixNano(), End: from.Add(time.Second).UnixNano(), EnergyKnown: true, Energy: 1})
+	_, full, _ := query(t, r, "/api/v1/view?range=300&columns=150")
+	last := full.Time[len(full.Time)-1]
+	_, inc, _ := query(t, r, fmt.Sprintf("/api/v1/view?range=300&columns=150&since=%d", last-3500))
+	assert.Equal(t, []int64{last - 2000, last}, inc.Time)
+	assert.Equal(t, full.Summary, inc.Summary)
+	assert.Len(t, inc.Requests, 1)
 }
