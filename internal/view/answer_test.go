@@ -155,3 +155,126 @@ func TestColumnsAndFinalMS(t *testing.T) {
 	assert.Equal(t, full.Summary, inc.Summary)
 	assert.Len(t, inc.Requests, 1)
 }
+
+// A GPU silent for 30 s is stale and nothing else; a GPU without its
+// memory total is never full; a GPU without an index is named by UUID.
+func TestStaleAndUnknownGPUsAnomalies(t *testing.T) {
+	now := t0.Add(2 * time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	quiet, noTotal := s.GPU("h", "GPU-quiet"), s.GPU("h", "GPU-nototal")
+	lastQuiet := now.Add(-anomalyStale * time.Second)
+	for ts := t0; !ts.After(now); ts = ts.Add(time.Second) {
+		if !ts.After(lastQuiet) {
+			quiet.Add(Temperature, ts.UnixNano(), 90)
+		}
+		noTotal.Add(MemoryUsed, ts.UnixNano(), 80e9)
+	}
+	_, a, _ := query(t, r, "/api/v1/view?range=60")
+	require.Len(t, a.Summary.Anomalies, 1)
+	an := a.Summary.Anomalies[0]
+	assert.Equal(t, "stale", an.Kind, "hot before it went quiet: stale only")
+	assert.Equal(t, lastQuiet.Add(time.Second).UnixMilli(), an.Since, "from the first second without data")
+	assert.Equal(t, "GPU GPU-quiet: no data for 30 s", an.Text)
+}
+
+// A source's GPUs and requests: registered once per processor side,
+// released once each, its counts kept once gone.
+func TestSourcesAreSharedAndCounted(t *testing.T) {
+	r := NewRegistry(Limits{Retention: time.Minute, MaxGPUs: 2, MaxRequests: 1}, "", func() time.Time { return t0 })
+	first, releaseFirst := r.RegisterSource("gpuviz")
+	second, releaseSecond := r.RegisterSource("gpuviz/edge")
+	traces, releaseTraces := r.RegisterSource("gpuviz") // the processor's other side
+	require.Same(t, first, traces)
+
+	second.GPU("h", "a")
+	first.GPU("h", "a").SetSimulated(true)
+	first.GPU("h", "b")
+	first.GPU("h", "c") // refused: max_gpus 2
+	second.GPU("h", "b")
+	second.GPU("h", "c")          // refused
+	second.AddRequest(&Request{}) // overwritten
+	second.AddRequest(&Request{}) // kept
+	assert.Equal(t, Dropped{GPUs: 2, RequestsOverwritten: 1}, r.Dropped())
+	var srcs struct {
+		Sources []struct {
+			ID        string
+			Simulated bool
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.AppendSources(nil), &srcs))
+	assert.Equal(t, "gpuviz", srcs.Sources[0].ID)
+	assert.True(t, srcs.Sources[0].Simulated)
+	_, a, _ := query(t, r, "/api/v1/view")
+	assert.Equal(t, "gpuviz", a.Source, "the first registered is the default")
+
+	releaseFirst()
+	releaseFirst() // once only
+	_, a, _ = query(t, r, "/api/v1/view")
+	assert.Equal(t, "gpuviz", a.Source, "still held by the other side")
+	releaseTraces()
+	_, a, _ = query(t, r, "/api/v1/view")
+	assert.Equal(t, "gpuviz/edge", a.Source)
+	assert.Equal(t, Dropped{GPUs: 2, RequestsOverwritten: 1}, r.Dropped(), "what a released source dropped still counts")
+	releaseSecond()
+	assert.Equal(t, Dropped{GPUs: 2, RequestsOverwritten: 1}, r.Dropped())
+	assert.Zero(t, r.GPUs())
+}
+
+// A GPU made but not yet given a sample holds its place: the processor
+// makes a GPU on its first reading of any kind (its info, its backend).
+func TestAGPUNotYetSampledIsNotEvicted(t *testing.T) {
+	lim := testLimits()
+	lim.MaxGPUs, lim.Retention = 1, time.Minute
+	now := t0
+	r := NewRegistry(lim, "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	a := s.GPU("h", "a")
+	a.SetInfo(0, "H200")
+	assert.Nil(t, s.GPU("h", "b"), "a was made now")
+	now = now.Add(2 * time.Minute)
+	assert.NotNil(t, s.GPU("h", "b"), "a silent for the retention since made")
+	assert.True(t, a.Evicted())
+}
+
+// A GPU whose host's clock runs ahead of the view's (ingest takes points
+// up to a minute ahead) does not break the answer.
+func TestSamplesAheadOfTheViewsClock(t *testing.T) {
+	now := t0.Add(5 * time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	g := s.GPU("h", "a")
+	for ts := now.Add(-time.Minute); ts.Before(now.Add(50 * time.Second)); ts = ts.Add(time.Second) {
+		g.Add(Power, ts.UnixNano(), 100)
+		g.Label(ts.UnixNano(), 1e9, "idle")
+	}
+	code, a, body := query(t, r, "/api/v1/view?range=60&columns=60")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Len(t, a.Series["h/a"]["power_w"].Mean, len(a.Time))
+}
+
+// SetInfo without a name (a reading that carries none) keeps the name.
+func TestInfoWithoutANameKeepsIt(t *testing.T) {
+	r := NewRegistry(testLimits(), "", func() time.Time { return t0 })
+	s, _ := r.RegisterSource("gpuviz")
+	g := s.GPU("h", "a")
+	g.SetInfo(3, "NVIDIA H200")
+	g.SetInfo(-1, "")
+	_, a, _ := query(t, r, "/api/v1/view?range=60")
+	require.Len(t, a.GPUs, 1)
+	require.NotNil(t, a.GPUs[0].Index)
+	assert.Equal(t, 3, *a.GPUs[0].Index)
+	assert.Equal(t, "NVIDIA H200", a.GPUs[0].Name)
+}
+
+// A source interns at most maxInternedStrings model names: a span
+// attribute unique per request (a model with a request ID in it) does not
+// grow the table.
+func TestInternedNamesAreBounded(t *testing.T) {
+	r := NewRegistry(testLimits(), "", func() time.Time { return t0 })
+	s, _ := r.RegisterSource("gpuviz")
+	for i := range 3 * maxInternedStrings {
+		s.AddRequest(&Request{Model: fmt.Sprint("model-", i)})
+	}
+	assert.Len(t, s.strings, maxInternedStrings)
+}
