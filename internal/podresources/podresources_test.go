@@ -205,3 +205,21 @@ func TestConfigValidate(t *testing.T) {
 		assert.ErrorContains(t, c.Validate(), field+":")
 	}
 }
+
+// A GPU newly allocated, or one let go, beside an unchanged allocation is
+// a new version, as is a holder of another replica.
+func TestHistoryTakesEveryChange(t *testing.T) {
+	t0 := time.Unix(1_000, 0)
+	base := Allocation{"GPU-0": {{"ns", "a", "c", -1}}}
+	for name, next := range map[string]Allocation{
+		"a GPU allocated": {"GPU-0": {{"ns", "a", "c", -1}}, "GPU-1": {{"ns", "b", "c", -1}}},
+		"a GPU let go":    {},
+		"another replica": {"GPU-0": {{"ns", "a", "c", 1}}},
+	} {
+		h := NewHistory(time.Minute, 3)
+		require.True(t, h.Observe(t0, base))
+		assert.True(t, h.Observe(t0.Add(time.Second), next), name)
+		latest, _ := h.Latest()
+		assert.Equal(t, next, latest, name)
+	}
+}
