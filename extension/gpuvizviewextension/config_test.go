@@ -65,6 +65,7 @@ func TestValidateNamesTheField(t *testing.T) {
 		{"too many requests", func(c *Config) { c.MaxRequests = 2_000_000 }, "max_requests:"},
 		{"template without trace id", func(c *Config) { c.TraceURLTemplate = "http://jaeger/trace/" }, "trace_url_template:"},
 		{"template not http", func(c *Config) { c.TraceURLTemplate = "javascript:alert({trace_id})" }, "trace_url_template:"},
+		{"template not http, with a host", func(c *Config) { c.TraceURLTemplate = "javascript://x/%0aalert({trace_id})" }, "trace_url_template:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := createDefaultConfig()
