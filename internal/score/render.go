@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 )
@@ -40,7 +41,7 @@ func (r Report) MarkdownRow() string {
 // statistic, the label scores and their confusion matrices, conservation.
 func (r Report) MarkdownSection() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### %s (seed %d, %s)\n\n", r.Scenario, r.Seed, r.GPUModel)
+	fmt.Fprintf(&b, "### %s (%s, %s)\n\n", r.Scenario, r.seeds(), r.GPUModel)
 	c := r.Coverage
 	fmt.Fprintf(&b, "%d requests: %d aborted (no span), %d with a span, %d enriched (%s), %d extra enriched spans, %d unknown traces.\n\n",
 		c.Requests, c.Aborted, c.WithSpan, c.Enriched, pct(c.Share), c.ExtraEnriched, c.UnknownTraces)
@@ -74,12 +75,24 @@ func (r Report) MarkdownSection() string {
 	return b.String()
 }
 
+// seeds names the run's seed, or the seeds pooled into it.
+func (r Report) seeds() string {
+	if len(r.PooledSeeds) == 0 {
+		return fmt.Sprintf("seed %d", r.Seed)
+	}
+	s := make([]string, len(r.PooledSeeds))
+	for i, seed := range r.PooledSeeds {
+		s[i] = strconv.FormatUint(seed, 10)
+	}
+	return "seeds " + strings.Join(s, ", ")
+}
+
 // Text is the plain-text summary the CLI prints.
 func (r Report) Text() string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	c, k := r.Coverage, r.Conservation
-	fmt.Fprintf(w, "scenario\t%s (seed %d, %s), baseline interval %gs\n", r.Scenario, r.Seed, r.GPUModel, r.BaselineIntervalS)
+	fmt.Fprintf(w, "scenario\t%s (%s, %s), baseline interval %gs\n", r.Scenario, r.seeds(), r.GPUModel, r.BaselineIntervalS)
 	fmt.Fprintf(w, "coverage\t%s enriched; %d aborted, %d extra enriched spans, %d unknown traces\n", c, c.Aborted, c.ExtraEnriched, c.UnknownTraces)
 	fmt.Fprintf(w, "energy error\tmedian / p90 / max\tenergy-weighted\n")
 	for _, row := range r.energyRows() {

@@ -90,3 +90,14 @@ func TestText(t *testing.T) {
 		}
 	}
 }
+
+func TestPooledSeedsAreNamed(t *testing.T) {
+	r := sampleReport()
+	r.Seed, r.PooledSeeds = 0, []uint64{100, 101, 102}
+	if got := r.MarkdownSection(); !strings.HasPrefix(got, "### steady (seeds 100, 101, 102, H200)\n") {
+		t.Errorf("a pooled report's heading: %q", got[:strings.Index(got, "\n")])
+	}
+	if got := r.Text(); !strings.Contains(got, "steady (seeds 100, 101, 102, H200)") {
+		t.Errorf("a pooled report's text: %q", got[:strings.Index(got, "\n")])
+	}
+}

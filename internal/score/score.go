@@ -29,6 +29,7 @@ type Options struct {
 type Report struct {
 	Scenario          string       `json:"scenario"`
 	Seed              uint64       `json:"seed"`
+	PooledSeeds       []uint64     `json:"pooled_seeds,omitempty"` // the runs' seeds where several are scored as one; Seed is then 0
 	GPUModel          string       `json:"gpu_model"`
 	BaselineIntervalS float64      `json:"baseline_interval_s"`
 	Coverage          Coverage     `json:"coverage"`
