@@ -37,6 +37,7 @@ var (
 var symbols = []string{
 	"nvmlDeviceGetCurrentClocksEventReasons",
 	"nvmlDeviceGetMemoryInfo_v2",
+	"nvmlDeviceGetMinorNumber",
 	"nvmlDeviceGetTotalEnergyConsumption",
 	"nvmlGpmMetricsGet",
 	"nvmlGpmMigSampleGet",

@@ -18,9 +18,10 @@ type Holder struct {
 // shared GPUs (time-slicing, MPS) have several.
 type Allocation map[string][]Holder
 
-// Resolver turns a GPU index into the GPU's UUID, for the device plugin's
-// index strategy and DRA device names; ok false when no such GPU.
-type Resolver func(index int) (uuid string, ok bool)
+// Resolver turns a device ID that names a GPU by number (its Index or its
+// Minor) into the GPU's UUID, for the device plugin's index strategy and
+// DRA device names; ok false when no such GPU.
+type Resolver func(d DeviceID) (uuid string, ok bool)
 
 // FromList builds the allocation the kubelet listed; unresolved counts the
 // GPU device IDs that named no GPU this node has (an index without a
@@ -31,7 +32,7 @@ func FromList(resp *podresourcesv1.ListPodResourcesResponse, resolve Resolver) (
 		d, ok := ParseDeviceID(id)
 		if ok && d.UUID == "" {
 			if resolve != nil {
-				d.UUID, ok = resolve(d.Index)
+				d.UUID, ok = resolve(d)
 			} else {
 				ok = false
 			}

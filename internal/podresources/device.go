@@ -11,13 +11,18 @@ import (
 //	GPU-8f6c...           a whole GPU, by UUID (the plugin's default strategy)
 //	MIG-1d2e...           a MIG device, by UUID
 //	GPU-8f6c...::3        replica 3 of a time-sliced GPU (nvidia.com/gpu.shared)
-//	0, 1, ...             a GPU by index (the plugin's index strategy)
-//	gpu-0, mig-0-1-2 ...  a DRA device name (gpu.nvidia.com driver)
+//	0, 1, ...             a GPU by NVML index (the plugin's index strategy)
+//	gpu-0, gpu-1, ...     a whole GPU by its device minor number, /dev/nvidia<N>
+//	                      (the gpu.nvidia.com DRA driver's device name)
 type DeviceID struct {
-	// UUID is the GPU or MIG UUID; "" when the ID names an index.
+	// UUID is the GPU or MIG UUID; "" when the ID names a number.
 	UUID string
-	// Index is the GPU's index when the ID names one, else -1.
+	// Index is the GPU's NVML index when the ID names one, else -1.
 	Index int
+	// Minor is the GPU's device minor number when the ID names one, else
+	// -1. It is not the NVML index: NVML orders GPUs by PCI bus, the
+	// kernel numbers them as it probes them.
+	Minor int
 	// Replica is the time-slicing replica, else -1.
 	Replica int
 }
@@ -25,7 +30,7 @@ type DeviceID struct {
 // ParseDeviceID parses a device ID; ok is false for an ID that names no
 // NVIDIA GPU in a known form.
 func ParseDeviceID(id string) (DeviceID, bool) {
-	d := DeviceID{Index: -1, Replica: -1}
+	d := DeviceID{Index: -1, Minor: -1, Replica: -1}
 	id = strings.TrimSpace(id)
 	if base, rep, found := strings.Cut(id, "::"); found {
 		n, err := strconv.Atoi(rep)
@@ -42,20 +47,25 @@ func ParseDeviceID(id string) (DeviceID, bool) {
 		d.UUID = id
 		return d, true
 	case strings.HasPrefix(id, "gpu-"):
-		// DRA: the driver's device name for a whole GPU is gpu-<index>.
-		return index(d, id[len("gpu-"):])
+		// DRA: the driver names a whole GPU gpu-<minor> (GpuInfo.CanonicalName
+		// in NVIDIA's dra-driver-nvidia-gpu).
+		n, ok := number(id[len("gpu-"):])
+		d.Minor = n
+		return d, ok
 	default:
-		return index(d, id)
+		n, ok := number(id)
+		d.Index = n
+		return d, ok
 	}
 }
 
-func index(d DeviceID, s string) (DeviceID, bool) {
+// number reads a GPU number; -1 and false for anything else.
+func number(s string) (int, bool) {
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 0 || n > 1<<16 {
-		return d, false
+		return -1, false
 	}
-	d.Index = n
-	return d, true
+	return n, true
 }
 
 // isGPUResource reports whether a device-plugin resource is NVIDIA GPUs:

@@ -24,12 +24,12 @@ func TestParseDeviceID(t *testing.T) {
 		want DeviceID
 		ok   bool
 	}{
-		{"GPU-8f6c2a1e-0000-4000-8000-000000000001", DeviceID{UUID: "GPU-8f6c2a1e-0000-4000-8000-000000000001", Index: -1, Replica: -1}, true},
-		{"MIG-1d2e3f40-0000-4000-8000-000000000002", DeviceID{UUID: "MIG-1d2e3f40-0000-4000-8000-000000000002", Index: -1, Replica: -1}, true},
-		{"GPU-8f6c::3", DeviceID{UUID: "GPU-8f6c", Index: -1, Replica: 3}, true},
-		{"2", DeviceID{Index: 2, Replica: -1}, true},
-		{"1::0", DeviceID{Index: 1, Replica: 0}, true},
-		{"gpu-5", DeviceID{Index: 5, Replica: -1}, true},
+		{"GPU-8f6c2a1e-0000-4000-8000-000000000001", DeviceID{UUID: "GPU-8f6c2a1e-0000-4000-8000-000000000001", Index: -1, Minor: -1, Replica: -1}, true},
+		{"MIG-1d2e3f40-0000-4000-8000-000000000002", DeviceID{UUID: "MIG-1d2e3f40-0000-4000-8000-000000000002", Index: -1, Minor: -1, Replica: -1}, true},
+		{"GPU-8f6c::3", DeviceID{UUID: "GPU-8f6c", Index: -1, Minor: -1, Replica: 3}, true},
+		{"2", DeviceID{Index: 2, Minor: -1, Replica: -1}, true},
+		{"1::0", DeviceID{Index: 1, Minor: -1, Replica: 0}, true},
+		{"gpu-5", DeviceID{Index: -1, Minor: 5, Replica: -1}, true},
 		{"GPU-", DeviceID{Index: -1, Replica: -1}, false},
 		{"GPU-8f6c::x", DeviceID{Index: -1, Replica: -1}, false},
 		{"-1", DeviceID{Index: -1, Replica: -1}, false},
@@ -53,10 +53,16 @@ func FuzzParseDeviceID(f *testing.F) {
 		if !ok {
 			return
 		}
-		// Exactly one of a UUID and an index; a replica is never negative
-		// unless absent.
-		if (d.UUID == "") == (d.Index < 0) {
-			t.Fatalf("%q: %+v names both or neither", id, d)
+		// Exactly one of a UUID, an index and a minor number; a replica is
+		// never negative unless absent.
+		named := 0
+		for _, has := range []bool{d.UUID != "", d.Index >= 0, d.Minor >= 0} {
+			if has {
+				named++
+			}
+		}
+		if named != 1 {
+			t.Fatalf("%q: %+v names %d GPUs", id, d, named)
 		}
 		if d.Replica < -1 {
 			t.Fatalf("%q: replica %d", id, d.Replica)
@@ -64,7 +70,13 @@ func FuzzParseDeviceID(f *testing.F) {
 	})
 }
 
-func resolveIndex(i int) (string, bool) {
+// resolveNumber is a node of 4 GPUs whose minor numbers run opposite to
+// their NVML indexes, as the kernel may number them.
+func resolveNumber(d DeviceID) (string, bool) {
+	i := d.Index
+	if d.Minor >= 0 {
+		i = 3 - d.Minor
+	}
 	if i < 0 || i >= 4 {
 		return "", false
 	}
@@ -91,13 +103,13 @@ func TestFromList(t *testing.T) {
 		podresourcestest.Pod("net", "sriov", podresourcestest.Container("main", "intel.com/sriov", "0000:3b:00.1")),
 		podresourcestest.Pod("dra", "claim", dra),
 	}}
-	a, unresolved := FromList(resp, resolveIndex)
+	a, unresolved := FromList(resp, resolveNumber)
 	assert.Equal(t, 1, unresolved, "index 9")
 	assert.Equal(t, Allocation{
-		"GPU-0": {{"llm", "vllm-0", "vllm", -1}},
+		// The DRA device gpu-3 is /dev/nvidia3, NVML's GPU 0 here.
+		"GPU-0": {{"dra", "claim", "dra", -1}, {"llm", "vllm-0", "vllm", -1}},
 		"GPU-1": {{"batch", "idx", "main", -1}, {"llm", "vllm-0", "vllm", -1}},
 		"GPU-2": {{"llm", "small-a", "srv", 0}, {"llm", "small-b", "srv", 1}},
-		"GPU-3": {{"dra", "claim", "dra", -1}},
 		"MIG-a": {{"batch", "job", "main", -1}},
 	}, a)
 	assert.Equal(t, []string{"GPU-0", "GPU-1"}, a.DevicesOf("llm", "vllm-0"))
@@ -146,7 +158,7 @@ func TestWatcherFollowsTheKubelet(t *testing.T) {
 
 	core, logs := observer.New(zap.InfoLevel)
 	w := NewWatcher(Config{Socket: "unix://" + k.Path, Interval: 20 * time.Millisecond, Timeout: 20 * time.Millisecond, Horizon: time.Hour, MaxVersions: 100},
-		resolveIndex, zap.New(core))
+		resolveNumber, zap.New(core))
 	// The socket does not exist yet: one line, however many refreshes, and
 	// no dial (the error is the missing file's, not gRPC's).
 	require.NoError(t, w.Start())

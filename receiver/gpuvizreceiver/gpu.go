@@ -90,6 +90,8 @@ type symbols struct {
 	// gpmMIG: GPM samples per GPU instance (nvmlGpmMigSampleGet), which a
 	// driver may lack where it has GPM.
 	gpmMIG bool
+	// minorNumber: the GPU's /dev/nvidia<N>, which DRA device names carry.
+	minorNumber bool
 }
 
 func probeSymbols(lib nvml.Interface) symbols {
@@ -101,6 +103,7 @@ func probeSymbols(lib nvml.Interface) symbols {
 		clocksThrottleReasons: has("nvmlDeviceGetCurrentClocksThrottleReasons"),
 		gpm:                   has("nvmlGpmQueryDeviceSupport", "nvmlGpmSampleAlloc", "nvmlGpmSampleFree", "nvmlGpmSampleGet", "nvmlGpmMetricsGet"),
 		gpmMIG:                has("nvmlGpmMigSampleGet"),
+		minorNumber:           has("nvmlDeviceGetMinorNumber"),
 	}
 }
 

@@ -18,8 +18,12 @@ func (s *gpuScraper) startPods() error {
 	}
 	// GPUs found after start resolve too: the kubelet is listed anew
 	// every interval.
-	w := podresources.NewWatcher(pr.watcher(), func(i int) (string, bool) {
-		id, ok := s.gpuIDs.Load(i)
+	w := podresources.NewWatcher(pr.watcher(), func(d podresources.DeviceID) (string, bool) {
+		ids, n := &s.gpuIDs, d.Index
+		if d.Minor >= 0 {
+			ids, n = &s.gpuMinors, d.Minor
+		}
+		id, ok := ids.Load(n)
 		if !ok {
 			return "", false
 		}

@@ -2,11 +2,14 @@ package gpuvizreceiver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 	"github.com/gpuviz/gpuviz/internal/podresources"
@@ -70,6 +73,41 @@ func TestMIGAllocationsAreReportedOnTheParentGPU(t *testing.T) {
 	assert.ElementsMatch(t, []holder{
 		{device(lib, 0).UUID, "MIG-a", "job-a"}, {device(lib, 0).UUID, "MIG-c", "job-c"}, {device(lib, 1).UUID, "", "vllm-0"},
 	}, got)
+}
+
+// NVIDIA's DRA driver names a GPU gpu-<minor>, its /dev/nvidia<N>, which
+// need not be its NVML index; a driver without nvmlDeviceGetMinorNumber
+// leaves such names unresolved rather than guessed.
+func TestDRADeviceNamesAreMinorNumbers(t *testing.T) {
+	for _, hasMinor := range []bool{true, false} {
+		t.Run(fmt.Sprintf("minor_number_%v", hasMinor), func(t *testing.T) {
+			lib := fixtureServer(4)
+			for i := range 4 {
+				device(lib, i).Minor = 3 - i
+			}
+			lib.LookupSymbolFunc = func(name string) error {
+				if name == "nvmlDeviceGetMinorNumber" && !hasMinor {
+					return errors.New("no such symbol")
+				}
+				return nil
+			}
+			k := podresourcestest.New(t)
+			k.Set(podresourcestest.Pod("llm", "vllm-0", &podresourcesv1.ContainerResources{Name: "vllm", DynamicResources: []*podresourcesv1.DynamicResource{{
+				ClaimName: "gpu", ClaimResources: []*podresourcesv1.ClaimResource{{DriverName: "gpu.nvidia.com", DeviceName: "gpu-0"}},
+			}}}))
+			k.Start(t)
+			cfg := scrapeOnly()
+			cfg.Kubernetes.PodResources.Socket = k.Path
+			s := startScraper(t, cfg, lib, BackendNVML)
+			require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+			if !hasMinor {
+				assert.Empty(t, s.allocation())
+				return
+			}
+			assert.Equal(t, podresources.Allocation{device(lib, 3).UUID: {{Namespace: "llm", Pod: "vllm-0", Container: "vllm", Replica: -1}}}, s.allocation(),
+				"gpu-0 is /dev/nvidia0, NVML's GPU 3 here")
+		})
+	}
 }
 
 // The device plugin's index strategy names GPUs by NVML index: a GPU left

@@ -55,10 +55,11 @@ type gpuScraper struct {
 	environDenied atomic.Bool
 	mapping       mappingState
 
-	// gpuIDs maps the NVML index of each GPU read, found at start or
-	// since, to its UUID (int → string): the pod watcher's goroutine
-	// resolves the kubelet's index device IDs through it.
-	gpuIDs sync.Map
+	// gpuIDs and gpuMinors map the NVML index and the device minor number
+	// of each GPU read, found at start or since, to its UUID (int →
+	// string): the pod watcher's goroutine resolves the kubelet's device
+	// IDs that name a GPU by number through them.
+	gpuIDs, gpuMinors sync.Map
 }
 
 func newGPUScraper(cfg *Config, settings receiver.Settings) *gpuScraper {
@@ -174,6 +175,11 @@ func (s *gpuScraper) adopt(lib nvml.Interface, idx int) error {
 	}
 	s.gpus = append(s.gpus, g)
 	s.gpuIDs.Store(g.index, g.id)
+	if s.syms.minorNumber {
+		if minor, ret := g.dev.GetMinorNumber(); ret == nvml.SUCCESS {
+			s.gpuMinors.Store(minor, g.id)
+		}
+	}
 	if s.found != nil {
 		s.found(g)
 	}
