@@ -13,7 +13,12 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap"
+
+	"github.com/gpuviz/gpuviz/exporter/hostroutingexporter/internal/metadatatest"
 )
 
 func testRouter(t *testing.T, endpoints ...string) *router {
@@ -136,4 +141,72 @@ func TestDNSResolverFollowsTheNameAndKeepsTheListWhenItFails(t *testing.T) {
 	for len(updates) > 0 {
 		assert.Equal(t, []string{"10.0.0.2:4317", "[fd00::3]:4317"}, <-updates, "a failed lookup does not update")
 	}
+}
+
+func TestRoutingKeyRules(t *testing.T) {
+	tests := []struct {
+		name       string
+		attributes []string
+		a, b       map[string]any
+		same       bool
+	}{
+		{"a host's resources share a key", []string{"host.name"},
+			map[string]any{"host.name": "gpu-node-01", "service.name": "vllm"}, map[string]any{"host.name": "gpu-node-01"}, true},
+		{"two hosts do not", []string{"host.name"},
+			map[string]any{"host.name": "gpu-node-01"}, map[string]any{"host.name": "gpu-node-02"}, false},
+		{"every routing attribute counts", []string{"host.name", "k8s.pod.name"},
+			map[string]any{"host.name": "gpu-node-01", "k8s.pod.name": "vllm-0"}, map[string]any{"host.name": "gpu-node-01", "k8s.pod.name": "vllm-1"}, false},
+		{"values do not run together", []string{"host.name", "k8s.pod.name"},
+			map[string]any{"host.name": "gpu-node-01"}, map[string]any{"host.name": "gpu-node-0", "k8s.pod.name": "1"}, false},
+		{"a value keeps its attribute", []string{"host.name", "k8s.pod.name"},
+			map[string]any{"host.name": "vllm-0"}, map[string]any{"k8s.pod.name": "vllm-0"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rt := &router{attributes: tt.attributes}
+			key := func(attrs map[string]any) uint64 {
+				m := pcommon.NewMap()
+				require.NoError(t, m.FromRaw(attrs))
+				k, keyed := rt.key(m)
+				assert.True(t, keyed, "%v has a routing attribute", attrs)
+				return k
+			}
+			assert.Equal(t, tt.same, key(tt.a) == key(tt.b))
+		})
+	}
+}
+
+func TestAResolverUpdateKeepsAReplicasHealth(t *testing.T) {
+	rt := testRouter(t, "gw-0:4317", "gw-1:4317")
+	rt.markDown(context.Background(), (*rt.replicas.Load())[0], 0, errors.New("connection refused"))
+	rt.setEndpoints([]string{"gw-1:4317", "gw-2:4317", "gw-0:4317"})
+	for _, r := range *rt.replicas.Load() {
+		assert.Equal(t, r.endpoint != "gw-0:4317", r.up(1), "%s", r.endpoint)
+	}
+}
+
+// The gauge counts replicas, each once, however often the resolver lists
+// it.
+func TestTheEndpointsGaugeCountsReplicasByState(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: []string{"gw-0:4317", "gw-1:4317", "gw-0:4317", "gw-2:4317"}})
+	rt, err := newRouter(cfg, tel.NewTelemetrySettings())
+	require.NoError(t, err)
+	require.NoError(t, rt.start(context.Background()))
+	t.Cleanup(rt.shutdown)
+	rt.markDown(context.Background(), (*rt.replicas.Load())[0], time.Now().UnixNano(), errors.New("connection refused"))
+	metadatatest.AssertEqualExporterHostroutingEndpoints(t, tel, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("state", "up"))},
+		{Value: 1, Attributes: attribute.NewSet(attribute.String("state", "down"))},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
+func TestAnEmptyDNSAnswerKeepsTheReplicas(t *testing.T) {
+	d := &dnsResolver{
+		hostname: "gpuviz-gateway-headless", port: "4317", timeout: time.Second, logger: zap.NewNop(),
+		lookup: func(context.Context, string) ([]net.IPAddr, error) { return nil, nil },
+	}
+	d.resolve(func(e []string) { t.Errorf("updated to %v", e) })
 }
