@@ -170,3 +170,123 @@ func TestAnExportToAReplicaJustUnlistedFailsOverAndKeepsNoExporter(t *testing.T)
 	defer e.mu.Unlock()
 	assert.NotContains(t, e.replicas, "gw-a:4317", "no exporter kept for a replica no longer listed")
 }
+
+// Routed counts resources, per replica; unkeyed only those without any
+// routing attribute.
+func TestRoutedAndUnkeyedResourcesAreCounted(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	ok := func(int) error { return nil }
+	e := scriptedExporterWith(t, map[string]func(int) error{"gw-a:4317": ok, "gw-b:4317": ok}, tel.NewTelemetrySettings())
+	td := hostTraces(hostNames(16), 1)
+	for range 2 {
+		td.ResourceSpans().AppendEmpty().ScopeSpans().AppendEmpty().Spans().AppendEmpty().SetName("no host")
+	}
+	require.NoError(t, e.push(context.Background(), td))
+	assert.Equal(t, int64(18), counted(t, tel, "otelcol_exporter_hostrouting_resources_routed"))
+	metadatatest.AssertEqualExporterHostroutingUnkeyedResources(t, tel, []metricdata.DataPoint[int64]{{Value: 2}},
+		metricdatatest.IgnoreTimestamp())
+}
+
+// A replica tried only because every replica is down is not blamed again:
+// no failover is counted (none happened) and it comes back when it would
+// have.
+func TestAReplicaAlreadyDownIsNotBlamedAgain(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	unavailable := func(int) error { return errors.New("unavailable") }
+	e := scriptedExporterWith(t, map[string]func(int) error{"gw-a:4317": unavailable, "gw-b:4317": unavailable}, tel.NewTelemetrySettings())
+	now := time.Now().UnixNano()
+	for _, r := range *e.router.replicas.Load() {
+		r.downUntil.Store(now + int64(time.Minute))
+	}
+	err := e.push(context.Background(), hostTraces(hostNames(8), 1))
+	var failed consumererror.Traces
+	require.True(t, errors.As(err, &failed))
+	assert.Equal(t, 8, failed.Data().ResourceSpans().Len())
+	for _, r := range *e.router.replicas.Load() {
+		assert.Equal(t, now+int64(time.Minute), r.downUntil.Load(), "%s: down as long as before", r.endpoint)
+	}
+	_, err = tel.GetMetric("otelcol_exporter_hostrouting_failovers")
+	assert.Error(t, err, "no failover counted")
+}
+
+func TestEachReplicaGetsOnlyItsOwnResources(t *testing.T) {
+	a, b := &ctxReplica{}, &ctxReplica{}
+	e := ctxExporter(t, map[string]*ctxReplica{"gw-a:4317": a, "gw-b:4317": b})
+	// One host on each replica.
+	var onA, onB string
+	for _, h := range hostNames(32) {
+		if r, _ := e.router.pick(keyOf(e.router, h), 0); r.endpoint == "gw-a:4317" {
+			onA = h
+		} else {
+			onB = h
+		}
+	}
+	require.NotEmpty(t, onA)
+	require.NotEmpty(t, onB)
+	require.NoError(t, e.push(context.Background(), hostTraces([]string{onA, onB}, 1)))
+	assert.Equal(t, map[string]int{onA: 1}, a.got)
+	assert.Equal(t, map[string]int{onB: 1}, b.got)
+}
+
+// An export whose time was up before it began blames no replica: each is
+// sent to and fails on the context, through no fault of its own.
+func TestAnExportOutOfTimeAtItsStartBlamesNoReplica(t *testing.T) {
+	a, b := &ctxReplica{}, &ctxReplica{}
+	e := ctxExporter(t, map[string]*ctxReplica{"gw-a:4317": a, "gw-b:4317": b})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
+	err := e.push(ctx, hostTraces(hostNames(8), 1))
+	var failed consumererror.Traces
+	require.True(t, errors.As(err, &failed))
+	assert.Equal(t, 8, failed.Data().ResourceSpans().Len(), "all handed back for retry")
+	now := e.router.now().UnixNano()
+	for _, r := range *e.router.replicas.Load() {
+		assert.True(t, r.up(now), "%s is up", r.endpoint)
+	}
+}
+
+// The exporter of a replica the resolver no longer lists is shut down (its
+// gRPC connection closed); those of the replicas still listed are kept.
+func TestTheExporterOfAReplicaNoLongerListedIsShutDown(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: []string{"gw-a:4317", "gw-b:4317"}})
+	rt, err := newRouter(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	var mu sync.Mutex
+	created, shut := map[string]int{}, map[string]int{}
+	sig := traces
+	sig.create = func(_ context.Context, _ exporter.Settings, c *otlpexporter.Config) (consumerComponent[ptrace.Traces], error) {
+		ep := c.ClientConfig.Endpoint
+		mu.Lock()
+		defer mu.Unlock()
+		created[ep]++
+		return &scriptedReplica{
+			answer: func(int) error { return nil },
+			ShutdownFunc: func(context.Context) error {
+				mu.Lock()
+				defer mu.Unlock()
+				shut[ep]++
+				return nil
+			},
+		}, nil
+	}
+	e := newRoutingExporter(sig, rt, exportertest.NewNopSettings(NewFactory().Type()), cfg)
+	require.NoError(t, e.start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { assert.NoError(t, e.shutdown(context.Background())) })
+	hosts := hostTraces(hostNames(16), 1)
+	require.NoError(t, e.push(context.Background(), hosts))
+	require.Equal(t, map[string]int{"gw-a:4317": 1, "gw-b:4317": 1}, created)
+
+	rt.setEndpoints([]string{"gw-b:4317", "gw-c:4317"})
+	require.NoError(t, e.push(context.Background(), hosts))
+	e.retiring.Wait()
+	mu.Lock()
+	assert.Equal(t, map[string]int{"gw-a:4317": 1}, shut, "a's exporter shut down, b's kept")
+	assert.Equal(t, 1, created["gw-b:4317"], "b's exporter not made again")
+	mu.Unlock()
+	e.mu.Lock()
+	assert.NotContains(t, e.replicas, "gw-a:4317")
+	e.mu.Unlock()
+}
