@@ -28,6 +28,12 @@ func TestConfigLoadsAndValidates(t *testing.T) {
 		{"bad_static_port", `resolver.static.hostnames[1]: "gw-1:otlp" has no port number (1 to 65535)`},
 		{"no_attributes", "routing_attributes: name at least one resource attribute"},
 		{"bad_down_for", "down_for: 0s must be positive"},
+		{"no_hostnames", "resolver.static.hostnames: list at least one replica"},
+		{"dns_no_hostname", "resolver.dns.hostname: must be set"},
+		{"dns_no_interval", "resolver.dns.interval: 0s must be positive"},
+		{"dns_timeout_over_interval", "resolver.dns.timeout: 2s must be positive and at most the interval"},
+		{"dns_timeout_is_interval", ""},
+		{"empty_attribute", "routing_attributes[1]: empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
