@@ -225,3 +225,18 @@ func counted(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 	}
 	return n
 }
+
+// A replica's exporter sends once: a replica that is gone is given up at
+// its first failure and its hosts fail over at once, rather than after the
+// OTLP exporter's own backoff (5 s at first), whatever the export's
+// timeout leaves.
+func TestAFailedReplicaIsGivenUpAtItsFirstFailure(t *testing.T) {
+	sinks := newSinks(t, 2)
+	cfg := testConfig(sinks)
+	cfg.TimeoutConfig.Timeout = time.Minute
+	e := startBoth(t, cfg)
+	sinks[0].Stop()
+	start := time.Now()
+	require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hostNames(16), 1)))
+	assert.Less(t, time.Since(start), 2*time.Second, "failed over without a backoff")
+}
