@@ -382,3 +382,54 @@ func BenchmarkBins(b *testing.B) {
 		buf = s.Bins(gpuA, from, 250*time.Millisecond, 40, buf[:0])
 	}
 }
+
+// Bins follow Window's energy rules where a counter holds still (a source
+// scraped faster than the counter is updated), where Power stopped more
+// than MaxSpan before the counter's point, and where a counter segment
+// starts past retention (the counter's ring not trimmed yet, Power having
+// moved the GPU's newest point on).
+func TestBinsEnergyRulesMatchWindow(t *testing.T) {
+	watts := func(w float64) func(float64) float64 { return func(float64) float64 { return w } }
+	tests := []struct {
+		name          string
+		retention     time.Duration // 0: the default
+		energy, power [][2]float64
+		from          float64
+		width         time.Duration
+		want          []float64
+		source        EnergySource
+	}{
+		{"a counter that holds still is no reset", 0, [][2]float64{{0, 1000}, {10, 1000}, {20, 2000}}, nil,
+			0, 5 * time.Second, []float64{0, 0, 500, 500}, EnergyCounter},
+		{"power stopped over max_span before the counter's point: by time", 0, [][2]float64{{0, 0}, {64, 6400}},
+			append(steps(1, 5, 1, watts(500)), steps(6, 10, 1, watts(100))...),
+			0, 5 * time.Second, []float64{500, 500}, EnergyCounter},
+		{"a counter segment from past retention: power", 10 * time.Second, [][2]float64{{0, 0}, {5, 1000}},
+			steps(1, 12, 1, watts(100)),
+			3, time.Second, []float64{100, 100}, EnergyPower},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(t, func(c *Config) {
+				if tt.retention > 0 {
+					c.Retention = tt.retention
+				}
+			})
+			for _, e := range tt.energy {
+				require.True(t, s.AddEnergy(gpuA, at(e[0]), e[1]))
+			}
+			addSeries(t, s, gpuA, Power, tt.power...)
+			bins := s.Bins(gpuA, at(tt.from), tt.width, len(tt.want), nil)
+			var sum float64
+			for i, want := range tt.want {
+				assert.True(t, bins[i].EnergyKnown, "bin %d", i)
+				assert.Equal(t, tt.source, bins[i].EnergySource, "bin %d", i)
+				assert.InDelta(t, want, bins[i].EnergyJ, 1e-9, "bin %d", i)
+				sum += bins[i].EnergyJ
+			}
+			w := s.Window(gpuA, at(tt.from), at(tt.from).Add(time.Duration(len(tt.want))*tt.width))
+			assert.Equal(t, tt.source, w.EnergySource, "window")
+			assert.InDelta(t, sum, w.EnergyJ, 1e-9, "window")
+		})
+	}
+}
