@@ -24,6 +24,10 @@ func TestSpacing(t *testing.T) {
 	addSeries(t, s, gpuB, Power, steps(40, 60, 1, func(float64) float64 { return 200 })...)
 	// gpuC: one point only.
 	s.AddEnergy(gpuC, at(60), 1)
+	// gpuD: neither counter nor power; utilisation every 10 s, memory every 2 s.
+	gpuD := Key{Host: "node-2", GPU: "GPU-dddd"}
+	addSeries(t, s, gpuD, Utilization, steps(0, 60, 10, func(float64) float64 { return 0.5 })...)
+	addSeries(t, s, gpuD, MemoryUsed, steps(0, 60, 2, func(float64) float64 { return 1e9 })...)
 
 	got, ok := s.Spacing([]Key{gpuA})
 	assert.True(t, ok)
@@ -31,6 +35,9 @@ func TestSpacing(t *testing.T) {
 	got, ok = s.Spacing([]Key{gpuB})
 	assert.True(t, ok)
 	assert.Equal(t, time.Second, got, "without a counter, the most frequent signal's")
+	got, ok = s.Spacing([]Key{gpuD})
+	assert.True(t, ok)
+	assert.Equal(t, 2*time.Second, got, "without a counter or power, the most frequent signal's")
 	got, ok = s.Spacing([]Key{gpuB, gpuA})
 	assert.True(t, ok)
 	assert.Equal(t, 30*time.Second, got, "the slowest GPU of a set")

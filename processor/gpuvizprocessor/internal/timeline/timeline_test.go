@@ -66,6 +66,7 @@ func TestConfig(t *testing.T) {
 	}{
 		{"max_gpus", func(c *Config) { c.MaxGPUs = 0 }, []string{"max_gpus must be at least 1, got 0"}},
 		{"max_points_per_signal", func(c *Config) { c.MaxPointsPerSignal = -1 }, []string{"max_points_per_signal must be at least 2 (an energy counter measures between two readings), got -1"}},
+		{"max_points_per_signal one", func(c *Config) { c.MaxPointsPerSignal = 1 }, []string{"max_points_per_signal must be at least 2 (an energy counter measures between two readings), got 1"}},
 		{"retention", func(c *Config) { c.Retention = 0 }, []string{"retention must be positive, got 0s"}},
 		{"max_span", func(c *Config) { c.MaxSpan = -time.Second }, []string{"max_span must be positive, got -1s"}},
 		{"all", func(c *Config) { *c = Config{} }, []string{"max_gpus", "max_points_per_signal", "retention", "max_span"}},
@@ -872,12 +873,13 @@ func TestPodGPUs(t *testing.T) {
 		from, to float64
 		want     []Key
 	}{
-		{byName, 50, 60, []Key{a0, a1}},                                            // sorted, across what each source said
-		{byName, 115, 118, []Key{a0, a1}},                                          // within two sighting intervals of the last
-		{byName, 130, 140, nil},                                                    // neither incarnation held a GPU then
-		{byName, 250, 260, []Key{b0}},                                              // the new one, on another host
-		{Pod{UID: "uid-0"}, 50, 60, []Key{a1}},                                     // by UID: only what the process series said
-		{vllm0, 250, 260, []Key{b0}},                                               // nothing by its UID then (a process series may lapse): by name
+		{byName, 50, 60, []Key{a0, a1}},        // sorted, across what each source said
+		{byName, 115, 118, []Key{a0, a1}},      // within two sighting intervals of the last
+		{byName, 130, 140, nil},                // neither incarnation held a GPU then
+		{byName, 250, 260, []Key{b0}},          // the new one, on another host
+		{Pod{UID: "uid-0"}, 50, 60, []Key{a1}}, // by UID: only what the process series said
+		{vllm0, 50, 60, []Key{a1}},             // by UID where it covers the window, not by name too
+		{vllm0, 250, 260, []Key{b0}},           // nothing by its UID then (a process series may lapse): by name
 		{Pod{UID: "uid-9", Namespace: "llm", Name: "vllm-0"}, 250, 260, []Key{b0}}, // unknown UID: by name
 		{Pod{Namespace: "other", Name: "vllm-0"}, 50, 60, nil},
 		{Pod{}, 50, 60, nil},
@@ -981,4 +983,19 @@ func TestBinsFrozenAtSettledWithoutACounterKnowTheirEnergy(t *testing.T) {
 		assert.True(t, b.EnergyKnown, "bin %d (%v) frozen with its energy in", i, time.Duration(i)*width)
 		assert.InDelta(t, final[i].EnergyJ, b.EnergyJ, 1e-9, "bin %d", i)
 	}
+}
+
+// A sighting that arrives late (older than the newest, from another batch
+// or source) neither moves a process's newest sighting back nor is lost for
+// a holder's first.
+func TestLateSightings(t *testing.T) {
+	s := newStore(t, nil)
+	require.True(t, s.Add(gpuA, Power, at(100), 100))
+	s.SetProcess(gpuA, 42, at(100))
+	s.SetProcess(gpuA, 42, at(10))
+	assert.Equal(t, []Key{gpuA}, s.ProcessGPUs(gpuA.Host, 42, at(100)), "seen at 100 s")
+	pod := Pod{Namespace: "llm", Name: "vllm-0"}
+	s.SetPod(gpuA, pod, at(100))
+	s.SetPod(gpuA, pod, at(10))
+	assert.Equal(t, []Key{gpuA}, s.PodGPUs(pod, at(10), at(12)), "seen at 10 s too")
 }
