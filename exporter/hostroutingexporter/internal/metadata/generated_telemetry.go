@@ -109,7 +109,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ExporterHostroutingResourcesRouted, err = builder.meter.Int64Counter(
 		"otelcol_exporter_hostrouting_resources_routed",
-		metric.WithDescription("Resources (a host's spans, metrics or logs of one resource) handed to a gateway replica's exporter (attribute `endpoint`), whether or not the export then succeeded. [Development]"),
+		metric.WithDescription("Resources (a host's spans or metrics of one resource) handed to a gateway replica's exporter (attribute `endpoint`), whether or not the export then succeeded. [Development]"),
 		metric.WithUnit("{resource}"),
 	)
 	errs = errors.Join(errs, err)

@@ -70,7 +70,7 @@ func AssertEqualExporterHostroutingResourcesRefused(t *testing.T, tt *componentt
 func AssertEqualExporterHostroutingResourcesRouted(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_exporter_hostrouting_resources_routed",
-		Description: "Resources (a host's spans, metrics or logs of one resource) handed to a gateway replica's exporter (attribute `endpoint`), whether or not the export then succeeded. [Development]",
+		Description: "Resources (a host's spans or metrics of one resource) handed to a gateway replica's exporter (attribute `endpoint`), whether or not the export then succeeded. [Development]",
 		Unit:        "{resource}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
