@@ -135,6 +135,24 @@ func TestPatternCVTies(t *testing.T) {
 	assert.Equal(t, PatternMedium, run(cfg, mid), "CV just below fluctuating_cv does not")
 }
 
+func TestZThresholdTie(t *testing.T) {
+	baseline := repeat(40, 0.4, 0.5, 0.6)
+	observe := func(cfg Config) (bool, float64) {
+		tr := NewTracker(cfg)
+		feed(tr, Utilization, 0, time.Second, baseline)
+		return tr.Observe(Utilization, at(len(baseline), time.Second), 0.9)
+	}
+	_, z := observe(DefaultConfig())
+	require.Positive(t, z)
+	cfg := DefaultConfig()
+	cfg.ZThreshold = z
+	anomalous, _ := observe(cfg)
+	assert.True(t, anomalous, "|z| equal to z_threshold is anomalous")
+	cfg.ZThreshold = math.Nextafter(z, math.Inf(1))
+	anomalous, _ = observe(cfg)
+	assert.False(t, anomalous, "|z| just below z_threshold is not")
+}
+
 func TestPatternFollowsWindow(t *testing.T) {
 	tr := NewTracker(DefaultConfig())
 	feed(tr, Utilization, 0, time.Second, repeat(600, 0, 1))
