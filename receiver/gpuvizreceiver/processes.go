@@ -141,7 +141,7 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 	dir := filepath.Join(s.procRoot, strconv.FormatUint(uint64(pid), 10))
 	var info procInfo
 	if comm, err := os.ReadFile(filepath.Join(dir, "comm")); err == nil {
-		info.executable = strings.TrimSpace(string(comm))
+		info.executable = procText(bytes.TrimSpace(comm))
 	}
 	cgroup, err := os.ReadFile(filepath.Join(dir, "cgroup"))
 	if err == nil {
@@ -150,7 +150,7 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 	}
 	if s.cfg.Processes.CommandLine {
 		if cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-			info.commandLine = strings.TrimSpace(string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+			info.commandLine = procText(bytes.TrimSpace(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
 		}
 	}
 	if s.cfg.Slurm.Environ {
@@ -162,6 +162,15 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 		info.slurm = cgroupJob(cgroup)
 	}
 	return info
+}
+
+// procText makes text a process chose (its name, its arguments) an
+// attribute value: OTLP's strings are UTF-8, and the official protobuf
+// bindings refuse a whole request holding one that is not. The kernel cuts
+// a comm at 15 bytes, mid-character too, and argv holds any bytes: each
+// run of invalid bytes becomes U+FFFD.
+func procText(b []byte) string {
+	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // containerIDPattern matches the 64-hex-digit container IDs that Docker,
