@@ -104,8 +104,8 @@ type ProcessesConfig struct {
 	// Top bounds the processes reported per GPU, the largest by memory first:
 	// series cardinality stays bounded however many processes run.
 	Top int `mapstructure:"top"`
-	// CommandLine adds process.command_line. Off by default: command lines
-	// can hold secrets.
+	// CommandLine adds process.command_line, at most 2 KiB of it. Off by
+	// default: command lines can hold secrets.
 	CommandLine bool `mapstructure:"command_line"`
 
 	_ struct{}

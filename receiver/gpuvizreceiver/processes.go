@@ -2,6 +2,7 @@ package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiv
 
 import (
 	"bytes"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -149,9 +151,7 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 		info.podUID = podUID(cgroup)
 	}
 	if s.cfg.Processes.CommandLine {
-		if cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil {
-			info.commandLine = procText(bytes.TrimSpace(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
-		}
+		info.commandLine = readCommandLine(filepath.Join(dir, "cmdline"))
 	}
 	if s.cfg.Slurm.Environ {
 		info.slurm = s.readEnvironJob(dir)
@@ -171,6 +171,43 @@ func (s *gpuScraper) readProcInfo(pid uint32) procInfo {
 // run of invalid bytes becomes U+FFFD.
 func procText(b []byte) string {
 	return strings.ToValidUTF8(string(b), "\uFFFD")
+}
+
+// maxCommandLineBytes bounds process.command_line: argv can reach
+// megabytes (an inline chat template), it goes on every process series of
+// every scrape, and Mimir and Cortex skip a series with a label value over
+// 2,048 bytes.
+const maxCommandLineBytes = 2 << 10
+
+// readCommandLine reads a /proc/<pid>/cmdline, at most maxCommandLineBytes
+// of it; "" when it cannot be read.
+func readCommandLine(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	cmdline, err := io.ReadAll(io.LimitReader(f, maxCommandLineBytes))
+	if err != nil {
+		return ""
+	}
+	return commandLine(cmdline)
+}
+
+// commandLine makes a cmdline's NUL-separated arguments one line, their
+// separators spaces, valid UTF-8 and at most maxCommandLineBytes, cut at a
+// whole character.
+func commandLine(cmdline []byte) string {
+	line := procText(bytes.TrimSpace(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+	if len(line) <= maxCommandLineBytes {
+		return line
+	}
+	// U+FFFD for single invalid bytes lengthened it.
+	cut := maxCommandLineBytes
+	for !utf8.RuneStart(line[cut]) {
+		cut--
+	}
+	return line[:cut]
 }
 
 // containerIDPattern matches the 64-hex-digit container IDs that Docker,

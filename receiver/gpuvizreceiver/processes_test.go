@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -58,4 +59,43 @@ func TestProcessNamesAreValidUTF8(t *testing.T) {
 	assert.True(t, utf8.ValidString(commandLine), "%q", commandLine)
 	assert.Equal(t, "a推理服务\uFFFD", executable)
 	assert.Equal(t, "./serve --prompts caf\uFFFD.txt", commandLine)
+}
+
+// A command line can reach megabytes (an inline chat template, a JSON
+// override): it is on every process series of every scrape, and Mimir and
+// Cortex skip a series with a label value over 2,048 bytes. It is kept to
+// maxCommandLineBytes, cut at a whole character.
+func TestProcessCommandLineIsBounded(t *testing.T) {
+	head := "python3 -m vllm.entrypoints.openai.api_server --chat-template "
+	long := head + strings.Repeat("x", maxCommandLineBytes-len(head)-1) + "é" + strings.Repeat("{{ messages }}", 1<<16)
+	root := t.TempDir()
+	fakeProc(t, root, "1000", map[string]string{"comm": "python3\n", "cmdline": strings.ReplaceAll(long, " ", "\x00") + "\x00"})
+	cfg := defaultConfig()
+	cfg.Processes.CommandLine = true
+	s := startScraper(t, cfg, fixtureServer(1), BackendNVML)
+	s.procRoot = root
+
+	_, commandLine := processNames(t, s)
+	require.LessOrEqual(t, len(commandLine), maxCommandLineBytes)
+	assert.Equal(t, long[:maxCommandLineBytes-1], commandLine, "cut before the é that would cross the bound")
+}
+
+// Foreign input: whatever argv holds, the command line is valid UTF-8,
+// within its bound, one line, and the arguments' own text where they were
+// valid UTF-8 within the bound.
+func FuzzCommandLine(f *testing.F) {
+	f.Add([]byte("python3\x00-m\x00vllm.entrypoints.openai.api_server\x00"))
+	f.Add([]byte("./serve\x00caf\xe9\x00"))
+	f.Add([]byte("\x00\x00 \x00"))
+	f.Add([]byte(strings.Repeat("é", maxCommandLineBytes)))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		in = in[:min(len(in), maxCommandLineBytes)] // what readCommandLine reads
+		got := commandLine(in)
+		require.True(t, utf8.ValidString(got), "%q", got)
+		require.LessOrEqual(t, len(got), maxCommandLineBytes)
+		require.NotContains(t, got, "\x00")
+		if want := strings.TrimSpace(strings.ReplaceAll(string(in), "\x00", " ")); utf8.ValidString(want) {
+			require.Equal(t, want, got)
+		}
+	})
 }
