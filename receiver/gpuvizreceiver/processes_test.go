@@ -1,9 +1,11 @@
 package gpuvizreceiver
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -96,6 +98,75 @@ func FuzzCommandLine(f *testing.F) {
 		require.NotContains(t, got, "\x00")
 		if want := strings.TrimSpace(strings.ReplaceAll(string(in), "\x00", " ")); utf8.ValidString(want) {
 			require.Equal(t, want, got)
+		}
+	})
+}
+
+// The cgroup files container runtimes and kubelets write, as a process in
+// a pod or container reads in /proc/<pid>/cgroup on the host, or through
+// the collector's own cgroup namespace.
+func TestCgroupForms(t *testing.T) {
+	const (
+		id      = "3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f"
+		node    = "9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f3f4e2a1b9c8d7e6f5a4b3c2d1e0f"
+		uid     = "5b1a0b8e-3c2d-4e5f-8a9b-0c1d2e3f4a5b"
+		uidUnit = "5b1a0b8e_3c2d_4e5f_8a9b_0c1d2e3f4a5b"
+	)
+	for _, tc := range []struct {
+		name, cgroup     string
+		container, podID string
+	}{
+		{"containerd, systemd driver, v2", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidUnit + ".slice/cri-containerd-" + id + ".scope\n", id, uid},
+		{"containerd, systemd driver, guaranteed", "0::/kubepods.slice/kubepods-pod" + uidUnit + ".slice/cri-containerd-" + id + ".scope\n", id, uid},
+		{"containerd, cgroupfs driver, v1", "12:memory:/kubepods/besteffort/pod" + uid + "/" + id + "\n11:devices:/kubepods/besteffort/pod" + uid + "/" + id + "\n1:name=systemd:/kubepods/besteffort/pod" + uid + "/" + id + "\n0::/\n", id, uid},
+		{"cri-o, systemd driver", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" + uidUnit + ".slice/crio-" + id + ".scope\n", id, uid},
+		{"through the collector's cgroup namespace", "0::/../../kubepods-burstable-pod" + uidUnit + ".slice/cri-containerd-" + id + ".scope\n", id, uid},
+		{"kind: a node in Docker", "0::/system.slice/docker-" + node + ".scope/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-pod" + uidUnit + ".slice/cri-containerd-" + id + ".scope\n", id, uid},
+		{"docker, cgroupfs, v1", "13:pids:/docker/" + id + "\n0::/system.slice/containerd.service\n", id, ""},
+		{"docker, systemd", "0::/system.slice/docker-" + id + ".scope\n", id, ""},
+		{"podman", "0::/machine.slice/libpod-" + id + ".scope/container\n", id, ""},
+		{"podman pod", "0::/machine.slice/machine-libpod_pod_" + node + ".slice/libpod-" + id + ".scope/container\n", id, ""},
+		{"rootless podman", "0::/user.slice/user-1000.slice/user@1000.service/user.slice/libpod-" + id + ".scope/container\n", id, ""},
+		{"a cgroup namespace of its own: nothing to see", "0::/\n", "", ""},
+		{"on the host", "0::/system.slice/vllm.service\n", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.container, containerID([]byte(tc.cgroup)), "container")
+			assert.Equal(t, tc.podID, podUID([]byte(tc.cgroup)), "pod")
+			assert.Equal(t, slurmJob{}, cgroupJob([]byte(tc.cgroup)), "slurm")
+		})
+	}
+}
+
+var (
+	wholeUUID  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	wholeID    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	slurmJobID = regexp.MustCompile(`^[0-9]{1,20}$`)
+)
+
+// Foreign input: whatever a cgroup file holds, a pod UID is a whole UUID
+// the file names (with - or _), a container ID 64 hex digits it holds, a
+// Slurm job the job_<id>/step_<step> of one of its lines.
+func FuzzCgroup(f *testing.F) {
+	f.Add([]byte("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod5b1a0b8e_3c2d_4e5f_8a9b_0c1d2e3f4a5b.slice/cri-containerd-3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f.scope\n"))
+	f.Add([]byte("12:memory:/kubepods/burstable/pod0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b/3f4e\n0::/\n"))
+	f.Add([]byte("0::/system.slice/slurmstepd.scope/job_4242/step_0/user/task_0\n"))
+	f.Add([]byte("4:memory:/slurm/uid_1000/job_77/step_batch/task_0\n"))
+	f.Add([]byte("0::/machine.slice/libpod-3f4e2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f.scope/container"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if uid := podUID(in); uid != "" {
+			require.Regexp(t, wholeUUID, uid)
+			require.Contains(t, string(bytes.ReplaceAll(in, []byte{'_'}, []byte{'-'})), uid)
+		}
+		if id := containerID(in); id != "" {
+			require.Regexp(t, wholeID, id)
+			require.Contains(t, string(in), id)
+		}
+		if job := cgroupJob(in); job != (slurmJob{}) {
+			require.Regexp(t, slurmJobID, job.id)
+			require.True(t, validSlurmID([]byte(job.step)), "%q", job.step)
+			require.Contains(t, string(in), "/job_"+job.id+"/step_"+job.step)
+			require.Empty(t, job.arrayJob+job.arrayTask)
 		}
 	})
 }
