@@ -169,6 +169,7 @@ func TestAWaitingBinsUncoveredPartIsIdle(t *testing.T) {
 			assert.InDelta(t, 0, got.Correction-before.Correction, 1e-6)
 			closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
 			assert.InDelta(t, 0.1*(30-tc.given)/30, got.IdleSeconds-before.IdleSeconds, 1e-6)
+			closeTo(t, labelled(got.Seconds), got.AttributedSeconds+got.IdleSeconds+got.UnsampledSeconds+got.CorrectionSeconds)
 		})
 	}
 }
