@@ -1030,3 +1030,157 @@ func TestBothPartsOfASplitGroupKeepItsWaitScore(t *testing.T) {
 	assert.True(t, parts[0].Waiting())
 	assert.True(t, gpus[1].group.Waiting())
 }
+
+// A queue costs nothing in a bin its GPU waited through too: the floor's
+// part goes by the time the request ran there, so the part of the bin
+// under its queue is idle. Its queue over the first half of a 30 J bin at
+// a 100 W floor (10 J), its decode over the second: the decode takes the
+// 20 J of work and half the floor's 10 J.
+func TestAQueueTakesNoEnergyInAWaitingBin(t *testing.T) {
+	b := testBook(1)
+	freeze(b, 0, 1, 100) // the floor: 100 W
+	b.Finalize(b.Index(at(1)))
+	before := b.Totals()
+	p := []Piece{{Start: at(1), End: at(1.05)}, {Start: at(1.05), End: at(1.1), Rate: 1}}
+	admit(b, p, at(2))
+	b.Freeze(b.Index(at(1)), 30, true, bottleneck.HostBound, Activity{})
+	sh := make([]float64, 2)
+	release(b, p, at(3), sh)
+	closeTo(t, 0, sh[0])
+	assert.InDelta(t, 20+0.5*10, sh[1], 1e-6)
+	b.Finalize(b.Index(at(1.1)))
+	got := b.Totals()
+	assert.InDelta(t, 0.5*10, got.Idle-before.Idle, 1e-6)
+	closeTo(t, got.Measured, got.Attributed+got.Idle+got.Unsampled+got.Correction)
+}
+
+// A bin drawing less than the GPU's floor was all waiting: its requests
+// share it by their time there alone, whatever their cost (the waiting
+// share is at most the whole bin).
+func TestABinBelowTheFloorIsSharedByTime(t *testing.T) {
+	b := testBook(1)
+	freeze(b, 0, 1, 100) // the floor: 100 W
+	b.Finalize(b.Index(at(1)))
+	heavy, light := []Piece{{Start: at(1), End: at(1.1), Rate: 9}}, []Piece{{Start: at(1), End: at(1.1), Rate: 1}}
+	admit(b, heavy, at(2))
+	admit(b, light, at(2))
+	b.Freeze(b.Index(at(1)), 5, true, bottleneck.HostBound, Activity{}) // 50 W
+	sh, sl := make([]float64, 1), make([]float64, 1)
+	release(b, heavy, at(3), sh)
+	release(b, light, at(3), sl)
+	closeTo(t, 2.5, sh[0])
+	closeTo(t, 2.5, sl[0])
+}
+
+// Where part of a bin's weight is still to come, a waiting GPU's floor
+// leaves it its time as the arrival curve says, as the cost share leaves
+// it its cost: a request alone in its bin so far takes the same energy
+// whether its GPU waited through the bin or worked.
+func TestAWaitingBinLeavesTheTimeStillToComeItsFloor(t *testing.T) {
+	got := map[bottleneck.Label]float64{}
+	for _, label := range []bottleneck.Label{bottleneck.HostBound, bottleneck.MemoryBound} {
+		b := halfLate(t, func(b book, from, to float64) { freeze(b, from, to, 100) })
+		alone := []Piece{{Start: at(40), End: at(40.1), Rate: 1}}
+		admit(b, alone, at(40.6))
+		freeze(b, 30, 40, 100)
+		b.Freeze(b.Index(at(40)), 30, true, label, Activity{}) // a third of it the 100 W floor
+		s := make([]float64, 1)
+		release(b, alone, at(41), s)
+		got[label] = s[0]
+	}
+	assert.InDelta(t, 15, got[bottleneck.MemoryBound], 3, "about half the bin: half its weight is still to come")
+	closeTo(t, got[bottleneck.MemoryBound], got[bottleneck.HostBound])
+}
+
+// Freezing a bin again changes nothing: its energy, label and activity are
+// the ones it first froze with, and its energy is measured once.
+func TestABinFrozenAgainKeepsWhatItFrozeWith(t *testing.T) {
+	b := testBook(1)
+	r := []Piece{{Start: at(0), End: at(1), Rate: 1}}
+	admit(b, r, longAfter)
+	freeze(b, 0, 1, 100)
+	for i := b.Index(at(0)); i < b.Index(at(1)); i++ {
+		b.Freeze(i, 50, true, bottleneck.ComputeBound, Activity{})
+	}
+	s := make([]float64, 1)
+	release(b, r, longAfter, s)
+	closeTo(t, 100, s[0])
+	b.Finalize(b.Index(at(1)))
+	tot := b.Totals()
+	closeTo(t, 100, tot.Measured)
+	closeTo(t, 100, tot.Attributed)
+	closeTo(t, 0, tot.Seconds.Of(bottleneck.ComputeBound))
+}
+
+// A request's life factor reads the chunked share of its decode's bins:
+// its own prefill's chunks ran in other steps than its decode.
+func TestALifeFactorReadsItsDecodesBinsOnly(t *testing.T) {
+	b := testBook(1)
+	r := []Piece{{Start: at(0), End: at(0.5), Rate: 1000, Chunk: true}, {Start: at(0.5), End: at(1.5), Rate: 10, Shared: 400}}
+	admit(b, r, longAfter)
+	freeze(b, 0, 1.5, 100)
+	assert.Equal(t, 1.0, b.group.Life(cost(b, r)), "no chunk in its decode's bins")
+}
+
+// Until the bins are final, a frozen idle bin reads as the bottleneck-time
+// counter will count it: host_bound where an admitted request is present
+// (its first and last bins too), idle elsewhere.
+func TestLabelsReadAsTheBinsWillBeBooked(t *testing.T) {
+	b := testBook(1)
+	admit(b, []Piece{{Start: at(1), End: at(1.25)}, {Start: at(1.25), End: at(2), Rate: 1}}, longAfter)
+	lo, hi, ok := b.Unfrozen(min(b.FinalTo(), b.Index(at(0))), b.Index(at(3)))
+	require.True(t, ok)
+	for i := lo; i < hi; i++ {
+		b.Freeze(i, 5, true, bottleneck.Idle, Activity{})
+	}
+	before := b.Labels(lo, hi, nil)
+	var booked []bottleneck.Label
+	b.OnFinal(func(_ int64, l bottleneck.Label) { booked = append(booked, l) })
+	release(b, []Piece{{Start: at(1), End: at(1.25)}, {Start: at(1.25), End: at(2), Rate: 1}}, longAfter, make([]float64, 2))
+	b.Finalize(hi)
+	require.Len(t, booked, int(hi-lo))
+	assert.Equal(t, booked, before)
+	assert.Equal(t, bottleneck.HostBound, b.Label(b.Index(at(1))), "its first bin, under its queue")
+	assert.Equal(t, bottleneck.Idle, b.Label(b.Index(at(2))))
+}
+
+// A request admitted to a group whose GPUs' finalisation stands at
+// different bins, and released, holds none of their bins for good: every
+// GPU finalises past it, and their books close.
+func TestARequestOverGPUsFinalisedToDifferentBinsHoldsNone(t *testing.T) {
+	l := NewLedger(testConfig(1))
+	ahead, behind := book{l.Add()}, book{l.Add()}
+	grp := l.Groups([]*GPU{ahead.GPU, behind.GPU}, nil)
+	require.Len(t, grp, 1)
+	grp[0].Admit(cost(ahead, []Piece{{Start: at(0), End: at(0.5), Rate: 1}}))
+	freeze(ahead, 0, 10, 100)
+	freeze(behind, 0, 10, 100)
+	grp[0].Release(cost(ahead, []Piece{{Start: at(0), End: at(0.5), Rate: 1}}), make([]float64, 1))
+	ahead.Finalize(ahead.Index(at(5)))
+	behind.Finalize(behind.Index(at(2)))
+	// A late request from where one GPU's finalisation stands to past the
+	// other's.
+	late := []Piece{{Start: at(5), End: at(8), Rate: 1}}
+	grp[0].Admit(cost(ahead, late))
+	behind.Finalize(behind.Index(at(5)))
+	grp[0].Release(cost(ahead, late), make([]float64, 1))
+	for _, g := range []book{ahead, behind} {
+		g.Finalize(g.Index(at(10)))
+		assert.Equal(t, g.Index(at(10)), g.FinalTo())
+		tot := g.Totals()
+		closeTo(t, 1000, tot.Measured)
+		closeTo(t, 350, tot.Attributed)
+		closeTo(t, 0, tot.Correction)
+	}
+}
+
+// The window of bins never holds more than its memory: moving on a bin at
+// a time, the oldest is dropped as the newest comes.
+func TestTheWindowNeverOutgrowsItsBins(t *testing.T) {
+	b := testBook(1)
+	freeze(b, 0, 0.1, 100)
+	for s := 0.1; s < 70; s += 0.1 {
+		freeze(b, s, s+0.1, 100)
+		require.LessOrEqual(t, b.l.hi-b.l.lo, int64(len(b.bins)), "at %v s", s)
+	}
+}
