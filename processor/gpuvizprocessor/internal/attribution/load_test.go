@@ -171,15 +171,23 @@ func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		neighbour float64 // the right bin's activity, in requests
+		more      float64 // requests admitted to the right bin beyond its one
 		want      float64 // J the left request gets of its bin's 10
 	}{
-		{"the neighbour ran unseen what the left bin read", 0, 10},
-		{"half of it", 0.5, 10 / 1.5},
-		{"the neighbour read exactly its own", 1, 5},
-		{"the neighbour's excess is its own", 2, 5},
+		{"the neighbour ran unseen what the left bin read", 0, 0, 10},
+		{"half of it", 0.5, 0, 10 / 1.5},
+		{"the neighbour read exactly its own", 1, 0, 5},
+		{"the neighbour's excess is its own", 2, 0, 5},
+		// Its surplus three times the left bin's excess: nothing is left
+		// to come, and the left bin's weight is never taken below what
+		// was admitted.
+		{"the neighbour's surplus exceeds the excess", 0, 2, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, left := neighbours(t, tc.neighbour)
+			if tc.more > 0 {
+				admit(b, []Piece{{Start: at(40.1), End: at(40.2), Rate: tc.more}}, at(40.5))
+			}
 			s := make([]float64, 1)
 			release(b, left, at(41), s)
 			assert.InDelta(t, tc.want, s[0], 1e-6)
@@ -190,22 +198,27 @@ func TestANeighboursSurplusOffsetsABinsExcess(t *testing.T) {
 // How far a neighbour's surplus offsets a bin's excess follows how far the
 // readings behind the bin's activity reach: a request 500 ms to the right
 // whose bin read none of its work is out of a 250 ms tick's reach and in a
-// 1 s scrape's. Activity of unknown spread reaches as the default tick's.
+// 1 s scrape's; one 200 ms to the right is at the edge of a 250 ms tick's
+// (two bins on each side), in it. Activity of unknown spread reaches as
+// the default tick's.
 func TestTheNettingReachFollowsTheReadings(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		spread time.Duration
-		want   float64 // J the left request gets of its bin's 10
+		away   time.Duration // how far right of it the unread request ran
+		want   float64       // J the left request gets of its bin's 10
 	}{
-		{"a 250 ms tick: out of reach, half is left to come", 250 * time.Millisecond, 5},
-		{"unknown: as the default tick", 0, 5},
-		{"a 1 s scrape: the surplus offsets the excess", time.Second, 10},
+		{"a 250 ms tick: out of reach, half is left to come", 250 * time.Millisecond, 500 * time.Millisecond, 5},
+		{"unknown: as the default tick", 0, 500 * time.Millisecond, 5},
+		{"a 1 s scrape: the surplus offsets the excess", time.Second, 500 * time.Millisecond, 10},
+		{"a 250 ms tick: two bins away, in reach", 250 * time.Millisecond, 200 * time.Millisecond, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := learnedBook(t)
 			left := []Piece{{Start: at(40), End: at(40.1), Rate: 1}}
 			admit(b, left, at(41))
-			admit(b, []Piece{{Start: at(40.5), End: at(40.6), Rate: 1}}, at(41))
+			right := at(40) + int64(tc.away)
+			admit(b, []Piece{{Start: right, End: right + int64(100*time.Millisecond), Rate: 1}}, at(41))
 			freeze(b, 30, 40, 100)
 			lo, hi, ok := b.Unfrozen(b.Index(at(40)), b.Index(at(41)))
 			require.True(t, ok)
