@@ -61,3 +61,28 @@ func TestEngineCountsKeepOnePerBinInOrderWithinBounds(t *testing.T) {
 	assert.True(t, ec.add(1500, 4, width, 14, 3))
 	assert.Equal(t, []engineCount{{1400, 3}, {1500, 4}}, ec.counts, "none behind the window")
 }
+
+// A count says a request the books have not seen ran where it exceeds
+// what was admitted to its bin by half a request or more; two counts
+// bracket the times between them where they are at most EngineGap apart.
+func TestEngineCountsUnseenAtTheirBounds(t *testing.T) {
+	present := func(int64) (float64, bool) { return 1, true }
+	for _, tc := range []struct {
+		name          string
+		counts        []engineCount
+		t             int64
+		unseen, known bool
+	}{
+		{"half a request more", []engineCount{{0, 1.5}}, 0, true, true},
+		{"less than half", []engineCount{{0, 1.49}}, 0, false, true},
+		{"bracketed at EngineGap", []engineCount{{0, 1}, {EngineGap, 2}}, 1, true, true},
+		{"further apart", []engineCount{{0, 1}, {EngineGap + 1, 2}}, 1, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ec := engineCounts{counts: tc.counts}
+			unseen, known := ec.unseen(tc.t, present)
+			assert.Equal(t, tc.unseen, unseen)
+			assert.Equal(t, tc.known, known)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -280,8 +281,17 @@ func TestTheWeightStillToComeFollowsWhatIsFrozen(t *testing.T) {
 // where only the chunk has arrived. The chunk takes its cost over the
 // bin's final cost in its steps, as it would with the decode admitted, not
 // its weight's share of the bin's final weight (50/51).
+// With head sampling the visible requests stand for 1/ratio as many: the
+// fit learns the final bins' cost as a release reads it, their chunks'
+// time over the share of the bin the visible requests took.
 func TestTheCostStillToComeIsPredictedInSteps(t *testing.T) {
-	b := testBook(1)
+	for _, ratio := range []float64{1, 0.5} {
+		t.Run(fmt.Sprint(ratio), func(t *testing.T) { costStillToCome(t, ratio) })
+	}
+}
+
+func costStillToCome(t *testing.T, ratio float64) {
+	b := testBook(ratio)
 	chunkAt := func(s float64) []Piece { return []Piece{{Start: at(s), End: at(s + 0.05), Rate: 1000, Chunk: true}} }
 	decodeAt := func(s float64) []Piece { return []Piece{{Start: at(s), End: at(s + 0.1), Rate: 10, Shared: 400}} }
 	for k := range 300 {
@@ -301,10 +311,168 @@ func TestTheCostStillToComeIsPredictedInSteps(t *testing.T) {
 	s := make([]float64, 1)
 	release(b, chunkAt(40), at(40.5), s)
 	// The final bins' cost in their steps: the chunk, and the decode at
-	// c = 1/2 with the read of the steps that only decode.
-	c := 0.5
-	decode := ((1-c)*memoryBoundPower+c*decodeStepRatio)*1 + (1-c)*memoryBoundPower*40
-	assert.InDelta(t, 10*50/(50+decode), s[0], 1e-6)
+	// c = 1/2 of the bin over the ratio with the read of the steps that
+	// only decode, the visible requests' part of it.
+	c := min(1, 0.5/ratio)
+	decode := ((1-c)*memoryBoundPower+c*decodeStepRatio)*1 + (1-c)*memoryBoundPower*ratio*40
+	assert.InDelta(t, 10*ratio*50/(50+decode), s[0], 1e-6)
+}
+
+// A request whose cost in a bin is above what the fit says the bin's
+// whole cost will be takes no more than the bin: the cost still to come
+// is never negative. learnedBook's bins cost 0.128 at two requests'
+// activity; this request's share of the steps' weight read costs 100 times
+// that.
+func TestACostAboveThePredictionTakesNoMoreThanTheBin(t *testing.T) {
+	b := learnedBook(t)
+	r := []Piece{{Start: at(40), End: at(40.1), Rate: 1, Shared: 400}}
+	admit(b, r, at(40.5))
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
+	s := make([]float64, 1)
+	release(b, r, at(41), s)
+	assert.InDelta(t, 10, s[0], 1e-6, "the whole bin, not more")
+}
+
+// The fits learn a bin of a group once its last GPU makes it final, and
+// only where every GPU of the group measured its activity.
+func TestAGroupLearnsABinOnceAllItsGPUsHaveIt(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		active  bool // the second GPU measured activity
+		learned bool
+	}{
+		{"both measured", true, true},
+		{"one did not", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLedger(testConfig(1))
+			first, second := book{l.Add()}, book{l.Add()}
+			grp := l.Groups([]*GPU{first.GPU, second.GPU}, nil)
+			require.Len(t, grp, 1)
+			r := cost(first, []Piece{{Start: at(0), End: at(20), Rate: 1}})
+			grp[0].Admit(r)
+			freezeActive(first, 0, 20, 100, 0.004, 0.002)
+			grp[0].Release(r, make([]float64, 1))
+			first.Finalize(first.Index(at(20)))
+			assert.False(t, grp[0].Learned(), "the second GPU has frozen nothing")
+			if tc.active {
+				freezeActive(second, 0, 20, 100, 0.004, 0.002)
+			} else {
+				freeze(second, 0, 20, 100)
+			}
+			second.Finalize(second.Index(at(20)))
+			assert.Equal(t, tc.learned, grp[0].Learned())
+		})
+	}
+}
+
+// Half of a group's GPUs waiting through its busy bins is not most of
+// them: one GPU of two waits for its host, the other works.
+func TestHalfAGroupWaitingIsNotWaiting(t *testing.T) {
+	l := NewLedger(testConfig(1))
+	gpus := []*GPU{l.Add(), l.Add()}
+	grp := l.Groups(gpus, nil)
+	require.Len(t, grp, 1)
+	r := cost(book{gpus[0]}, []Piece{{Start: at(0), End: at(20), Rate: 10}})
+	grp[0].Admit(r)
+	for k, g := range gpus {
+		lo, hi, ok := g.Unfrozen(min(g.FinalTo(), l.Index(at(0))), l.Index(at(20)))
+		require.True(t, ok)
+		for i := lo; i < hi; i++ {
+			label := []bottleneck.Label{bottleneck.HostBound, bottleneck.MemoryBound}[k]
+			if l.Start(i) < at(0) {
+				label = bottleneck.Idle
+			}
+			g.Freeze(i, 10, true, label, Activity{})
+		}
+	}
+	grp[0].Release(r, make([]float64, 1))
+	for _, g := range gpus {
+		g.Finalize(l.Index(at(20)))
+	}
+	assert.False(t, grp[0].Waiting())
+}
+
+// The arrival curve is used once 20 requests have taught it, and forgets
+// with a ten-minute half-life: eleven minutes on, what they taught counts
+// for less than half of it. The requests are a bin long each, too few bins
+// for the fits.
+func TestTheArrivalCurveLearnsFromTwentyRequestsAndForgets(t *testing.T) {
+	b := testBook(1)
+	for k := range 20 {
+		assert.False(t, b.group.Learning(), "%d requests", k)
+		admit(b, []Piece{{Start: at(float64(k)), End: at(float64(k) + 0.1), Rate: 1}}, at(21)) // one round
+	}
+	assert.True(t, b.group.Learning(), "20 requests")
+	admit(b, []Piece{{Start: at(20 + 660), End: at(20.1 + 660), Rate: 1}}, at(21+660))
+	assert.False(t, b.group.Learning(), "eleven minutes on")
+}
+
+// The fits' need is counted in bins: two requests over the same 60 bins
+// bring 60 of the 100 bins, not 120.
+func TestRequestsOverTheSameBinsCountThemOnce(t *testing.T) {
+	b := testBook(1)
+	for range 2 {
+		admit(b, []Piece{{Start: at(0), End: at(6), Rate: 1}}, at(6))
+	}
+	assert.False(t, b.group.Learning())
+}
+
+// A fit whose joint solution gives one signal a negative weight keeps the
+// signal that alone explains more of the weight.
+func TestLoadModelKeepsTheSignalThatExplainsMore(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		weight func(tensor, dram float64) float64
+		tensor bool // the tensor signal is kept
+	}{
+		{"tensor", func(x, y float64) float64 { return max(0, 4*x-y) }, true},
+		{"DRAM", func(x, y float64) float64 { return max(0, 4*y-x) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var m loadModel
+			for k := range 200 {
+				x, y := float64(k%7)/10, float64(k%5)/10
+				m.learn(groupActivity{tensor: float32(x), dram: float32(y), gpus: 1}, tc.weight(x, y))
+			}
+			f := m.fit
+			tensorAlone, dramAlone := f.tv*f.tv/f.tt, f.dv*f.dv/f.dd // each one's explained sum of squares
+			require.Equal(t, tc.tensor, tensorAlone > dramAlone, "the case's premise")
+			assert.Equal(t, tc.tensor, m.ct > 0)
+			assert.Equal(t, !tc.tensor, m.cd > 0)
+		})
+	}
+}
+
+// A final bin with no energy measured in it (0 J) says nothing of the
+// GPU's floor: the next bin does not take its place.
+func TestABinOfNoEnergyLeavesTheFloor(t *testing.T) {
+	b := testBook(1)
+	freeze(b, 0, 1, 100)
+	b.Freeze(b.Index(at(1)), 0, true, bottleneck.Idle, Activity{})
+	freeze(b, 1.1, 2, 500)
+	b.Finalize(b.Index(at(2)))
+	assert.InDelta(t, 100, b.floorW, 1)
+}
+
+// Readings reach the bins they touch: a tick of 250 ms two 100 ms bins on
+// each side, a 1 s scrape ten, a scrape read a hair short of its interval
+// as far as the interval, and an unknown spread as the default tick's.
+func TestBinsReached(t *testing.T) {
+	l := NewLedger(testConfig(1))
+	for _, tc := range []struct {
+		spread time.Duration
+		want   uint8
+	}{
+		{250 * time.Millisecond, 2},
+		{time.Second, 10},
+		{time.Second - 500*time.Nanosecond, 10},
+		{0, 2},
+		{time.Hour, 255},
+	} {
+		assert.Equal(t, tc.want, l.binsReached(tc.spread), "%v", tc.spread)
+	}
 }
 
 // The chunked share falls with DRAM activity at a given tensor activity
@@ -413,6 +581,35 @@ func TestAForecastIsScoredOnWhatArrivesByScoreAge(t *testing.T) {
 				s.add(float32(tc.forecast), tc.reach, tc.arrived)
 			}
 			assert.Equal(t, tc.understated, s.understated())
+		})
+	}
+}
+
+// A bin's weight is scaled up by the arrival curve from the 20th request
+// on, and by at most 20 times (docs/attribution.md: c is never taken below
+// 0.05). Requests that each arrived ten seconds or more after their bins
+// teach it that about nothing has arrived half a second after a bin; the
+// request released then, alone in its bin so far, is the last teacher.
+func TestTheArrivalCurveIsUsedFromTheTwentiethRequestWithinBounds(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		taught int     // requests before the released one
+		want   float64 // J it gets of its bin's 10
+	}{
+		{"19 requests: the curve is not used", 18, 10},
+		{"20 requests: at most 20 times its weight", 19, 0.05 * 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBook(1)
+			for k := range tc.taught {
+				admit(b, []Piece{{Start: at(float64(k)), End: at(float64(k) + 0.1), Rate: 1}}, at(30))
+			}
+			r := []Piece{{Start: at(29.4), End: at(29.5), Rate: 0.1}}
+			admit(b, r, at(30)) // the same round: nothing decays
+			freeze(b, 0, 29.5, 100)
+			s := make([]float64, 1)
+			release(b, r, at(30), s)
+			closeTo(t, tc.want, s[0])
 		})
 	}
 }
