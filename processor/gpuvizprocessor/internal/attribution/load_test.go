@@ -290,10 +290,20 @@ func TestTheCostStillToComeIsPredictedInSteps(t *testing.T) {
 	}
 }
 
-func costStillToCome(t *testing.T, ratio float64) {
+func chunkAt(s float64) []Piece {
+	return []Piece{{Start: at(s), End: at(s + 0.05), Rate: 1000, Chunk: true}}
+}
+
+func decodeAt(s float64) []Piece {
+	return []Piece{{Start: at(s), End: at(s + 0.1), Rate: 10, Shared: 400}}
+}
+
+// chunkedBook returns books that have learned 30 s of bins, each run half
+// by a prompt's chunk (chunkAt) and wholly by a decode (decodeAt), all at
+// the same activity.
+func chunkedBook(t *testing.T, ratio float64) book {
+	t.Helper()
 	b := testBook(ratio)
-	chunkAt := func(s float64) []Piece { return []Piece{{Start: at(s), End: at(s + 0.05), Rate: 1000, Chunk: true}} }
-	decodeAt := func(s float64) []Piece { return []Piece{{Start: at(s), End: at(s + 0.1), Rate: 10, Shared: 400}} }
 	for k := range 300 {
 		s := 0.1 * float64(k)
 		admit(b, chunkAt(s), longAfter)
@@ -304,7 +314,11 @@ func costStillToCome(t *testing.T, ratio float64) {
 	}
 	b.Finalize(b.Index(at(30)))
 	require.GreaterOrEqual(t, b.group.cost.fit.n, float64(minLoadBins), "learned")
+	return b
+}
 
+func costStillToCome(t *testing.T, ratio float64) {
+	b := chunkedBook(t, ratio)
 	admit(b, chunkAt(40), at(40.5))
 	freeze(b, 30, 40, 100)
 	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
@@ -612,4 +626,42 @@ func TestTheArrivalCurveIsUsedFromTheTwentiethRequestWithinBounds(t *testing.T) 
 			closeTo(t, tc.want, s[0])
 		})
 	}
+}
+
+// The share of a bin's time its steps carried chunks is the admitted
+// chunks' for the part of the bin admitted (τ), and the activity's for the
+// part still to come: c = τ × c_admitted + (1 − τ) × ĉ. The books learn
+// from bins run half by a chunk and wholly by a decode, and bins of a
+// decode alone, less busy computing; then a bin of the first kind's
+// activity where only its decode has arrived.
+func TestTheChunkedShareStillToComeIsTheActivitys(t *testing.T) {
+	b := testBook(1)
+	for k := range 300 {
+		s := 0.1 * float64(k)
+		reqs := [][]Piece{decodeAt(s)}
+		tensor := 0.001
+		if k%2 == 0 {
+			reqs, tensor = append(reqs, chunkAt(s)), 0.004
+		}
+		for _, r := range reqs {
+			admit(b, r, longAfter)
+		}
+		freezeActive(b, s, s+0.1, 100, tensor, 0.002)
+		for _, r := range reqs {
+			release(b, r, longAfter, make([]float64, 1))
+		}
+	}
+	b.Finalize(b.Index(at(30)))
+	r := cost(b, decodeAt(40))
+	b.Admit(r)
+	freeze(b, 30, 40, 100)
+	freezeActive(b, 40, 40.1, 100, 0.004, 0.002)
+	pb := &r.bins[0]
+	sb := b.group.at(pb.i)
+	tau := sb.weight / b.group.finalWeight(pb, sb, 1)
+	require.Less(t, tau, 0.5, "the chunk, most of the bin's weight, is still to come")
+	chat, ok := b.group.chunks.predict(sb.activity)
+	require.True(t, ok)
+	require.InDelta(t, 0.5, chat, 1e-3, "the activity of a bin half chunked")
+	closeTo(t, (1-tau)*chat, b.group.steps(sb, tau).chunked) // c_admitted: no chunk
 }
