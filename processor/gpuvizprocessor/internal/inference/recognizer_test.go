@@ -117,6 +117,18 @@ func TestRecognizeGolden(t *testing.T) {
 			Phases:      []Phase{ph("inference", 60*ms, 81*ms)},
 			InputTokens: -1, OutputTokens: -1, Aggregate: true,
 		}},
+		// TGI's default service name marks its backend spans on its own:
+		// tracing-opentelemetry sets code.namespace only with the source
+		// location on.
+		{"tgi decode marked by its service alone", func() fixture {
+			f := newFixture("decode", ptrace.SpanKindInternal, at(60*ms), at(80*ms))
+			tgiResource(f.res)
+			return f
+		}(), Request{
+			Family: "tgi", Start: at(60 * ms), End: at(80 * ms),
+			Phases:      []Phase{ph("decode", 60*ms, 80*ms)},
+			InputTokens: -1, OutputTokens: -1, Aggregate: true,
+		}},
 		{"triton model span", tritonModel(), Request{
 			Family: "triton", Start: at(0), End: at(12 * ms),
 			InputTokens: -1, OutputTokens: -1, Model: "resnet50",
@@ -131,6 +143,15 @@ func TestRecognizeGolden(t *testing.T) {
 			Family: "triton", Start: at(2 * ms), End: at(890 * ms),
 			InputTokens: -1, OutputTokens: -1, Model: "tensorrt_llm", Aggregate: true,
 		}},
+		// Any trace_parent_id above 0 is an ensemble's trace, 1 as 7.
+		{"triton composing model span of the first trace", func() fixture {
+			f := tritonComposing("tensorrt_llm", 2*ms, 890*ms)
+			f.span.Attributes().PutInt("triton.trace_parent_id", 1)
+			return f
+		}(), Request{
+			Family: "triton", Start: at(2 * ms), End: at(890 * ms),
+			InputTokens: -1, OutputTokens: -1, Model: "tensorrt_llm", Aggregate: true,
+		}},
 		{"triton compute span", tritonCompute(), Request{
 			Family: "triton", Start: at(2 * ms), End: at(11 * ms),
 			Phases:      []Phase{ph("inference", 2*ms, 11*ms)},
@@ -141,10 +162,29 @@ func TestRecognizeGolden(t *testing.T) {
 			Phases:      []Phase{ph("queue", 1*ms, 4*ms), ph("inference", 4*ms, 19*ms)},
 			InputTokens: -1, OutputTokens: -1, Model: "llama",
 		}},
+		// Events in Triton's order may share a nanosecond.
+		{"triton events at one instant", func() fixture {
+			f := tritonAllEvents()
+			f.span.Events().At(3).SetTimestamp(ts(at(4 * ms))) // COMPUTE_INPUT_END at COMPUTE_START
+			return f
+		}(), Request{
+			Family: "triton", Start: at(0), End: at(20 * ms),
+			Phases:      []Phase{ph("queue", 1*ms, 4*ms), ph("inference", 4*ms, 19*ms)},
+			InputTokens: -1, OutputTokens: -1, Model: "llama",
+		}},
 		{"rule", ruleSpan(), Request{
 			Family: "rule:homegrown", Start: at(0), End: at(time.Second),
 			Phases:      []Phase{ph("prefill", 0, 200*ms), ph("decode", 200*ms, 900500*time.Microsecond)},
 			InputTokens: 10, OutputTokens: 20, Model: "mistral-7b", GPUIndexes: []int{2, 3},
+		}},
+		{"rule, model not a string", func() fixture {
+			f := ruleSpan()
+			f.res.Attributes().PutInt("srv.model", 7)
+			return f
+		}(), Request{
+			Family: "rule:homegrown", Start: at(0), End: at(time.Second),
+			Phases:      []Phase{ph("prefill", 0, 200*ms), ph("decode", 200*ms, 900500*time.Microsecond)},
+			InputTokens: 10, OutputTokens: 20, GPUIndexes: []int{2, 3},
 		}},
 		{"rule by prefix", newFixture("batch/step", ptrace.SpanKindInternal, at(0), at(ms)), Request{
 			Family: "rule:prefixed", Start: at(0), End: at(ms), InputTokens: -1, OutputTokens: -1,
@@ -276,6 +316,10 @@ func TestRecognizeMalformed(t *testing.T) {
 		{"negative ttfc", with(genAIChat(), func(f fixture) {
 			f.span.Attributes().PutDouble("gen_ai.response.time_to_first_chunk", -0.5)
 		}), ReasonNegativeLatency},
+		{"two malformed attributes: the first's reason", with(vllmV1(), func(f fixture) {
+			f.span.Attributes().PutStr("gen_ai.latency.time_to_first_token", "0.153") // first in the span
+			f.span.Attributes().PutStr("gen_ai.usage.prompt_tokens", "512")
+		}), ReasonBadLatency},
 		{"vllm latency as a string", with(vllmV1(), func(f fixture) {
 			f.span.Attributes().PutStr("gen_ai.latency.time_in_queue", "0.05")
 		}), ReasonBadLatency},
@@ -325,7 +369,11 @@ func TestRecognizeMalformed(t *testing.T) {
 		{"triton compute start without end", with(tritonCompute(), func(f fixture) {
 			f.span.Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == "COMPUTE_END" })
 		}), ReasonEventsOutOfOrder},
+		{"triton compute end without start", with(tritonCompute(), func(f fixture) {
+			f.span.Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == "COMPUTE_START" })
+		}), ReasonEventsOutOfOrder},
 		{"triton repeated event", tritonCompute().event("COMPUTE_START", at(3*ms)), ReasonEventsOutOfOrder},
+		{"triton event repeated at its own time", tritonCompute().event("COMPUTE_END", at(11*ms)), ReasonEventsOutOfOrder},
 		{"sglang zero start", with(sglangRoot(""), func(f fixture) { f.span.SetStartTimestamp(0) }), ReasonBadTimestamp},
 		{"sglang negative latency", with(sglangRoot(""), func(f fixture) {
 			f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_decode", -0.1)
@@ -431,6 +479,16 @@ func TestRecognizeTolerance(t *testing.T) {
 	require.Equal(t, Recognized, v, reason)
 	assert.Equal(t, []Phase{ph("queue", 0, time.Second)}, got.Phases)
 
+	// TGI's validation may end within the tolerance past the span: nothing
+	// after it is left to place.
+	f = tgiChat()
+	f.span.Attributes().PutStr("validation_time", "250.5ms")
+	f.span.Attributes().PutStr("queue_time", "0ns")
+	f.span.Attributes().PutStr("inference_time", "0ns")
+	got, v, reason = r.Recognize(f.span, f.res, now)
+	require.Equal(t, Recognized, v, reason)
+	assert.Empty(t, got.Phases)
+
 	// Without a clock, the future is not checked.
 	f = vllmV1()
 	_, v, _ = r.Recognize(f.span, f.res, time.Time{})
@@ -483,6 +541,18 @@ func TestRecognizeVLLMVariants(t *testing.T) {
 		}, anchored, 512, 128, "a"},
 		{"model not a string is unknown", func(a pcommon.Map) { a.PutInt("gen_ai.request.model", 3) },
 			anchored, 512, 128, ""},
+		{"zero output tokens are known", func(a pcommon.Map) { a.PutInt("gen_ai.usage.completion_tokens", 0) },
+			anchored, 512, 0, ""},
+		{"the older token names win", func(a pcommon.Map) {
+			a.PutInt("gen_ai.usage.input_tokens", 5)
+			a.PutInt("gen_ai.usage.output_tokens", 6)
+		}, anchored, 512, 128, ""},
+		// One output token, its first token 0.5 ms past the span's end
+		// (clock rounding): still placed back from it, no decode.
+		{"first token within the tolerance past the span: back from it", func(a pcommon.Map) {
+			a.PutDouble("gen_ai.latency.time_to_first_token", 2.0008)
+			a.PutDouble("gen_ai.latency.time_in_model_decode", 0)
+		}, []Phase{ph("queue", 1850800*time.Microsecond, 1900800*time.Microsecond), ph("prefill", 1900800*time.Microsecond, 2000300*time.Microsecond)}, 512, 128, ""},
 		// Not V1's shape: the phases one after the other from the arrival.
 		{"no first token: from the start", func(a pcommon.Map) { a.Remove("gen_ai.latency.time_to_first_token") },
 			sequential, 512, 128, ""},
@@ -652,6 +722,10 @@ func TestRecognizeSGLangVariants(t *testing.T) {
 		{"a time_in_queue is the queue after the dispatch", sglangRoot(""), func(f fixture) {
 			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 0.009)
 		}, []Phase{ph("queue", ms, 10*ms), ph("prefill", 10*ms, 120*ms), ph("decode", 120*ms, 2500*ms)}},
+		{"a time_in_queue without the first token: queue, then inference", sglangRoot(""), func(f fixture) {
+			f.span.Attributes().Remove("gen_ai.latency.time_to_first_token")
+			f.span.Attributes().PutDouble("gen_ai.latency.time_in_queue", 0.009)
+		}, []Phase{ph("queue", ms, 10*ms), ph("inference", 10*ms, 2500*ms)}},
 		{"no dispatch: no phases", sglangRoot(""), func(f fixture) {
 			f.span.Attributes().Remove("gen_ai.latency.time_to_first_token")
 			f.span.Attributes().Remove("gen_ai.latency.time_in_model_inference")
@@ -668,6 +742,109 @@ func TestRecognizeSGLangVariants(t *testing.T) {
 			assert.Equal(t, int64(1000), got.InputTokens)
 			assert.Equal(t, int64(300), got.OutputTokens)
 			assert.False(t, got.Aggregate || got.Client)
+		})
+	}
+}
+
+func TestRecognizeGenAIVariants(t *testing.T) {
+	r := newTestRecognizer(t)
+	tests := []struct {
+		name    string
+		edit    func(a pcommon.Map)
+		phases  []Phase
+		in, out int64
+	}{
+		{"as sent", func(pcommon.Map) {}, []Phase{ph("prefill", 0, 250*ms), ph("decode", 250*ms, 3*time.Second)}, 1200, 300},
+		{"first chunk at once: decode throughout", func(a pcommon.Map) { a.PutDouble("gen_ai.response.time_to_first_chunk", 0) },
+			[]Phase{ph("decode", 0, 3*time.Second)}, 1200, 300},
+		{"first chunk within the tolerance past the end: prefill throughout", func(a pcommon.Map) {
+			a.PutDouble("gen_ai.response.time_to_first_chunk", 3.0005)
+		}, []Phase{ph("prefill", 0, 3*time.Second)}, 1200, 300},
+		{"the current token names win", func(a pcommon.Map) {
+			a.PutInt("gen_ai.usage.prompt_tokens", 7)
+			a.PutInt("gen_ai.usage.completion_tokens", 8)
+		}, []Phase{ph("prefill", 0, 250*ms), ph("decode", 250*ms, 3*time.Second)}, 1200, 300},
+		{"the older names where the current are missing", func(a pcommon.Map) {
+			a.Remove("gen_ai.usage.input_tokens")
+			a.Remove("gen_ai.usage.output_tokens")
+			a.PutInt("gen_ai.usage.prompt_tokens", 7)
+			a.PutInt("gen_ai.usage.completion_tokens", 8)
+		}, []Phase{ph("prefill", 0, 250*ms), ph("decode", 250*ms, 3*time.Second)}, 7, 8},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := genAIChat()
+			tt.edit(f.span.Attributes())
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			require.Equal(t, Recognized, v, reason)
+			assert.Equal(t, "genai", got.Family)
+			assert.Equal(t, tt.phases, got.Phases)
+			assert.Equal(t, tt.in, got.InputTokens)
+			assert.Equal(t, tt.out, got.OutputTokens)
+		})
+	}
+}
+
+// A span may end as it starts, and last exactly max_request_duration; it
+// may not end before it starts or last longer.
+func TestRecognizeWindowBounds(t *testing.T) {
+	r := newTestRecognizer(t)
+	for _, tc := range []struct {
+		name       string
+		start, end time.Time
+		v          Verdict
+		reason     string
+	}{
+		{"ends as it starts", at(0), at(0), Recognized, ""},
+		{"ends a nanosecond before it starts", at(0), at(-1), Malformed, ReasonEndBeforeStart},
+		{"exactly max_request_duration", at(-time.Hour), at(0), Recognized, ""},
+		{"a nanosecond longer", at(-time.Hour - 1), at(0), Malformed, ReasonAbsurdDuration},
+		{"ends exactly max_future ahead", now, now.Add(time.Minute), Recognized, ""},
+		{"a nanosecond later", now, now.Add(time.Minute + 1), Malformed, ReasonFutureEnd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture("batch/step", ptrace.SpanKindInternal, tc.start, tc.end)
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			assert.Equal(t, tc.v, v)
+			assert.Equal(t, tc.reason, reason)
+			if v == Recognized {
+				assert.Equal(t, tc.start, got.Start)
+				assert.Equal(t, tc.end, got.End)
+			}
+		})
+	}
+}
+
+// A span that carries any attribute under gpuviz. (enriched by a
+// collector upstream) is marked, wherever among its attributes it is: the
+// processor then replaces those attributes instead of appending duplicates.
+func TestRecognizeMarksSpansEnrichedUpstream(t *testing.T) {
+	r := newTestRecognizer(t)
+	for _, tc := range []struct {
+		name string
+		edit func(f fixture)
+		want bool
+	}{
+		{"bare", func(fixture) {}, false},
+		{"gpuviz. attribute last", func(f fixture) { f.span.Attributes().PutDouble("gpuviz.energy", 1) }, true},
+		{"gpuviz. attribute first", func(f fixture) {
+			a := f.span.Attributes()
+			rest := pcommon.NewMap()
+			a.CopyTo(rest)
+			a.Clear()
+			a.PutDouble("gpuviz.energy", 1)
+			for k, v := range rest.All() {
+				v.CopyTo(a.PutEmpty(k))
+			}
+		}, true},
+		{"a name that only starts alike", func(f fixture) { f.span.Attributes().PutStr("gpuvizzz", "x") }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := vllmV1()
+			tc.edit(f)
+			got, v, reason := r.Recognize(f.span, f.res, now)
+			require.Equal(t, Recognized, v, reason)
+			assert.Equal(t, tc.want, got.Enriched)
 		})
 	}
 }
@@ -708,6 +885,10 @@ func TestRecognizeDispatchOrder(t *testing.T) {
 	got, _, _ = r.Recognize(f.span, f.res, now)
 	assert.Equal(t, "vllm", got.Family)
 	assert.Equal(t, []Phase{ph("queue", 0, 20*ms)}, got.Phases)
+	f = trtllmRequest()
+	f.span.Attributes().PutDouble("gen_ai.latency.time_in_model_inference", 1.48)
+	got, _, _ = r.Recognize(f.span, f.res, now)
+	assert.Equal(t, "vllm", got.Family, "time_in_model_inference is vLLM's alone")
 	f = trtllmRequest()
 	f.span.Attributes().PutStr("gen_ai.operation.name", "chat")
 	got, _, _ = r.Recognize(f.span, f.res, now)
@@ -807,6 +988,7 @@ func TestGPUHints(t *testing.T) {
 			{"the span's wins", map[string]any{"slurm.job.id": "4243"}, map[string]any{"slurm.job.id": "4242"}, "4243"},
 			{"an int", nil, map[string]any{"slurm.job.id": int64(4242)}, "4242"},
 			{"not an id", map[string]any{"slurm.job.id": true}, map[string]any{"slurm.job.id": int64(-1)}, ""},
+			{"64 bytes", nil, map[string]any{"slurm.job.id": strings.Repeat("9", 64)}, strings.Repeat("9", 64)},
 			{"too long", nil, map[string]any{"slurm.job.id": strings.Repeat("9", 65)}, ""},
 			{"only slurm.job.id", nil, map[string]any{"SLURM_JOB_ID": "4242", "slurm.array.job.id": "4240"}, ""},
 		} {
