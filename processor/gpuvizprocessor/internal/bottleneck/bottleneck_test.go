@@ -130,6 +130,7 @@ func TestClassify(t *testing.T) {
 		{"SM activity decides over (inconsistent) low utilization", in(util(0.1), prefillLow), nil, ComputeBound},
 		{"negative request count is no request", in(util(0), reqs(-1)), nil, Idle},
 		{"MIG: no utilization, GPM idle", in(sm(0.05), reqs(1)), nil, HostBound},
+		{"SM activity's idle bound is busy_sm_activity", in(gpm(0.4, 0, 0)), func(th *Thresholds) { th.BusySMActivity = 0.5 }, Idle},
 		{"idle before throttles: little work to slow", in(util(0.1), thermal(1), power(1)), nil, Idle},
 		{"idle before memory capacity", in(sm(0.1), used(0.99), reqs(4)), nil, HostBound},
 		{"saturated NVLink overturns idle: all-reduce on few SMs", in(util(1), gpm(0.15, 0, 0.2), nvlink(0.9), reqs(4)), nil, InterconnectBound},
@@ -316,6 +317,7 @@ func TestClassifyPlacesIntervalsByPower(t *testing.T) {
 		{"an unknown limit moves nothing", in(mixed, detail(510, 450, 0, 2.5)), nil, MemoryBound},
 		{"NaN power moves nothing", in(mixed, detail(math.NaN(), 450, 700, 2.5)), nil, MemoryBound},
 		{"an infinite reading moves nothing", in(mixed, detail(510, math.Inf(1), 700, 2.5)), nil, MemoryBound},
+		{"an infinite reading moves nothing towards DRAM either", in(gpm(0.7, 0.3, 0.3), detail(510, math.Inf(1), 700, 2.5)), nil, ComputeBound},
 
 		// Throttled 40% of a 250 ms tick at 300 W mean under a 400 W cap:
 		// it ran free at (300 − 160) / 0.6 = 233 W. (Activity readings at
@@ -335,10 +337,47 @@ func TestClassifyPlacesIntervalsByPower(t *testing.T) {
 		// the swing (80 W): the H200's GEMMs, throttled most of the time,
 		// wandered that much either way.
 		{"a board running free near its cap says nothing", in(decodeHigh, power(0.4), throttle(400, 380, 400, 2.5)), nil, MemoryBound},
+		// 328 W mean: free at 280 W, 120 W under the cap: more than half
+		// the swing, though less than all of it.
+		{"a board running free more than half the swing under its cap", in(decodeHigh, power(0.4), throttle(400, 328, 400, 2.5)), nil, PowerThrottled},
+		// Throttled 60% at 333 W mean: free at 232.5 W.
+		{"readings shorter than the interval bound it to their own share", in(decodeHigh, power(0.6), throttle(233, 333, 400, 0.5)), nil, PowerThrottled},
+		// A power cap holds the mean a little under the limit.
+		{"throttled throughout at a mean under the cap", in(decodeHigh, power(1), throttle(200, 390, 400, 2.5)), nil, PowerThrottled},
 		{"power_swing 0 turns the throttle placement off too", in(decodeHigh, power(0.4), throttle(400, 300, 400, 2.5)), func(th *Thresholds) { th.PowerSwing = 0 }, MemoryBound},
 		{"the activity readings' power is their own", in(mixed, detail(450, 450, 700, 2.5), func(x *Inputs) { x.ActivityReadingPower = 390 }), nil, ComputeBound},
 	}
 	runClassify(t, tests)
+}
+
+// Rule 0 moves the readings as the package documentation has it: tensor
+// activity by x × TensorAtLimit, DRAM activity by −x × DRAMAtLimit, x the
+// power above the activity readings' over PowerSwing × PowerLimit, each kept
+// in [0, 1]; the throttled share to (P − F) / (L − F) within the readings'
+// bounds.
+func TestPlaceByPowerMovesTheReadings(t *testing.T) {
+	th := DefaultThresholds()
+	for _, tc := range []struct {
+		name                   string
+		in                     Inputs
+		tensor, dram, throttle float64
+	}{
+		// x = 27 / 280.
+		{"27 W above the readings", in(gpm(0.7, 0.2, 0.4), detail(477, 450, 700, 2.5)), 0.2 + 27.0/280*0.7, 0.4 - 27.0/280*0.85, 0},
+		{"27 W below", in(gpm(0.7, 0.2, 0.4), detail(423, 450, 700, 2.5)), 0.2 - 27.0/280*0.7, 0.4 + 27.0/280*0.85, 0},
+		{"kept in [0, 1] going up", in(gpm(0.7, 0.2, 0.4), detail(700, 300, 700, 2.5)), 1, 0, 0},
+		{"kept in [0, 1] going down", in(gpm(0.7, 0.2, 0.4), detail(100, 500, 700, 2.5)), 0, 1, 0},
+		// Free at (300 − 160) / 0.6 = 233 W: (350 − 233) / 167 = 0.7.
+		{"throttled share", in(gpm(0.7, 0.2, 0.4), power(0.4), throttle(350, 300, 400, 2.5)), 0.2, 0.4, 0.7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			x := tc.in
+			placeByPower(&x, th)
+			assert.InDelta(t, tc.tensor, x.TensorActivity, 1e-9, "tensor")
+			assert.InDelta(t, tc.dram, x.DRAMActivity, 1e-9, "DRAM")
+			assert.InDelta(t, tc.throttle, x.PowerThrottled, 1e-9, "throttled")
+		})
+	}
 }
 
 func TestValidatePowerSwing(t *testing.T) {
