@@ -96,18 +96,29 @@ func scoreRun(truthPath, spansPath, jaeger string, opts score.Options) (score.Re
 		return score.Report{}, err
 	}
 	var traces []ptrace.Traces
+	source := spansPath
 	if spansPath != "" {
 		traces, err = readFile(spansPath, score.ReadTraces)
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), jaegerTimeout)
 		defer cancel()
 		from, to := score.TraceWindow(truth)
+		source = fmt.Sprintf("Jaeger at %s between %s and %s", jaeger, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 		traces, err = score.FetchJaeger(ctx, http.DefaultClient, strings.TrimSuffix(jaeger, "/"), from, to)
 	}
 	if err != nil {
 		return score.Report{}, err
 	}
-	return score.Score(truth, traces, opts)
+	rep, err := score.Score(truth, traces, opts)
+	// Without a single request's span every number would be an empty
+	// sample's (0 in JSON): the wrong file or window, not a score.
+	if c := rep.Coverage; err == nil && c.WithSpan == 0 {
+		err = fmt.Errorf("nothing to score: no span of the truth's %d requests in %s", c.Requests, source)
+		if c.UnknownTraces > 0 {
+			err = fmt.Errorf("%w (%d traces of other requests)", err, c.UnknownTraces)
+		}
+	}
+	return rep, err
 }
 
 // readFile reads path with read, naming the file in any error.

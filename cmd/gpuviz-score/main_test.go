@@ -120,6 +120,11 @@ func TestBadInput(t *testing.T) {
 	write(t, badSpans, append(good, "{not json\n"...))
 	badTruth := filepath.Join(dir, "bad-truth.jsonl")
 	write(t, badTruth, []byte(`{"request": {}}`+"\n"))
+	noSpans := filepath.Join(dir, "no-spans.jsonl")
+	write(t, noSpans, nil)
+	// Another run's spans: none of them in a trace of this truth.
+	otherRun := filepath.Join(dir, "other-run.jsonl")
+	write(t, otherRun, bytes.ReplaceAll(good, []byte(`"traceId":"01020300`), []byte(`"traceId":"09090900`)))
 
 	for _, tc := range []struct {
 		name string
@@ -130,6 +135,8 @@ func TestBadInput(t *testing.T) {
 		{"bad spans line", []string{"--truth", truth, "--spans", badSpans}, 1, badSpans + ": spans line 2: "},
 		{"truth without header", []string{"--truth", badTruth, "--spans", spans}, 1, badTruth + ": truth line 1: the header must come first"},
 		{"missing file", []string{"--truth", filepath.Join(dir, "nope"), "--spans", spans}, 1, "nope: no such file"},
+		{"no spans", []string{"--truth", truth, "--spans", noSpans, "--format", "json"}, 1, "nothing to score: no span of the truth's 1 requests in " + noSpans},
+		{"another run's spans", []string{"--truth", truth, "--spans", otherRun}, 1, "nothing to score: no span of the truth's 1 requests in " + otherRun + " (1 traces of other requests)"},
 		{"interval off the bins", []string{"--truth", truth, "--spans", spans, "--baseline-interval", "150ms"}, 1, "not a positive multiple"},
 		{"no spans flag", []string{"--truth", truth}, 2, "--truth and one of --spans or --jaeger are required"},
 		{"unknown format", []string{"--truth", truth, "--spans", spans, "--format", "html"}, 2, `"html": use one of json, markdown, text`},
