@@ -3,6 +3,7 @@ package score
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -27,7 +28,11 @@ const maxJaegerTraces = 100_000
 // is kept once.
 func FetchJaeger(ctx context.Context, client *http.Client, base string, from, to time.Time) ([]ptrace.Traces, error) {
 	var services struct{ Services []string }
-	if err := getJaeger(ctx, client, base+"/api/v3/services", &services); err != nil {
+	switch err := getJaeger(ctx, client, base+"/api/v3/services", &services); {
+	case errors.Is(err, errNotFound):
+		// Jaeger v2 answers the list, empty or not: this is not its API.
+		return nil, fmt.Errorf("%w (not Jaeger's query API v3?)", err)
+	case err != nil:
 		return nil, err
 	}
 	seen := map[[24]byte]bool{}
@@ -40,11 +45,11 @@ func FetchJaeger(ctx context.Context, client *http.Client, base string, from, to
 			"query.num_traces":     {strconv.Itoa(maxJaegerTraces)},
 		}
 		var resp struct{ Result json.RawMessage }
-		if err := getJaeger(ctx, client, base+"/api/v3/traces?"+q.Encode(), &resp); err != nil {
+		switch err := getJaeger(ctx, client, base+"/api/v3/traces?"+q.Encode(), &resp); {
+		case errors.Is(err, errNotFound):
+			continue // Jaeger's "No traces found"
+		case err != nil:
 			return nil, fmt.Errorf("service %s: %w", svc, err)
-		}
-		if len(resp.Result) == 0 {
-			continue // no traces: Jaeger answers 404, see getJaeger
 		}
 		var u ptrace.JSONUnmarshaler
 		td, err := u.UnmarshalTraces(resp.Result)
@@ -82,7 +87,10 @@ func spanKey(t pcommon.TraceID, s pcommon.SpanID) [24]byte {
 	return k
 }
 
-// getJaeger GETs u into v; Jaeger's "No traces found" (404) leaves v empty.
+// errNotFound is a 404: Jaeger's "No traces found" for a search.
+var errNotFound = errors.New("404 Not Found")
+
+// getJaeger GETs u into v; errors name u.
 func getJaeger(ctx context.Context, client *http.Client, u string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -99,11 +107,14 @@ func getJaeger(ctx context.Context, client *http.Client, u string, v any) error 
 	}
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return nil
+		return fmt.Errorf("GET %s: %w", u, errNotFound)
 	case resp.StatusCode != http.StatusOK:
 		return fmt.Errorf("GET %s: %s: %.200s", u, resp.Status, body)
 	}
-	return json.Unmarshal(body, v)
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: not JSON: %w", u, err)
+	}
+	return nil
 }
 
 // traceLead is how long before a request's arrival its trace may start (a

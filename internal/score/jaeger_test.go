@@ -73,3 +73,25 @@ func TestFetchJaegerSaysWhatFailed(t *testing.T) {
 	assert.ErrorContains(t, err, "service vllm: GET")
 	assert.ErrorContains(t, err, "500 Internal Server Error: boom")
 }
+
+// A URL that is not Jaeger's query API (a wrong port or path: a 404 for
+// the service list, or an HTML page) is an error naming the URL, not a run
+// without traces.
+func TestFetchJaegerRefusesWhatIsNotItsAPI(t *testing.T) {
+	notFound := func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
+	page := func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("<!doctype html><title>Grafana</title>"))
+	}
+	for _, tc := range []struct {
+		handler http.HandlerFunc
+		want    string
+	}{
+		{notFound, "/api/v3/services: 404 Not Found (not Jaeger's query API v3?)"},
+		{page, "/api/v3/services: not JSON: invalid character '<'"},
+	} {
+		srv := httptest.NewServer(tc.handler)
+		_, err := FetchJaeger(context.Background(), srv.Client(), srv.URL, time.Now(), time.Now())
+		srv.Close()
+		assert.ErrorContains(t, err, "GET "+srv.URL+tc.want)
+	}
+}
