@@ -19,6 +19,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -72,6 +73,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case !ok:
 		fmt.Fprintf(stderr, "gpuviz-score: --format %q: use one of %s\n", *format, strings.Join(names, ", "))
 		return 2
+	case *interval <= 0: // score.Options would read 0 as the default
+		fmt.Fprintf(stderr, "gpuviz-score: --baseline-interval %s: must be positive (a multiple of the truth's bin width)\n", *interval)
+		return 2
+	case *jaeger != "" && !isHTTPURL(*jaeger):
+		fmt.Fprintf(stderr, "gpuviz-score: --jaeger %q: want an http:// or https:// URL with a host, e.g. http://127.0.0.1:16686\n", *jaeger)
+		return 2
 	}
 	rep, err := scoreRun(*truthPath, *spansPath, *jaeger, score.Options{BaselineInterval: *interval})
 	if err == nil {
@@ -85,6 +92,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// isHTTPURL: a URL an HTTP client can reach, not a bare host:port (which
+// parses with the host as its scheme).
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 // jaegerTimeout bounds reading a run's traces from Jaeger.
