@@ -53,8 +53,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if o.cfg.Rate <= 0 || o.cfg.Duration <= 0 || o.batch <= 0 || o.payloads <= 0 || o.cfg.MaxInFlight <= 0 || o.cfg.Timeout <= 0 {
-		return o, errors.New("--rate, --duration, --batch, --payloads, --max-in-flight and --timeout must be positive")
+	switch {
+	case !(o.cfg.Rate > 0 && o.cfg.Rate <= otlpsend.MaxRate): // NaN too
+		return o, fmt.Errorf("--rate %g: want a positive number of spans per second, at most %g", o.cfg.Rate, otlpsend.MaxRate)
+	case o.cfg.Duration <= 0 || o.batch <= 0 || o.payloads <= 0 || o.cfg.MaxInFlight <= 0 || o.cfg.Timeout <= 0:
+		return o, errors.New("--duration, --batch, --payloads, --max-in-flight and --timeout must be positive")
+	case o.cfg.RetryBackoff < 0:
+		return o, fmt.Errorf("--retry-backoff %s: must not be negative", o.cfg.RetryBackoff)
 	}
 	if o.host == "" {
 		h, err := os.Hostname()

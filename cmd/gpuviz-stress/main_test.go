@@ -19,6 +19,15 @@ func TestParseRefusesNonPositive(t *testing.T) {
 		_, err := parse(args, io.Discard)
 		assert.Error(t, err, "%v", args)
 	}
+	// A rate that is no number, or so high that no request is due after
+	// another, sent as fast as the loop turns: hundreds of millions of
+	// spans "offered" a second.
+	for _, rate := range []string{"NaN", "+Inf", "1e+12"} {
+		_, err := parse([]string{"--rate", rate}, io.Discard)
+		assert.ErrorContains(t, err, "--rate "+rate+": want a positive number of spans per second, at most 1e+08", rate)
+	}
+	_, err := parse([]string{"--retry", "--retry-backoff", "-1s"}, io.Discard)
+	assert.ErrorContains(t, err, "--retry-backoff -1s: must not be negative")
 	o, err := parse([]string{"--host", "node-1"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, 20000.0, o.cfg.Rate)

@@ -18,6 +18,11 @@ import (
 // exportMethod is the OTLP trace service's one RPC.
 const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
+// MaxRate bounds Config.Rate, in spans per second: far above what one
+// sender offers, and low enough that requests are due nanoseconds apart
+// (a higher rate, or an infinite one, would send without pause).
+const MaxRate = 1e8
+
 // Config is a run's shape.
 type Config struct {
 	Endpoint string  // host:port of an OTLP/gRPC receiver (plaintext)
@@ -103,8 +108,8 @@ func retryable(c codes.Code) bool {
 // salted with k, so no two sends share a span ID. Run's error is only for
 // a run that could not start; refusals are counted, not returned.
 func Run(ctx context.Context, cfg Config, payloads []*Payload) (Result, error) {
-	if len(payloads) == 0 || cfg.Rate <= 0 || cfg.Duration <= 0 || cfg.MaxInFlight <= 0 || cfg.Timeout <= 0 {
-		return Result{}, errors.New("otlpsend: want payloads, and a positive rate, duration, max in flight and timeout")
+	if len(payloads) == 0 || !(cfg.Rate > 0 && cfg.Rate <= MaxRate) || cfg.Duration <= 0 || cfg.MaxInFlight <= 0 || cfg.Timeout <= 0 {
+		return Result{}, errors.New("otlpsend: want payloads, a rate in (0, MaxRate], and a positive duration, max in flight and timeout")
 	}
 	conn, err := grpc.NewClient(cfg.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
