@@ -58,10 +58,33 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
-	if o.hosts < 1 || o.gpus < 1 || o.interval <= 0 || o.duration <= 0 || o.spans < 0 {
-		return o, errors.New("--hosts, --gpus, --interval and --duration must be positive, --spans-per-host not negative")
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case o.hosts < 1 || o.gpus < 1 || o.interval <= 0 || o.duration <= 0:
+		return o, errors.New("--hosts, --gpus, --interval and --duration must be positive")
+	case !(o.spans >= 0 && o.spans*float64(o.hosts) <= otlpsend.MaxRate): // NaN too
+		return o, fmt.Errorf("--spans-per-host %g: want a number of spans per second from 0 to %g over all --hosts", o.spans, otlpsend.MaxRate)
+	}
+	if _, err := receiverConfig(o); err != nil {
+		return o, fmt.Errorf("--interval %s, --gpus %d: the receiver's config: %w", o.interval, o.gpus, err)
 	}
 	return o, nil
+}
+
+// receiverConfig is the agents' gpuviz receiver config, validated as the
+// collector would.
+func receiverConfig(o options) (*gpuvizreceiver.Config, error) {
+	cfg := gpuvizreceiver.NewFactory().CreateDefaultConfig().(*gpuvizreceiver.Config)
+	conf := confmap.NewFromStringMap(map[string]any{
+		"collection_interval": o.interval.String(),
+		"backend":             "simulated",
+		"simulated":           map[string]any{"model": "h200", "gpus": o.gpus, "seed": 1},
+	})
+	if err := conf.Unmarshal(cfg); err != nil {
+		return nil, err
+	}
+	return cfg, cfg.Validate()
 }
 
 // fanout sends each batch once per host, renamed.
@@ -103,16 +126,11 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	for i := range o.hosts {
 		f.hosts = append(f.hosts, fmt.Sprintf("%s%03d", o.prefix, i))
 	}
-	factory := gpuvizreceiver.NewFactory()
-	cfg := factory.CreateDefaultConfig()
-	conf := confmap.NewFromStringMap(map[string]any{
-		"collection_interval": o.interval.String(),
-		"backend":             "simulated",
-		"simulated":           map[string]any{"model": "h200", "gpus": o.gpus, "seed": 1},
-	})
-	if err := conf.Unmarshal(cfg); err != nil {
+	cfg, err := receiverConfig(o)
+	if err != nil {
 		return err
 	}
+	factory := gpuvizreceiver.NewFactory()
 	next, err := consumer.NewMetrics(f.consume)
 	if err != nil {
 		return err

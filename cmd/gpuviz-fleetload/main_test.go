@@ -13,9 +13,25 @@ import (
 )
 
 func TestParseRefusesNonsense(t *testing.T) {
-	for _, args := range [][]string{{"--hosts", "0"}, {"--duration", "0s"}, {"--spans-per-host", "-1"}} {
-		_, err := parse(args, &bytes.Buffer{})
-		assert.Error(t, err, "%v", args)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--hosts", "0"}, "must be positive"},
+		{[]string{"--duration", "0s"}, "must be positive"},
+		{[]string{"--spans-per-host", "-1"}, "--spans-per-host -1: want a number of spans per second from 0 to 1e+08"},
+		// NaN sent nothing; +Inf sent as fast as the loop turns.
+		{[]string{"--spans-per-host", "NaN"}, "--spans-per-host NaN: want"},
+		{[]string{"--spans-per-host", "+Inf"}, "--spans-per-host +Inf: want"},
+		{[]string{"--hosts", "2", "--spans-per-host", "6e7"}, "--spans-per-host 6e+07: want"},
+		// Flags after a stray argument were ignored: 128 hosts for a minute.
+		{[]string{"x", "--hosts", "1"}, `unexpected arguments ["x" "--hosts" "1"]`},
+		// What the collector would refuse in the agents' receiver config.
+		{[]string{"--interval", "200ms"}, "--interval 200ms, --gpus 8: the receiver's config: samples.interval: 250ms is longer than collection_interval (200ms)"},
+		{[]string{"--gpus", "65"}, "simulated.gpus: 65 is out of range"},
+	} {
+		_, err := parse(tc.args, &bytes.Buffer{})
+		assert.ErrorContains(t, err, tc.want, "%v", tc.args)
 	}
 	o, err := parse([]string{"--hosts", "3"}, &bytes.Buffer{})
 	require.NoError(t, err)
