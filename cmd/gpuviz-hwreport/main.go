@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -31,15 +32,35 @@ import (
 // errCouldNotRun marks a measurement that could not run at all (exit 2).
 var errCouldNotRun = errors.New("could not run")
 
+// usage says what the command does and its subcommands.
+const usage = `usage: gpuviz-hwreport latency|cpu-tick|cpu-pynvml|render [flags]
+
+Makes the measurements of scripts/hardware-report on a machine with NVIDIA
+GPUs and renders the report (docs/hardware.md):
+  latency     per-call latency of the receiver's NVML calls
+  cpu-tick    the sampling clock's CPU cost, A B A B
+  cpu-pynvml  a pynvml loop against the receiver, A B A B
+  render      DIR/report.md from what the others saved
+gpuviz-hwreport SUBCOMMAND -h lists a subcommand's flags.`
+
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: gpuviz-hwreport latency|cpu-tick|cpu-pynvml|render [flags]")
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the subcommand args name and returns the exit status.
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return 2
+	}
 	var err error
-	switch cmd, args := os.Args[1], os.Args[2:]; cmd {
+	switch cmd, args := args[0], args[1:]; cmd {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintln(stderr, usage)
+		return 0
 	case "latency":
 		err = latencyCmd(args)
 	case "cpu-tick":
@@ -49,21 +70,25 @@ func main() {
 	case "render":
 		err = renderCmd(args)
 	default:
-		err = fmt.Errorf("%w: unknown subcommand %q", errCouldNotRun, cmd)
+		err = fmt.Errorf("%w: unknown subcommand %q (-h lists them)", errCouldNotRun, cmd)
 	}
 	switch {
-	case err == nil:
-	case errors.Is(err, errCouldNotRun) || errors.Is(err, flag.ErrHelp):
-		fmt.Fprintln(os.Stderr, "gpuviz-hwreport:", err)
-		os.Exit(2)
+	case err == nil, errors.Is(err, flag.ErrHelp): // the flag set printed the help
+		return 0
+	case errors.Is(err, errCouldNotRun):
+		fmt.Fprintln(stderr, "gpuviz-hwreport:", err)
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, "gpuviz-hwreport:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "gpuviz-hwreport:", err)
+		return 1
 	}
 }
 
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
+	switch err := fs.Parse(args); {
+	case errors.Is(err, flag.ErrHelp):
+		return err
+	case err != nil:
 		return fmt.Errorf("%w: %v", errCouldNotRun, err)
 	}
 	if fs.NArg() > 0 {
@@ -79,6 +104,9 @@ func latencyCmd(args []string) error {
 	libPath := fs.String("library-path", "", "the NVML library (default libnvidia-ml.so.1 from the loader's path)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *calls < 1 {
+		return fmt.Errorf("%w: --calls %d: want at least 1", errCouldNotRun, *calls)
 	}
 	res, err := measureLatency(*libPath, *calls)
 	if err != nil {

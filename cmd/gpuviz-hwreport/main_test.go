@@ -77,3 +77,28 @@ func TestRender(t *testing.T) {
 
 	assert.Error(t, renderCmd([]string{"--dir", dir, "stray"}))
 }
+
+func TestCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-h"}, 0, "usage: gpuviz-hwreport latency|cpu-tick|cpu-pynvml|render [flags]"},
+		{nil, 2, "usage: gpuviz-hwreport"},
+		{[]string{"bogus"}, 2, `could not run: unknown subcommand "bogus"`},
+		// Help is not a failure to run.
+		{[]string{"latency", "-h"}, 0, ""},
+		// Checked before NVML starts: on a GPU, 0 calls wrote a table of
+		// zeros ("not supported on this GPU") and -5 panicked.
+		{[]string{"latency", "--calls", "0"}, 2, "could not run: --calls 0: want at least 1"},
+		{[]string{"latency", "--calls", "-5"}, 2, "could not run: --calls -5: want at least 1"},
+		{[]string{"render", "--dir", t.TempDir(), "stray"}, 2, `unexpected arguments ["stray"]`},
+	} {
+		var stderr strings.Builder
+		code := run(context.Background(), tc.args, &stderr)
+		assert.Equal(t, tc.code, code, "%v: %s", tc.args, stderr.String())
+		assert.Contains(t, stderr.String(), tc.want, "%v", tc.args)
+		assert.NotContains(t, stderr.String(), "help requested", "%v", tc.args)
+	}
+}
