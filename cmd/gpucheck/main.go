@@ -181,17 +181,8 @@ func analyzeSaved(dir string) (result, error) {
 // check runs the whole hardware check and returns its reports, printed and
 // saved; an error means the check could not run.
 func check(ctx context.Context, opts options) (result, error) {
-	if opts.interval <= 0 {
-		return result{}, fmt.Errorf("--interval must be positive, got %s", opts.interval)
-	}
-	if opts.sampleInterval <= 0 || opts.sampleInterval > opts.interval || opts.flushInterval < opts.sampleInterval {
-		return result{}, fmt.Errorf("need 0 < --sample-interval (%s) <= --interval (%s) and --flush-interval (%s) >= --sample-interval",
-			opts.sampleInterval, opts.interval, opts.flushInterval)
-	}
-	// Shorter phases would leave nothing once both edges are trimmed.
-	if minimum := 2*gpucheck.EdgeTrim + 2*opts.interval; time.Duration(opts.phaseSeconds)*time.Second < minimum {
-		return result{}, fmt.Errorf("--phase-seconds %d is too short: phases lose %s at each edge, so they need at least %s",
-			opts.phaseSeconds, gpucheck.EdgeTrim, minimum)
+	if err := opts.validate(); err != nil {
+		return result{}, err
 	}
 	if err := os.MkdirAll(opts.out, 0o755); err != nil {
 		return result{}, err
@@ -290,6 +281,27 @@ func check(ctx context.Context, opts options) (result, error) {
 	}
 	fmt.Fprintf(os.Stderr, "gpucheck: capture, spans, phases, requests, collector log and summary are in %s\n", opts.out)
 	return res, nil
+}
+
+// validate checks the flags before anything starts: the request workload
+// would refuse a bad --prefill-duty only after the phase workload's run.
+func (o options) validate() error {
+	if o.interval <= 0 {
+		return fmt.Errorf("--interval must be positive, got %s", o.interval)
+	}
+	if o.sampleInterval <= 0 || o.sampleInterval > o.interval || o.flushInterval < o.sampleInterval {
+		return fmt.Errorf("need 0 < --sample-interval (%s) <= --interval (%s) and --flush-interval (%s) >= --sample-interval",
+			o.sampleInterval, o.interval, o.flushInterval)
+	}
+	// Shorter phases would leave nothing once both edges are trimmed.
+	if minimum := 2*gpucheck.EdgeTrim + 2*o.interval; time.Duration(o.phaseSeconds)*time.Second < minimum {
+		return fmt.Errorf("--phase-seconds %d is too short: phases lose %s at each edge, so they need at least %s",
+			o.phaseSeconds, gpucheck.EdgeTrim, minimum)
+	}
+	if o.requests != "" && !(o.prefillDuty > 0 && o.prefillDuty <= 1) {
+		return fmt.Errorf("--prefill-duty %g: want a share in (0, 1]", o.prefillDuty)
+	}
+	return nil
 }
 
 // freeLoopbackAddr returns a loopback address with a port free now. The

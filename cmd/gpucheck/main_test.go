@@ -148,3 +148,31 @@ func mustHex(s string) []byte {
 	}
 	return b
 }
+
+// Bad flags are refused before the collector or a workload starts: the
+// request script refused --prefill-duty outside (0, 1] only after the
+// phase workload's minutes on the GPU.
+func TestCheckRefusesBadFlagsBeforeStarting(t *testing.T) {
+	good := options{collector: filepath.Join(t.TempDir(), "no-collector"), out: t.TempDir(), requests: "scripts/gpu-requests.py",
+		interval: time.Second, sampleInterval: 250 * time.Millisecond, flushInterval: time.Second, phaseSeconds: 20, prefillDuty: 1}
+	for _, tc := range []struct {
+		change func(*options)
+		want   string
+	}{
+		{func(o *options) { o.interval = 0 }, "--interval must be positive"},
+		{func(o *options) { o.sampleInterval = 2 * time.Second }, "need 0 < --sample-interval (2s) <= --interval (1s)"},
+		{func(o *options) { o.phaseSeconds = 2 }, "--phase-seconds 2 is too short"},
+		{func(o *options) { o.prefillDuty = 0 }, "--prefill-duty 0: want a share in (0, 1]"},
+		{func(o *options) { o.prefillDuty = 1.5 }, "--prefill-duty 1.5: want a share in (0, 1]"},
+	} {
+		o := good
+		tc.change(&o)
+		_, err := check(context.Background(), o)
+		assert.ErrorContains(t, err, tc.want)
+	}
+	// Without the join check the duty is not used.
+	o := good
+	o.requests, o.prefillDuty = "", 0
+	_, err := check(context.Background(), o)
+	assert.ErrorContains(t, err, "starting the collector")
+}
