@@ -171,6 +171,11 @@ func (c *config) validate() error {
 		}
 		return nil
 	}
+	for _, f := range []struct{ name, modes string }{{"rate", "synthetic and flood"}, {"concurrency", "synthetic"}, {"gpu-uuid", "synthetic and flood"}} {
+		if c.set[f.name] {
+			return fmt.Errorf("--%s applies to --mode %s: the simulation decides when requests come and on which GPUs", f.name, f.modes)
+		}
+	}
 	model, err := nvmlsim.LookupModel(c.SimModel)
 	if err != nil {
 		return fmt.Errorf("--sim-model: %w", err)

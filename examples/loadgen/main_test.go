@@ -86,6 +86,10 @@ func TestFlagErrors(t *testing.T) {
 		"--endpoint http://host:1/v1/traces":        "want host:port",
 		"extra":                                     "unexpected arguments: extra",
 		"--sim-seed -1":                             "invalid value",
+		// The simulation decides when its requests come and on which GPU.
+		"--rate 100":                             "--rate applies to --mode synthetic and flood: the simulation decides when requests come",
+		"--scenario sequential --concurrency 4":  "--concurrency applies to --mode synthetic: the simulation",
+		"--scenario sequential --gpu-uuid GPU-1": "--gpu-uuid applies to --mode synthetic and flood: the simulation",
 	} {
 		_, err := parseFlags(strings.Fields(args), io.Discard)
 		assert.ErrorContains(t, err, want, args)
