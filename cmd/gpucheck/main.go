@@ -35,6 +35,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/gpucheck"
 )
 
@@ -87,6 +88,17 @@ func main() {
 func run() int {
 	var opts options
 	var analyzeDir string
+	cliusage.Describe(flag.CommandLine, `gpucheck is the hardware check of otelcol-gpuviz (scripts/gpu-check): it
+runs the collector on the real NVML backend, a PyTorch phase workload and
+a request workload, and checks per phase the metrics' signature and, on
+the requests' spans, the processor's phases, labels and energy against
+what the workload measured (docs/hardware.md).
+
+usage: gpucheck [flags]
+       gpucheck --analyze DIR    # analyse a saved run again, offline
+
+Exit status: 0 every expectation held, 1 some failed, 2 the check, or a
+part of it, could not run.`)
 	flag.StringVar(&opts.collector, "collector", "_build/otelcol-gpuviz", "the otelcol-gpuviz binary")
 	flag.StringVar(&opts.workload, "workload", "scripts/gpu-workload.py", "the PyTorch workload script")
 	flag.StringVar(&opts.requests, "requests", "scripts/gpu-requests.py", "the request workload script for the join check; empty skips the join check")

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/stack"
 )
 
@@ -23,6 +24,12 @@ const viewURL = "http://127.0.0.1:8787"
 
 func main() {
 	var cfg stack.Config
+	cliusage.Describe(flag.CommandLine, `gpuviz-demo runs the demo stack on loopback (Jaeger, Prometheus,
+otelcol-gpuviz on simulated GPUs, real ones where present, and the load
+generator), prints where to look, and stops everything on Ctrl-C. make demo
+builds what it needs and runs it.
+
+usage: gpuviz-demo --jaeger BIN [flags]`)
 	flag.StringVar(&cfg.Root, "root", ".", "the repository root")
 	flag.StringVar(&cfg.Collector, "collector", "_build/otelcol-gpuviz", "otelcol-gpuviz binary")
 	flag.StringVar(&cfg.Loadgen, "loadgen", "_build/loadgen", "load generator binary")

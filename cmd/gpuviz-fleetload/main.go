@@ -30,6 +30,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/otlpsend"
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 )
@@ -48,6 +49,13 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("gpuviz-fleetload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cliusage.Describe(fs, `gpuviz-fleetload offers a gateway the GPU metrics of a fleet over OTLP/gRPC:
+the gpuviz receiver runs in-process on one simulated server and each batch
+goes out once per simulated host, under that host's name; with
+--spans-per-host, each host's vLLM spans too. A gateway's cost per host,
+without N agents (scripts/measure-gateway.sh).
+
+usage: gpuviz-fleetload [flags]`)
 	fs.StringVar(&o.endpoint, "endpoint", "127.0.0.1:4317", "the gateway's OTLP/gRPC receiver, host:port (plaintext)")
 	fs.IntVar(&o.hosts, "hosts", 128, "simulated hosts")
 	fs.IntVar(&o.gpus, "gpus", 8, "GPUs per host (simulated H200)")

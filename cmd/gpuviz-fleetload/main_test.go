@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +38,14 @@ func TestParseRefusesNonsense(t *testing.T) {
 	o, err := parse([]string{"--hosts", "3"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, 3, o.hosts)
+}
+
+func TestHelpSaysWhatItDoes(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parse([]string{"-h"}, &out)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+	assert.True(t, strings.HasPrefix(out.String(), "gpuviz-fleetload offers a gateway"), out.String())
+	assert.Contains(t, out.String(), "-spans-per-host float")
 }
 
 func TestEveryHostGetsTheReceiversBatchesAndItsSpans(t *testing.T) {

@@ -27,9 +27,19 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/infersim"
 	"github.com/gpuviz/gpuviz/internal/score"
 )
+
+const about = `gpuviz-score scores a run of the collector on simulated GPUs against the
+load generator's ground truth (loadgen --truth): energy error against a
+naive baseline, bottleneck label agreement, coverage and conservation
+(docs/accuracy.md).
+
+usage: gpuviz-score --truth FILE (--spans FILE | --jaeger URL) [flags]
+
+Exit status: 0 scored, 1 an input could not be read or scored, 2 bad flags.`
 
 // formats renders a report for --format.
 var formats = map[string]func(score.Report) (string, error){
@@ -50,6 +60,7 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gpuviz-score", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cliusage.Describe(fs, about)
 	truthPath := fs.String("truth", "", "the load generator's truth `file` (JSON lines)")
 	spansPath := fs.String("spans", "", "the file exporter's output `file` (OTLP JSON, one batch per line)")
 	jaeger := fs.String("jaeger", "", "or Jaeger's query `URL` (API v3): the traces of the truth's time window")

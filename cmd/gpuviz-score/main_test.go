@@ -109,6 +109,14 @@ func TestScoresARun(t *testing.T) {
 	}
 }
 
+func TestHelpSaysWhatItDoes(t *testing.T) {
+	code, out, errOut := runCLI("-h")
+	if code != 0 || out != "" || !strings.HasPrefix(errOut, "gpuviz-score scores a run") ||
+		!strings.Contains(errOut, "usage: gpuviz-score --truth FILE (--spans FILE | --jaeger URL)") || !strings.Contains(errOut, "-baseline-interval duration") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out, errOut)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	truth, spans := writeRun(t)
 	dir := t.TempDir()

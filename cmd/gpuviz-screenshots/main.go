@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/viewcheck"
 )
 
@@ -25,6 +26,12 @@ func main() {
 }
 
 func run() error {
+	cliusage.Describe(flag.CommandLine, `gpuviz-screenshots regenerates docs/images/view.png and view-requests.png
+(make screenshots): the built collector on a simulated batching scenario
+with the live view and the load generator, taken in headless Chromium at
+1600x1000, then again after clicking a request.
+
+usage: gpuviz-screenshots [flags]`)
 	collector := flag.String("collector", "_build/otelcol-gpuviz", "the built collector")
 	loadgen := flag.String("loadgen", "_build/loadgen", "the built load generator")
 	chromium := flag.String("chromium", "/usr/bin/chromium", "Chromium (Debian's package)")

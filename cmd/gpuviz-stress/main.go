@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/otlpsend"
 )
 
@@ -36,6 +37,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("gpuviz-stress", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cliusage.Describe(fs, `gpuviz-stress offers an OTLP/gRPC receiver vLLM llm_request spans at a fixed
+rate, from pre-encoded requests, and counts how many the collector accepted
+and refused, by gRPC code (scripts/measure-overload.sh).
+
+usage: gpuviz-stress [flags]`)
 	fs.StringVar(&o.cfg.Endpoint, "endpoint", "127.0.0.1:4317", "OTLP/gRPC receiver, host:port (plaintext)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 20000, "spans per second offered")
 	fs.DurationVar(&o.cfg.Duration, "duration", 60*time.Second, "how long to send")

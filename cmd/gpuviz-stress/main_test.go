@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,6 +34,14 @@ func TestParseRefusesNonPositive(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 20000.0, o.cfg.Rate)
 	assert.False(t, o.cfg.Retry, "refusals are final by default")
+}
+
+func TestHelpSaysWhatItDoes(t *testing.T) {
+	var out strings.Builder
+	_, err := parse([]string{"-h"}, &out)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+	assert.True(t, strings.HasPrefix(out.String(), "gpuviz-stress offers an OTLP/gRPC receiver"), out.String())
+	assert.Contains(t, out.String(), "-max-in-flight int")
 }
 
 type okReceiver struct {

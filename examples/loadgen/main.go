@@ -39,6 +39,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/infersim"
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 )
@@ -98,6 +99,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	scenarios := strings.Join(append(infersim.Scenarios(), scenarioSequential), ", ")
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	cliusage.Describe(fs, `loadgen sends over OTLP the spans inference servers export for their
+requests (vLLM, SGLang, TGI, Triton, TensorRT-LLM, GenAI clients), to
+exercise the gpuviz processor without a model server. --mode simulated
+sends the requests of the collector's simulated GPUs (--scenario),
+synthetic random requests, flood requests ending at a fixed rate. See
+examples/loadgen/README.md.
+
+usage: loadgen [flags]`)
 	fs.StringVar(&cfg.Endpoint, "endpoint", defaultGRPCEndpoint, "OTLP receiver as host:port (with --protocol http and no --endpoint: "+defaultHTTPEndpoint+")")
 	fs.StringVar(&cfg.Protocol, "protocol", "grpc", "OTLP protocol: grpc or http (http posts to /v1/traces)")
 	fs.BoolVar(&cfg.Insecure, "insecure", true, "plain-text connection (no TLS)")

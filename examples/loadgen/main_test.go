@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"log"
 	"net"
@@ -55,6 +56,14 @@ func TestFlagDefaults(t *testing.T) {
 	cfg, err = parseFlags([]string{"--scenario", "mixed", "--truth", "/tmp/t.jsonl"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "/tmp/t.jsonl", cfg.Truth)
+}
+
+func TestHelpSaysWhatItDoes(t *testing.T) {
+	var out strings.Builder
+	_, err := parseFlags([]string{"-h"}, &out)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+	assert.True(t, strings.HasPrefix(out.String(), "loadgen sends over OTLP the spans inference servers export"), out.String())
+	assert.Contains(t, out.String(), "-metrics-listen string")
 }
 
 func TestFlagErrors(t *testing.T) {
