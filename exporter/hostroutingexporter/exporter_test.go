@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/exporterhelper"
 	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -226,17 +227,29 @@ func counted(t *testing.T, tel *componenttest.Telemetry, name string) int64 {
 	return n
 }
 
-// A replica's exporter sends once: a replica that is gone is given up at
-// its first failure and its hosts fail over at once, rather than after the
-// OTLP exporter's own backoff (5 s at first), whatever the export's
-// timeout leaves.
-func TestAFailedReplicaIsGivenUpAtItsFirstFailure(t *testing.T) {
-	sinks := newSinks(t, 2)
-	cfg := testConfig(sinks)
-	cfg.TimeoutConfig.Timeout = time.Minute
-	e := startBoth(t, cfg)
-	sinks[0].Stop()
-	start := time.Now()
-	require.NoError(t, e.traces.ConsumeTraces(context.Background(), hostTraces(hostNames(16), 1)))
-	assert.Less(t, time.Since(start), 2*time.Second, "failed over without a backoff")
+// A replica's exporter sends once, whatever protocol.otlp asks: a replica
+// that is gone is given up at its first failure and its hosts fail over at
+// once, rather than after the OTLP exporter's own backoff (5 s at first)
+// and queue.
+func TestAReplicaExporterSendsOnce(t *testing.T) {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	cfg.Resolver.Static = configoptional.Some(StaticResolverConfig{Hostnames: []string{"gw-0:4317"}})
+	cfg.Protocol.OTLP.RetryConfig.Enabled = true
+	cfg.Protocol.OTLP.QueueConfig = configoptional.Some(exporterhelper.NewDefaultQueueConfig())
+	rt, err := newRouter(cfg, componenttest.NewNopTelemetrySettings())
+	require.NoError(t, err)
+	var made []*otlpexporter.Config
+	sig := traces
+	sig.create = func(_ context.Context, _ exporter.Settings, c *otlpexporter.Config) (consumerComponent[ptrace.Traces], error) {
+		made = append(made, c)
+		return &ctxReplica{got: map[string]int{}}, nil
+	}
+	e := newRoutingExporter(sig, rt, exportertest.NewNopSettings(NewFactory().Type()), cfg)
+	require.NoError(t, e.start(context.Background(), componenttest.NewNopHost()))
+	t.Cleanup(func() { assert.NoError(t, e.shutdown(context.Background())) })
+	require.NoError(t, e.push(context.Background(), hostTraces(hostNames(2), 1)))
+	require.Len(t, made, 1)
+	assert.False(t, made[0].RetryConfig.Enabled, "a replica's own retries")
+	assert.False(t, made[0].QueueConfig.HasValue(), "a replica's own queue")
+	assert.Equal(t, "gw-0:4317", made[0].ClientConfig.Endpoint)
 }
