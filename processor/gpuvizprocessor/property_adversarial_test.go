@@ -2,6 +2,7 @@ package gpuvizprocessor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
@@ -222,7 +225,8 @@ func pointsBetween(md pmetric.Metrics, from, to time.Time) pmetric.Metrics {
 // Whether the energy that arrives between the two spans lets those bins
 // turn final (and teach the activity fits) before the long span is
 // admitted must not change what either span gets: the order in which they
-// arrive within the settle window must not matter.
+// arrive within the settle window must not matter, also where batches the
+// next consumer refused are offered again behind the open group's.
 func TestOrderIndependenceWhileBinsTurnFinalWithinTheSettleWindow(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	rng := rand.New(rand.NewPCG(9, 9))
@@ -236,8 +240,16 @@ func TestOrderIndependenceWhileBinsTurnFinalWithinTheSettleWindow(t *testing.T) 
 	long := advSpan{start: 80, prefill: 0.5, decode: 39.5, in: 3000, out: 400}
 	short := advSpan{start: 117, prefill: 0.2, decode: 2.5, in: 300, out: 60}
 	spans := []advSpan{long, short}
-	run := func(order []int) map[byte]float64 {
+	run := func(order []int, refusing bool) map[byte]float64 {
 		c, now, sink := virtualCore(t, nil)
+		var to consumer.Traces = sink
+		refuser := &refusingUntil{TracesSink: sink, now: now}
+		if refusing {
+			// Batches released from 115 s are refused until 131 s: each
+			// tick puts them back in the hold, behind the open group.
+			refuser.from, refuser.until = base.Add(115*time.Second), base.Add(131*time.Second)
+			to = refuser
+		}
 		// Training, as it comes: each second the energy up to the second
 		// before, the short requests (every 0.3 s) that ended by then, and
 		// a tick. The curve and the fits learn.
@@ -253,7 +265,7 @@ func TestOrderIndependenceWhileBinsTurnFinalWithinTheSettleWindow(t *testing.T) 
 				sp.SetSpanID(pcommon.SpanID{byte(next), byte(next >> 8), 9})
 			}
 			if td.SpanCount() > 0 {
-				require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+				require.NoError(t, c.consumeTraces(context.Background(), td, to, started))
 			}
 			c.tick(*now)
 		}
@@ -261,13 +273,13 @@ func TestOrderIndependenceWhileBinsTurnFinalWithinTheSettleWindow(t *testing.T) 
 		// The first span at 128 s; 4 s of energy and a tick; the second at
 		// 131 s, within the settle window.
 		*now = base.Add(128 * time.Second)
-		require.NoError(t, c.consumeTraces(context.Background(), advTraces(base, spans, order[:1]), sink, started))
+		require.NoError(t, c.consumeTraces(context.Background(), advTraces(base, spans, order[:1]), to, started))
 		*now = base.Add(129 * time.Second)
 		c.ingest.consume(context.Background(), pointsBetween(md, base.Add(121*time.Second), base.Add(125*time.Second)))
 		*now = base.Add(130 * time.Second)
 		c.tick(*now)
 		*now = base.Add(131 * time.Second)
-		require.NoError(t, c.consumeTraces(context.Background(), advTraces(base, spans, order[1:]), sink, started))
+		require.NoError(t, c.consumeTraces(context.Background(), advTraces(base, spans, order[1:]), to, started))
 		c.ingest.consume(context.Background(), pointsBetween(md, base.Add(125*time.Second), base.Add(131*time.Second)))
 		for step := range 6 {
 			*now = base.Add(133*time.Second + time.Duration(step)*time.Second)
@@ -284,10 +296,32 @@ func TestOrderIndependenceWhileBinsTurnFinalWithinTheSettleWindow(t *testing.T) 
 			})
 		}
 		require.Len(t, out, 2)
+		if refusing {
+			require.NotZero(t, refuser.refused, "no batch was refused")
+		}
 		return out
 	}
-	a, b := run([]int{0, 1}), run([]int{1, 0})
-	for id, e := range a {
-		require.InEpsilon(t, e, b[id], 1e-9, "request %d: long span first %v, short first %v", id, a, b)
+	for _, refusing := range []bool{false, true} {
+		a, b := run([]int{0, 1}, refusing), run([]int{1, 0}, refusing)
+		for id, e := range a {
+			require.InEpsilon(t, e, b[id], 1e-9, "refusing %v, request %d: long span first %v, short first %v", refusing, id, a, b)
+		}
 	}
+}
+
+// refusingUntil refuses every batch offered from from until until, by the
+// test's clock, as a full queue would, and takes the others.
+type refusingUntil struct {
+	*consumertest.TracesSink
+	now         *time.Time
+	from, until time.Time
+	refused     int
+}
+
+func (r *refusingUntil) ConsumeTraces(ctx context.Context, td ptrace.Traces) error {
+	if !r.now.Before(r.from) && r.now.Before(r.until) {
+		r.refused++
+		return errors.New("queue full")
+	}
+	return r.TracesSink.ConsumeTraces(ctx, td)
 }
