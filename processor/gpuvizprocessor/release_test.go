@@ -1,6 +1,7 @@
 package gpuvizprocessor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"runtime"
@@ -104,6 +105,35 @@ func TestEachBatchsHoldIsRecorded(t *testing.T) {
 		Bounds:       []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 15, 20, 30, 45, 60},
 		BucketCounts: []uint64{0, 0, 0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	}}, metricdatatest.IgnoreTimestamp())
+}
+
+// The processor's own counters follow a batch: held, it counts every span
+// it came with in pending_spans; released, its inference spans count as
+// enriched and their phases as phase spans added, and nothing is pending.
+func TestAHeldBatchIsCountedPendingThenEnriched(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	vllmSpan(td, 2, base.Add(6*time.Second), 0, 0.5, 3, 50) // no queue: two phases
+	td.ResourceSpans().At(0).ScopeSpans().At(0).Spans().AppendEmpty().SetName("GET /health")
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	pending := func(n int64) {
+		t.Helper()
+		metadatatest.AssertEqualProcessorGpuvizPendingSpans(t, tel, []metricdata.DataPoint[int64]{{Value: n}}, metricdatatest.IgnoreTimestamp())
+	}
+	pending(3)
+	for step := range 8 {
+		c.tick(base.Add(time.Duration(21+step) * time.Second))
+	}
+	require.Equal(t, 3+3+2, sink.SpanCount())
+	pending(0)
+	metadatatest.AssertEqualProcessorGpuvizSpansEnriched(t, tel, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualProcessorGpuvizPhaseSpansAdded(t, tel, []metricdata.DataPoint[int64]{{Value: 3 + 2}}, metricdatatest.IgnoreTimestamp())
 }
 
 // gcWatcher, each time a batch is handed on, collects garbage and records
@@ -302,7 +332,8 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 		{"held", 1000, false, 20, 0.3, 30, true},
 		{"held, a few long requests", 1000, false, 2, 12, 30, true},
 		{"learned", 1000, false, 20, 0.3, 70, false},
-		{"hold too full", 20, false, 20, 0.3, 30, false},
+		{"hold half full", 40, false, 20, 0.3, 30, true},
+		{"hold too full", 39, false, 20, 0.3, 30, false},
 		{"no activity measured", 1000, true, 20, 0.3, 30, false},
 		{"too few requests", 1000, false, 5, 0.3, 30, false},
 	} {
@@ -343,7 +374,8 @@ func TestABatchIsHeldWhileItsGPUsWarmUp(t *testing.T) {
 }
 
 // A span waits past its settle window, for its running time after it
-// ended (past max_wait if need be), where its GPUs' forecasts of the weight still to
+// ended (past max_wait if need be, never past the longest hold, 60 s here;
+// its queue time not counted), where its GPUs' forecasts of the weight still to
 // come have fallen short: here because a request that ran beside an
 // earlier one reported only after that one was released. Where every
 // request had reported, it leaves as its window closes, unless its GPU
@@ -353,20 +385,23 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		late      bool
-		gpu       sample // what the GPU does throughout
-		pending   int    // max_pending_spans; 0: the default
+		gpu       sample  // what the GPU does throughout
+		pending   int     // max_pending_spans; 0: the default
+		running   float64 // the last span's running time, after 5 s queued; 0: 40 s
 		leavesAtS int
 	}{
 		// It waits its 40 s of running time, past max_wait (20 s).
-		{"a neighbour reported late", true, busy, 0, 190},
-		{"every neighbour on time", false, busy, 0, 155},
+		{"a neighbour reported late", true, busy, 0, 0, 190},
+		{"every neighbour on time", false, busy, 0, 0, 155},
+		// Running 70 s, it waits the longest hold after it came.
+		{"a neighbour reported late, a request running past the longest hold", true, busy, 0, 70, 210},
 		// Where the GPU waits for its host through its bins, the split is
 		// by time present, which only the arrival curve forecasts: the
 		// span waits its running time too.
-		{"every neighbour on time, the GPU waiting", false, starved, 0, 190},
+		{"every neighbour on time, the GPU waiting", false, starved, 0, 0, 190},
 		// One span held fills the hold past half: nothing waits then.
-		{"a neighbour reported late, the hold over half full", true, busy, 1, 155},
-		{"the GPU waiting, the hold over half full", false, starved, 1, 155},
+		{"a neighbour reported late, the hold over half full", true, busy, 1, 0, 155},
+		{"the GPU waiting, the hold over half full", false, starved, 1, 0, 155},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
@@ -379,27 +414,29 @@ func TestSpansWaitLongerWhereTheForecastsFellShort(t *testing.T) {
 					cfg.MaxPendingSpans = tc.pending
 				}
 			})
-			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(tc.gpu, 200))
+			metrics := gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(tc.gpu, 220))
 			sink := &releaseClock{now: now, trace: 3}
-			send := func(trace byte, start, decode float64, tokens int64) {
+			send := func(trace byte, start, queue, decode float64, tokens int64) {
 				td := ptrace.NewTraces()
-				vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), 0, 0.5, decode, tokens)
+				vllmSpan(td, trace, base.Add(time.Duration(start*float64(time.Second))), queue, 0.5, decode, tokens)
 				require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
 			}
-			for s := range 200 {
+			for s := range 220 {
 				*now = base.Add(time.Duration(s) * time.Second)
 				c.ingest.consume(context.Background(), pointsWhere(metrics, (*now).Equal))
 				switch {
 				case s == 15 || s == 30:
 					// 0-15 and 15-30 s, 20 tokens a second: the fit learns
 					// from the bins not yet final when each arrives.
-					send(byte(s), float64(s-15), 14.5, 290)
+					send(byte(s), float64(s-15), 0, 14.5, 290)
 				case s == 53:
-					send(1, 41, 10.5, 210) // 41-52 s
+					send(1, 41, 0, 10.5, 210) // 41-52 s
 				case s == 71 && tc.late:
-					send(2, 41, 28.5, 570) // 41-70 s
+					send(2, 41, 0, 28.5, 570) // 41-70 s
 				case s == 150:
-					send(3, 110, 39.5, 790) // 110-150 s: running 40 s
+					// Queued 5 s, then running (40 s: 110-150 s).
+					running := cmp.Or(tc.running, 40)
+					send(3, 145-running, 5, running-0.5, int64(20*running))
 				}
 				c.tick(*now)
 			}
