@@ -3,6 +3,7 @@ package gpuvizprocessor
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -85,6 +86,30 @@ func TestABatchArrivingAsItsPipelineShutsDownIsHandedOn(t *testing.T) {
 	require.NoError(t, p.mp.Shutdown(context.Background()))
 }
 
+// One processor ID in two traces pipelines: the Shutdown of one lets go
+// of its own pipeline's held batches, not the other's, which still wait
+// for their GPUs' data.
+func TestShutdownFlushesOnlyItsOwnPipelinesBatches(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	p := newSharedPair(t, nil)
+	other := new(consumertest.TracesSink)
+	tp2, err := p.fac.createTraces(context.Background(), processortest.NewNopSettings(metadata.Type), p.cfg, other)
+	require.NoError(t, err)
+	require.NoError(t, tp2.Start(context.Background(), componenttest.NewNopHost()))
+	*p.now = base.Add(21 * time.Second)
+	p.c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(18*time.Second), 0.5, 0.5, 3, 50) // ends at 22 s, past the GPU's data
+	require.NoError(t, tp2.ConsumeTraces(context.Background(), td))
+
+	require.NoError(t, p.tp.Shutdown(context.Background()))
+	assert.Equal(t, 1, p.c.spans.pending(), "the other pipeline's batch still held")
+	assert.Zero(t, other.SpanCount())
+	require.NoError(t, tp2.Shutdown(context.Background()))
+	assert.Len(t, spanAttrs(t, other, "llm_request"), 1, "let go by its own pipeline's Shutdown")
+	require.NoError(t, p.mp.Shutdown(context.Background()))
+}
+
 // Shutdown is safe on a component already shut down: the core stays with
 // the side still using it, and goes with the last.
 func TestShutdownTwiceLeavesTheCoreToTheOtherSide(t *testing.T) {
@@ -123,6 +148,28 @@ func TestARefusedBatchIsRetriedAtItsAdmittedSize(t *testing.T) {
 	assert.Zero(t, c.spans.pending())
 }
 
+// A batch the next consumer keeps refusing (retryably) is offered again at
+// each tick until release_retry has passed since its first refusal, then
+// counted refused and let go: the hold does not keep it for ever.
+func TestARefusedBatchIsRetriedUntilReleaseRetry(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), func(cfg *Config) { cfg.ReleaseRetry = 5 * time.Second })
+	*now = base.Add(21 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	next := &flaky{refuse: math.MaxInt, err: errors.New("queue full")}
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
+	require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
+	for step := range 20 {
+		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
+	}
+	assert.Equal(t, 1+5, len(next.seen), "offered at its release and at each tick of the 5 s after")
+	assert.Zero(t, c.spans.pending(), "let go")
+	assert.Equal(t, int64(1+3), counted(t, tel, "otelcol_processor_gpuviz_spans_refused"), "the request and its phase spans")
+}
+
 // Where no release loop runs for its pipeline, a batch is released by the
 // call that brought it, and the next consumer's refusal is returned to the
 // sender (and counted), not swallowed.
@@ -156,8 +203,14 @@ func TestPassedThroughSpansAreCountedOnceTaken(t *testing.T) {
 		metrics      bool
 	}{
 		{name: "overflow", reason: "overflow", tune: func(cfg *Config) { cfg.MaxPendingSpans = 1 }, spans: 2, metrics: true},
+		{name: "overflow, results on a child span", reason: "overflow", tune: func(cfg *Config) {
+			cfg.MaxPendingSpans, cfg.ResultsOn = 1, ResultsOnChild
+		}, spans: 2, metrics: true},
 		{name: "no_gpu", reason: "no_gpu", spans: 1},
 		{name: "malformed", reason: "malformed_negative_latency", malformed: true, metrics: true},
+		// The request is held as its child span; the batch went on at once.
+		{name: "malformed, results on a child span", reason: "malformed_negative_latency",
+			tune: func(cfg *Config) { cfg.ResultsOn = ResultsOnChild }, spans: 1, malformed: true, metrics: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tel := componenttest.NewTelemetry()
@@ -176,6 +229,9 @@ func TestPassedThroughSpansAreCountedOnceTaken(t *testing.T) {
 				vllmSpan(td, 9, base.Add(5*time.Second), 0.5, 0.5, 3, 50).Attributes().PutDouble("gen_ai.latency.time_in_queue", -1)
 			}
 			want := max(tc.spans, 1)
+			if tc.malformed {
+				want = 1
+			}
 			for range 3 { // the sender retries until taken
 				if err := c.consumeTraces(context.Background(), td, next, started); err == nil {
 					break
