@@ -151,6 +151,12 @@ func TestDCGMHandlers(t *testing.T) {
 			absent: []timeline.Signal{timeline.MemoryLimit},
 		},
 		{
+			name:   "framebuffer used and free of different scrapes: no limit",
+			first:  []dcgmSeries{{name: "DCGM_FI_DEV_FB_FREE", v: 3000}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_FB_USED", v: 1000}},
+			absent: []timeline.Signal{timeline.MemoryLimit},
+		},
+		{
 			name:   "PCIe profiling rates in bytes/s",
 			second: []dcgmSeries{{name: "DCGM_FI_PROF_PCIE_TX_BYTES", v: 2e9}, {name: "DCGM_FI_PROF_PCIE_RX_BYTES", v: 1e9}},
 			want:   []wantSig{{timeline.PCIeTx, 2e9}, {timeline.PCIeRx, 1e9}},
@@ -180,6 +186,16 @@ func TestDCGMHandlers(t *testing.T) {
 			name:   "clock event reasons: hw thermal and hw power brake",
 			second: []dcgmSeries{{name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", v: 0x40 | 0x80}},
 			want:   []wantSig{{timeline.PowerThrottled, 1}, {timeline.ThermalThrottled, 1}},
+		},
+		{
+			name:   "clock event reasons: hw slowdown is power",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", v: 0x8}},
+			want:   []wantSig{{timeline.PowerThrottled, 1}, {timeline.ThermalThrottled, 0}},
+		},
+		{
+			name:   "a clock event mask past 2^53 is no mask",
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_CLOCKS_EVENT_REASONS", v: 1e17}},
+			absent: []timeline.Signal{timeline.PowerThrottled, timeline.ThermalThrottled},
 		},
 		{
 			name:   "clock event reasons: idle and sync boost are neither",
@@ -362,19 +378,37 @@ func TestDCGMPrecedence(t *testing.T) {
 	assert.InDelta(t, 0.1, util, 1e-9, "DCGM's utilisation once the receiver's is stale")
 }
 
+// A late scrape's violation counter (older than one already measured)
+// changes nothing: the next share is measured from the newest point.
+func TestDCGMLateViolationPointChangesNothing(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for _, p := range []struct {
+		at time.Duration
+		ns float64
+	}{{0, 1e9}, {10 * time.Second, 3.5e9}, {5 * time.Second, 2e9}, {20 * time.Second, 6e9}} {
+		in.consume(context.Background(), dcgmScrape(t0.Add(p.at), dcgmSeries{name: "DCGM_FI_DEV_POWER_VIOLATION", counter: true, v: p.ns}))
+	}
+	got, ok := last(in, dcgmKeyOf(0), timeline.PowerThrottled, t0.Add(20*time.Second))
+	require.True(t, ok)
+	assert.InDelta(t, 0.25, got, 1e-9, "2.5 s of 10 s since the newest point before")
+}
+
 // A span on GPUs dcgm-exporter describes every 30 s is held until the
 // scrape after its end, past max_wait, and let go two spacings after it
-// came when that scrape never arrives.
+// came when that scrape never arrives; scraped every 45 s, at the longest
+// hold (two history.max_span, 60 s).
 func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
-	scrape := func(c *core, i int) {
-		c.ingest.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*30*time.Second),
+	scrapeEvery := func(c *core, i int, every time.Duration) {
+		c.ingest.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*every),
 			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", gpu: 1, v: 300, labels: map[string]string{"pod": "vllm-1", "namespace": "llm"}},
 			dcgmSeries{name: "DCGM_FI_PROF_GR_ENGINE_ACTIVE", gpu: 1, v: 0.8, labels: map[string]string{"pod": "vllm-1", "namespace": "llm"}},
-			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, gpu: 1, v: 1e9 + float64(i)*300*30*1000,
+			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, gpu: 1, v: 1e9 + float64(i)*300*every.Seconds()*1000,
 				labels: map[string]string{"pod": "vllm-1", "namespace": "llm"}},
 		))
 	}
+	scrape := func(c *core, i int) { scrapeEvery(c, i, 30*time.Second) }
 	span := func(c *core, now *time.Time, next consumer.Traces) {
 		td := ptrace.NewTraces()
 		vllmSpan(td, 1, t0.Add(-3*time.Second), 0, 1, 3, 100) // ends at t0 + 1 s, just after a scrape
@@ -421,6 +455,20 @@ func TestDCGMSpanWaitsForTheNextScrape(t *testing.T) {
 		*now = t0.Add(2*time.Second + 60*time.Second)
 		c.tick(*now)
 		assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")))
+	})
+	t.Run("let go at the longest hold", func(t *testing.T) {
+		c, now, sink := virtualCore(t, nil)
+		*now = t0
+		for i := -3; i <= 0; i++ {
+			scrapeEvery(c, i, 45*time.Second)
+		}
+		span(c, now, sink)
+		*now = t0.Add(2*time.Second + 59*time.Second)
+		c.tick(*now)
+		assert.Zero(t, sink.SpanCount())
+		*now = t0.Add(2*time.Second + 60*time.Second)
+		c.tick(*now)
+		assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "not two spacings, 90 s")
 	})
 }
 
@@ -566,7 +614,9 @@ func TestPowerSamplesReplaceTheTicksPower(t *testing.T) {
 	got, _ = last(in, b, timeline.Power, t0.Add(2*time.Second))
 	assert.InDelta(t, 900, got, 1e-9, "GPU-b sends no samples: its ticks")
 
-	// GPU-a's samples stop at 2 s; its ticks go on at 500 W.
+	// GPU-a's samples stop at 2 s; its ticks go on at 500 W. A late batch
+	// of its samples from before 1 s (a retry) moves nothing back.
+	in.consume(ctx, points("nvidia.gpu.samples.power", "GPU-a", t0.Add(20*time.Millisecond), 20*time.Millisecond, 25, 300))
 	maxSpan := createDefaultConfig().History.MaxSpan
 	ticks := int((maxSpan - time.Second) / (250 * time.Millisecond))
 	in.consume(ctx, points("hw.power", "GPU-a", t0.Add(2250*time.Millisecond), 250*time.Millisecond, ticks, 500))
@@ -711,5 +761,62 @@ func TestDCGMPerPodSharesAreNotTheGPUs(t *testing.T) {
 	}
 	for _, name := range []string{"vllm-a", "vllm-b"} {
 		assert.Equal(t, []timeline.Key{k}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: name}, t0, ts))
+	}
+}
+
+// Where the gpuviz receiver and dcgm-exporter both describe a GPU, a span
+// is held until DCGM's point after its end has come, for the activity only
+// DCGM gives: past max_wait (20 s) for a scrape late by 10 s, up to two of
+// its spacings; on two such GPUs, until the one whose DCGM data is behind
+// has sent, for two of the longer spacing. A GPU whose DCGM points stopped
+// is still waited for until they are two history.max_span (60 s) behind
+// its newest point.
+func TestDCGMBesideTheReceiverHoldsForItsNextScrape(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	every := func(from, to, step int) []int {
+		var out []int
+		for s := from; s <= to; s += step {
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name      string
+		scrapes   [][]int // per GPU, the seconds from t0 its DCGM points are stamped and sent at
+		leavesAtS int
+	}{
+		{"one GPU, its scrape late", [][]int{{-60, -30, 0, 40}}, 40},
+		{"two GPUs, the slower one's scrape late", [][]int{{-60, -30, 0, 40}, every(-60, 80, 10)}, 40},
+		{"one GPU, its DCGM points stopped", [][]int{{-60, -30}}, 31},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, now, _ := virtualCore(t, nil)
+			var receiver []pmetric.Metrics
+			for g := range tc.scrapes {
+				md := gpuMetrics("node-a", dcgmUUID(g), int64(g), t0.Add(-70*time.Second), time.Second, repeat(busy, 151))
+				md.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", "nvml")
+				receiver = append(receiver, md)
+			}
+			sink := &releaseClock{now: now, trace: 1}
+			for s := -70; s <= 80; s++ {
+				*now = t0.Add(time.Duration(s) * time.Second)
+				for g, scrapes := range tc.scrapes {
+					c.ingest.consume(context.Background(), pointsWhere(receiver[g], (*now).Equal))
+					if slices.Contains(scrapes, s) {
+						c.ingest.consume(context.Background(), dcgmScrape(*now,
+							dcgmSeries{name: "DCGM_FI_PROF_SM_ACTIVE", gpu: g, v: 0.4}, dcgmSeries{name: "DCGM_FI_PROF_NVLINK_RX_BYTES", gpu: g, v: 1e9}))
+					}
+				}
+				if s == 2 {
+					td := ptrace.NewTraces()
+					vllmSpan(td, 1, t0.Add(-3*time.Second), 0, 1, 3, 100) // ends at t0 + 1 s
+					td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-a")
+					require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+				}
+				c.tick(*now)
+			}
+			require.False(t, sink.at.IsZero(), "handed on")
+			assert.Equal(t, tc.leavesAtS, int(sink.at.Sub(t0)/time.Second))
+		})
 	}
 }
