@@ -1,6 +1,7 @@
 package gpuvizprocessor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -106,6 +107,68 @@ func TestNegativeAndEmptyPointsAreRefused(t *testing.T) {
 	c.ingest.consume(context.Background(), empty)
 	assert.False(t, c.ingest.store.Has(k, timeline.Power), "no power learned")
 	assert.Equal(t, map[string]int64{"bad_value": 2}, refusedPoints(t, tel))
+}
+
+// A GPU metric the timeline reads that comes as neither a gauge nor a sum
+// (a histogram hw.power) is refused as bad_type, counted, not skipped
+// silently.
+func TestAGPUMetricOfAnotherTypeIsRefused(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, _, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	md := pmetric.NewMetrics()
+	m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("hw.power")
+	m.SetEmptyHistogram().DataPoints().AppendEmpty().Attributes().PutStr("hw.id", "GPU-a")
+	c.ingest.consume(context.Background(), md)
+	assert.Zero(t, c.ingest.store.Len())
+	assert.Equal(t, map[string]int64{"bad_type": 1}, refusedPoints(t, tel))
+}
+
+// A receiver point is keyed by its resource's host.name, or, where the
+// resource has none, its own host.name attribute.
+func TestAPointsHostIsItsResourcesElseItsOwn(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	for _, resourceHost := range []string{"", "node-1"} {
+		in := newTestIngest(t)
+		md := oneGauge(resourceHost, "GPU-a", "hw.power", base, 300)
+		md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("host.name", "node-7")
+		in.consume(context.Background(), md)
+		want := cmp.Or(resourceHost, "node-7")
+		assert.Equal(t, []timeline.Key{{Host: want, GPU: "GPU-a"}}, in.store.GPUs(""), "resource host %q", resourceHost)
+	}
+}
+
+// A cumulative counter that went back (the driver or DCGM reloaded)
+// starts over: the interval across it gives no rate or share, and nothing
+// is refused as a bad value.
+func TestACounterThatWentBackIsNoBadValue(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	*now = base.Add(time.Minute)
+	for i, total := range []float64{5000, 1000, 3000} {
+		ts := base.Add(time.Duration(i) * time.Second)
+		io := oneGauge("node-1", "GPU-a", "hw.gpu.io", ts, total)
+		io.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("network.io.direction", "receive")
+		c.ingest.consume(context.Background(), io)
+		throttled := oneGauge("node-1", "GPU-a", "nvidia.gpu.throttle.time", ts, total/10000)
+		throttled.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("nvidia.gpu.throttle.reason", "sw_power_cap")
+		c.ingest.consume(context.Background(), throttled)
+		c.ingest.consume(context.Background(), dcgmScrape(ts, dcgmSeries{name: "DCGM_FI_DEV_POWER_VIOLATION", counter: true, v: total * 1e5}))
+	}
+	assert.Empty(t, refusedPoints(t, tel))
+	k := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+	rx, ok := last(c.ingest, k, timeline.PCIeRx, base.Add(2*time.Second))
+	require.True(t, ok)
+	assert.InDelta(t, 2000, rx, 1e-9, "the rate after the reset")
+	power, ok := last(c.ingest, k, timeline.PowerThrottled, base.Add(2*time.Second))
+	require.True(t, ok)
+	assert.InDelta(t, 0.2, power, 1e-9, "the share after the reload")
+	power, ok = last(c.ingest, dcgmKeyOf(0), timeline.PowerThrottled, base.Add(2*time.Second))
+	require.True(t, ok)
+	assert.InDelta(t, 0.2, power, 1e-9, "DCGM's share after its restart")
 }
 
 // A receiver point the timeline refused (a NaN power) does not mark the
