@@ -392,6 +392,24 @@ func TestFailedGPUIsNotWaitedFor(t *testing.T) {
 	assert.ElementsMatch(t, []any{"GPU-a", "GPU-b"}, attrs[0]["gpuviz.gpu.ids"], "still matched to both")
 }
 
+// A span all of whose GPUs the receiver reports failed waits for nothing
+// but its settle group: their data stopped, and max_wait would only hold it.
+func TestASpanOnlyOnFailedGPUsWaitsForItsSettleGroupAlone(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, nil)
+	*now = base.Add(11 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 10)))
+	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", *now))
+	*now = base.Add(15 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	c.tick(base.Add(19 * time.Second))
+	assert.Zero(t, sink.SpanCount(), "its settle group is open")
+	c.tick(base.Add(20 * time.Second))
+	assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "let go as its group closes, not at max_wait")
+}
+
 func TestShutdownFlushesHeldSpans(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
