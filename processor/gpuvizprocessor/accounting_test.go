@@ -450,7 +450,8 @@ func filterMetric(points map[acctPoint]float64, metric string) map[acctPoint]flo
 // flush starts at that flush; one without requests for idle_expiry is
 // dropped and, when it comes back, starts again from 0 at the flush before
 // (a reset to Prometheus); idle follows the books by what they added, and
-// a book that starts over (a GPU forgotten and seen again) adds from 0.
+// a book that starts over (a GPU forgotten and seen again: any of its
+// totals lower) adds from 0.
 func TestAccountingSeriesLifecycle(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	cfg := createDefaultConfig()
@@ -514,6 +515,12 @@ func TestAccountingSeriesLifecycle(t *testing.T) {
 	p = flush(base.Add(11*time.Minute+10*time.Second), books(40))
 	assert.Equal(t, point{3, ts(base.Add(10*time.Minute + 30*time.Second))}, p[a], "back from 0, at a new start")
 	assert.Equal(t, point{190, ts(base)}, p[idle], "the host's idle stays while its GPU is in the books")
+	// A new book that has already measured more than the old one, its idle
+	// still less: new too.
+	restarted := books(10)
+	restarted[0].totals.Measured = 5000
+	p = flush(base.Add(11*time.Minute+20*time.Second), restarted)
+	assert.Equal(t, point{200, ts(base)}, p[idle], "never back")
 	// The GPU gone from the books and no request for idle_expiry: the host goes.
 	p = flush(base.Add(25*time.Minute), nil)
 	assert.Empty(t, p)

@@ -50,6 +50,28 @@ func TestCostPieces(t *testing.T) {
 			},
 		},
 		{
+			// No token after the first: still a token's worth of cost.
+			name: "one token generated", phases: phases(inference.PhasePrefill, inference.PhaseDecode),
+			input: 1000, output: 1,
+			want: []attribution.Piece{
+				piece(0, 1, 1000, 0),
+				piece(1, 2, 1+(1000+1.0/2)/contextTokensPerToken, stepWeightTokens),
+			},
+		},
+		{
+			name: "prompt unknown: the decode's context not weighed", phases: phases(inference.PhasePrefill, inference.PhaseDecode),
+			input: -1, output: 101,
+			want: []attribution.Piece{
+				piece(0, 1, defaultPrefillTokensPerSecond, 0),
+				piece(1, 2, 100, stepWeightTokens*100),
+			},
+		},
+		{
+			name: "prefill and decode together, the prompt unknown: a decode stream's rate", phases: phases(inference.PhaseInference),
+			input: -1, output: 50,
+			want: []attribution.Piece{piece(0, 1, defaultDecodeTokensPerSecond, stepWeightTokens*50)},
+		},
+		{
 			name: "prefill and decode together: all tokens, a step a generated token", phases: phases(inference.PhaseInference),
 			input: 300, output: 50,
 			want: []attribution.Piece{piece(0, 1, 350, stepWeightTokens*50)},
