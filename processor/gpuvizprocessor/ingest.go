@@ -638,10 +638,24 @@ func (b *ingestBatch) energyFrom(src source, k timeline.Key, ts time.Time, joule
 	if b.in.store.AddEnergy(k, ts, joules) {
 		b.took(src, k, energySlot, ts)
 		b.learned++
-	} else if !timeline.Representable(joules) {
-		b.refuse("bad_value")
 	} else {
+		b.unlearned(k, joules)
+	}
+}
+
+// unlearned counts a point of GPU k with value v the timeline refused: a
+// value it cannot hold, a GPU past history.max_gpus, or a point stamped
+// before what it keeps of the GPU (history.retention behind its newest
+// point, or before any time it can hold).
+func (b *ingestBatch) unlearned(k timeline.Key, v float64) {
+	_, known := b.in.store.Newest(k)
+	switch {
+	case !timeline.Representable(v):
+		b.refuse("bad_value")
+	case !known && b.in.store.Len() >= b.in.maxGPUs:
 		b.refuse("gpu_limit")
+	default:
+		b.refuse("too_old")
 	}
 }
 
@@ -661,11 +675,7 @@ func (b *ingestBatch) addFrom(src source, k timeline.Key, sig timeline.Signal, t
 		}
 		return
 	}
-	if !timeline.Representable(v) {
-		b.refuse("bad_value")
-	} else {
-		b.refuse("gpu_limit")
-	}
+	b.unlearned(k, v)
 }
 
 func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {

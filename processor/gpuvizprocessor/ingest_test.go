@@ -171,6 +171,23 @@ func TestACounterThatWentBackIsNoBadValue(t *testing.T) {
 	assert.InDelta(t, 0.2, power, 1e-9, "DCGM's share after its restart")
 }
 
+// A point stamped before what the timeline keeps of its GPU (more than
+// history.retention behind its newest point: a batch retried after a long
+// outage, a point that lost its timestamp) is refused as too_old, not as
+// gpu_limit, which says to raise history.max_gpus: that is for a GPU past it.
+func TestAPointOlderThanTheRetentionIsRefusedAsTooOld(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), func(cfg *Config) { cfg.History.MaxGPUs = 1 })
+	*now = base.Add(time.Hour)
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "hw.power", base.Add(time.Hour), 300))
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "hw.power", base, 300))
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "hw.energy", time.Unix(0, 0), 5e6))
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-b", "hw.power", base.Add(time.Hour), 300))
+	assert.Equal(t, map[string]int64{"too_old": 2, "gpu_limit": 1}, refusedPoints(t, tel))
+}
+
 // A receiver point the timeline refused (a NaN power) does not mark the
 // signal as the receiver's: dcgm-exporter's good power of that GPU is
 // still taken.

@@ -163,7 +163,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.ProcessorGpuvizGpuPointsRefused, err = builder.meter.Int64Counter(
 		"otelcol_processor_gpuviz_gpu_points_refused",
-		metric.WithDescription("GPU data points not learned (attribute `reason`, gpu_limit, bad_value (NaN, negative, or no value), bad_type, no_hw_id, future (stamped more than a minute past the processor's clock), or superseded, a dcgm-exporter point of a signal the gpuviz receiver sends); they still pass through. [Development]"),
+		metric.WithDescription("GPU data points not learned (attribute `reason`, gpu_limit (past history.max_gpus), bad_value (NaN, negative, or no value), bad_type, no_hw_id, future (stamped more than a minute past the processor's clock), too_old (stamped before what history.retention keeps of its GPU), or superseded, a dcgm-exporter point of a signal the gpuviz receiver sends); they still pass through. [Development]"),
 		metric.WithUnit("{point}"),
 	)
 	errs = errors.Join(errs, err)

@@ -86,7 +86,7 @@ func AssertEqualProcessorGpuvizGpuPoints(t *testing.T, tt *componenttest.Telemet
 func AssertEqualProcessorGpuvizGpuPointsRefused(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_gpu_points_refused",
-		Description: "GPU data points not learned (attribute `reason`, gpu_limit, bad_value (NaN, negative, or no value), bad_type, no_hw_id, future (stamped more than a minute past the processor's clock), or superseded, a dcgm-exporter point of a signal the gpuviz receiver sends); they still pass through. [Development]",
+		Description: "GPU data points not learned (attribute `reason`, gpu_limit (past history.max_gpus), bad_value (NaN, negative, or no value), bad_type, no_hw_id, future (stamped more than a minute past the processor's clock), too_old (stamped before what history.retention keeps of its GPU), or superseded, a dcgm-exporter point of a signal the gpuviz receiver sends); they still pass through. [Development]",
 		Unit:        "{point}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
