@@ -693,45 +693,59 @@ func TestASpanWithoutACounterWaitsForThePowerSamples(t *testing.T) {
 // history.max_points_per_signal (2048) holds their last 41 s, the energy
 // counter's ring minutes. A request of three minutes, 600 W for its first
 // minute and 200 W after, drew 331 W on average, and its power mean must
-// say so rather than the mean of the power samples still held.
+// say so rather than the mean of the power samples still held. So must a
+// request across two GPUs whose rings together hold more seconds than it
+// ran, each less than half of it.
 func TestALongRequestsPowerMeanIsOverAllOfIt(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	watts := func(at time.Duration) float64 {
-		if at <= 60*time.Second {
-			return 600
+	for _, tc := range []struct {
+		gpus          int
+		from, to, hot time.Duration // the request, and when its GPUs go from 600 W to 200 W
+	}{
+		{gpus: 1, from: time.Second, to: 181 * time.Second, hot: 60 * time.Second},
+		{gpus: 2, from: 130 * time.Second, to: 190 * time.Second, hot: 150 * time.Second}, // the rings hold 159 s on
+	} {
+		watts := func(at time.Duration) float64 {
+			if at <= tc.hot {
+				return 600
+			}
+			return 200
 		}
-		return 200
+		c, now, sink := virtualCore(t, nil)
+		*now = base.Add(200 * time.Second)
+		for g, id := range []string{"GPU-a", "GPU-b"}[:tc.gpus] {
+			samples := repeat(sample{util: 0.9, tensor: 0.6, dram: 0.3, memUsed: 40e9}, 200)
+			for i := range samples {
+				samples[i].powerW = watts(time.Duration(i) * time.Second)
+			}
+			md := gpuMetrics("", id, int64(g), base, time.Second, samples)
+			ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
+			ms.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == "hw.power" }) // the samples say it
+			m := ms.AppendEmpty()
+			m.SetName("nvidia.gpu.samples.power")
+			dps := m.SetEmptyGauge().DataPoints()
+			for at := 20 * time.Millisecond; at < 200*time.Second; at += 20 * time.Millisecond {
+				dp := dps.AppendEmpty()
+				dp.SetTimestamp(pcommon.NewTimestampFromTime(base.Add(at)))
+				dp.SetDoubleValue(watts(at))
+				dp.Attributes().PutStr("hw.id", id)
+			}
+			c.ingest.consume(context.Background(), md)
+		}
+		td := ptrace.NewTraces()
+		vllmSpan(td, 1, base.Add(tc.from), 0, 1, (tc.to - tc.from - time.Second).Seconds(), 2000)
+		require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+		for step := range 10 {
+			c.tick(base.Add(200*time.Second + time.Duration(step)*time.Second))
+		}
+		attrs := spanAttrs(t, sink, "llm_request")
+		require.Len(t, attrs, 1)
+		require.Len(t, attrs[0]["gpuviz.gpu.ids"], tc.gpus)
+		energy := float64(tc.gpus) * (600*(tc.hot-tc.from).Seconds() + 200*(tc.to-tc.hot).Seconds())
+		want := energy / (tc.to - tc.from).Seconds()
+		assert.InDelta(t, energy, attrs[0]["gpuviz.energy"], 1e-6, "%d GPUs", tc.gpus)
+		assert.InDelta(t, want, attrs[0]["gpuviz.gpu.power.mean"], 0.01*want, "%d GPUs: the mean over the whole request", tc.gpus)
 	}
-	samples := repeat(sample{util: 0.9, tensor: 0.6, dram: 0.3, memUsed: 40e9}, 200)
-	for i := range samples {
-		samples[i].powerW = watts(time.Duration(i) * time.Second)
-	}
-	md := gpuMetrics("", "GPU-a", 0, base, time.Second, samples)
-	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
-	ms.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == "hw.power" }) // the samples say it
-	m := ms.AppendEmpty()
-	m.SetName("nvidia.gpu.samples.power")
-	dps := m.SetEmptyGauge().DataPoints()
-	for at := 20 * time.Millisecond; at < 200*time.Second; at += 20 * time.Millisecond {
-		dp := dps.AppendEmpty()
-		dp.SetTimestamp(pcommon.NewTimestampFromTime(base.Add(at)))
-		dp.SetDoubleValue(watts(at))
-		dp.Attributes().PutStr("hw.id", "GPU-a")
-	}
-	c, now, sink := virtualCore(t, nil)
-	*now = base.Add(200 * time.Second)
-	c.ingest.consume(context.Background(), md)
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(time.Second), 0, 1, 179, 2000) // [1 s, 181 s]
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
-	for step := range 10 {
-		c.tick(base.Add(200*time.Second + time.Duration(step)*time.Second))
-	}
-	attrs := spanAttrs(t, sink, "llm_request")
-	require.Len(t, attrs, 1)
-	want := (59*600.0 + 121*200.0) / 180
-	assert.InDelta(t, 59*600.0+121*200.0, attrs[0]["gpuviz.energy"], 1e-6)
-	assert.InDelta(t, want, attrs[0]["gpuviz.gpu.power.mean"], 0.01*want, "the mean over the whole request")
 }
 
 // A span from long before any sample the timeline can hold, released in

@@ -1052,3 +1052,38 @@ func TestASpanEndingOnABinEdgeReadsNothingAfterIt(t *testing.T) {
 	assert.InDelta(t, busy.memUsed, a["gpuviz.gpu.memory.peak"], 1)
 	assert.InDelta(t, busy.powerW, a["gpuviz.gpu.power.mean"], 1e-9)
 }
+
+// A span that starts exactly on a bin's edge reads no bin before it: a GPU
+// fuller up to that instant (every kernel slot, more memory, more power)
+// and busy from it gives the span the busy stretch's statistics alone, its
+// maximum and peak included.
+func TestASpanStartingOnABinEdgeReadsNothingBeforeIt(t *testing.T) {
+	p := newPipelines(t, nil)
+	now := time.Now().Truncate(time.Second)
+	from := now.Add(-40 * time.Second)
+	fuller := sample{util: 1, tensor: 0.2, dram: 0.8, powerW: 600, memUsed: 75e9}
+	// Sample i describes the second before it: fuller up to from+20s, busy after.
+	require.NoError(t, p.metrics.ConsumeMetrics(context.Background(), gpuMetrics("node-1", "GPU-a", 0, from, time.Second, append(repeat(fuller, 21), repeat(busy, 20)...))))
+	td := ptrace.NewTraces()
+	// The span, and another request running before its start in the same
+	// release, so that the bins before the edge are read too.
+	vllmSpan(td, 1, from.Add(15*time.Second), 0, 1, 6, 100)
+	edge := vllmSpan(td, 2, from.Add(20*time.Second), 0, 1, 4, 100)
+	td.ResourceSpans().At(0).Resource().Attributes().PutStr("host.name", "node-1")
+	require.NoError(t, p.traces.ConsumeTraces(context.Background(), td))
+	require.Eventually(t, func() bool { return p.spans.SpanCount() > 0 }, 5*time.Second, 10*time.Millisecond)
+
+	var a map[string]any
+	for _, out := range p.spans.AllTraces() {
+		forEachSpan(out, func(sp ptrace.Span) {
+			if sp.SpanID() == edge.SpanID() {
+				a = sp.Attributes().AsRaw()
+			}
+		})
+	}
+	require.NotNil(t, a)
+	assert.InDelta(t, busy.util, a["gpuviz.gpu.utilization.mean"], 1e-9)
+	assert.InDelta(t, busy.util, a["gpuviz.gpu.utilization.max"], 1e-9)
+	assert.InDelta(t, busy.memUsed, a["gpuviz.gpu.memory.peak"], 1)
+	assert.InDelta(t, busy.powerW, a["gpuviz.gpu.power.mean"], 1e-9)
+}
