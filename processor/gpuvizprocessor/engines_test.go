@@ -108,11 +108,15 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 
 	scrape(t0, "a:8000", "node-a", "GPU-0", 3)
 	scrape(t0, "z:8000", "node-z", "GPU-9", 3)
+	md := pmetric.NewMetrics() // an unmatched server gone stale: no count, none unmatched
+	serverGauge(md, "vllm:num_requests_running", "vllm", "z:8000", "node-z", "GPU-9", t0.Add(time.Second), true, 0).At(0).SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+	c.processMetrics(context.Background(), md)
 	c.spans.mu.Lock()
 	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: t0.UnixNano(), n: 3}}, c.spans.pipeline.engines[set.name], "matched by its gpu.uuid")
 	c.spans.pipeline.groupsOf(set)
 	assert.Equal(t, countBooked, c.spans.pipeline.running(set, "vllm\x00b:8000", t0.Add(2*time.Second).UnixNano(), 2), "the set's books are one group")
 	assert.Equal(t, countDropped, c.spans.pipeline.running(set, "vllm\x00b:8000", t0.Add(time.Second).UnixNano(), 2), "older than the newest held")
+	assert.Equal(t, countDropped, c.spans.pipeline.running(set, "vllm\x00c:8000", t0.Add(time.Second).UnixNano(), 2), "another server's, older than the set's newest")
 	c.spans.mu.Unlock()
 
 	late := t0.Add(2*time.Second + time.Duration(61e9))
@@ -182,8 +186,9 @@ func TestEngineTallyForgetsSetsWhoseServersAllWentSilent(t *testing.T) {
 	tally.count("mixed", "a", 0, 1)
 	tally.count("mixed", "b", attribution.EngineGap+1, 1)
 	tally.count("new", "c", attribution.EngineGap+1, 1)
+	tally.count("edge", "d", 1, 1) // silent for EngineGap exactly: still counted
 	tally.forget()
-	assert.ElementsMatch(t, []string{"mixed", "new"}, slices.Collect(maps.Keys(tally)))
+	assert.ElementsMatch(t, []string{"mixed", "new", "edge"}, slices.Collect(maps.Keys(tally)))
 }
 
 // BenchmarkEngineCounts measures what reading the inference servers'
@@ -293,6 +298,13 @@ func TestEngineCountsStaleServerLeavesItsSetsSum(t *testing.T) {
 	sum, ok := c.spans.pipeline.engines.count(set.name, "vllm\x00b:8000", t1.Add(time.Second).UnixNano(), 2)
 	assert.True(t, ok)
 	assert.Equal(t, 2.0, sum)
+
+	// A staleness marker older than the server's last count (delivered
+	// late) leaves that count in the sum.
+	c.spans.pipeline.engines.stale(set.name, "vllm\x00b:8000", t1.UnixNano())
+	sum, ok = c.spans.pipeline.engines.count(set.name, "vllm\x00c:8000", t1.Add(time.Second).UnixNano(), 1)
+	assert.True(t, ok)
+	assert.Equal(t, 3.0, sum, "b's 2 and c's 1")
 
 	// One engine of a server stale, the other not: the server's count is
 	// the live one's.
