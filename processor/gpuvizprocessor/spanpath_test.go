@@ -2,7 +2,6 @@ package gpuvizprocessor
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
@@ -119,33 +118,6 @@ func TestASpanBeforeItsGPUsFirstSampleGoesOnUnenriched(t *testing.T) {
 	assert.Positive(t, gpuviz[2])
 	assert.Equal(t, int64(1), counted(t, tel, "otelcol_processor_gpuviz_spans_unenriched"))
 	assert.Equal(t, int64(1), counted(t, tel, "otelcol_processor_gpuviz_spans_enriched"))
-}
-
-// A batch the next consumer keeps refusing, retryably, is offered again
-// until release_retry has passed since its first refusal, then refused
-// for good: the hold does not keep it for ever.
-func TestABatchRefusedPastReleaseRetryIsLetGo(t *testing.T) {
-	tel := componenttest.NewTelemetry()
-	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
-	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
-	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), func(cfg *Config) { cfg.ReleaseRetry = 10 * time.Second })
-	*now = base.Add(21 * time.Second)
-	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
-	next := &flaky{refuse: 1000, err: errors.New("queue full")}
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(5*time.Second), 0.5, 0.5, 3, 50)
-	require.NoError(t, c.consumeTraces(context.Background(), td, next, started))
-	for step := range 12 { // the group settles at 26 s: offered from then
-		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
-	}
-	require.NotEmpty(t, next.seen)
-	assert.Equal(t, 1, c.spans.pending(), "still offered within release_retry")
-	assert.Zero(t, counted(t, tel, "otelcol_processor_gpuviz_spans_refused"))
-	for step := 12; step < 20; step++ {
-		c.tick(base.Add(21*time.Second + time.Duration(step)*time.Second))
-	}
-	assert.Zero(t, c.spans.pending(), "let go once release_retry passed")
-	assert.Equal(t, int64(4), counted(t, tel, "otelcol_processor_gpuviz_spans_refused"), "the request and its three phase spans")
 }
 
 // The phase spans added are counted only where phase spans are on.
