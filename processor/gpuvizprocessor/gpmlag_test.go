@@ -169,3 +169,37 @@ func FuzzGPMLag(f *testing.F) {
 		}
 	})
 }
+
+// Edges that read the readings a little ahead of power (stamp jitter: a
+// lag of -30 ms, within what is believed of one edge) still count, and
+// give a lag of 0: never a negative one, which would stamp readings later
+// than the tick that took them.
+func TestGPMLagIsNeverNegative(t *testing.T) {
+	var edges []float64
+	for e := 2.13; e < 40; e += 3.07 {
+		edges = append(edges, e)
+	}
+	var l gpmLag
+	feedGPMLag(&l, 42, edges, 250*time.Millisecond, -30*time.Millisecond, 5)
+	assert.True(t, l.fromEdges, "the edges agree, read from %d", l.n)
+	assert.Equal(t, time.Duration(0), l.lag)
+}
+
+// Once the power edges agree, their lag stands: the readings after it are
+// stamped back by the edges' lag, not the one the spans' prefills read.
+func TestGPMLagFromEdgesOutranksTheSpans(t *testing.T) {
+	var edges []float64
+	for e := 2.13; e < 40; e += 3.07 {
+		edges = append(edges, e)
+	}
+	var l gpmLag
+	servePrefillsFrom(&l.prefills, int64(1_699_999_000)*int64(time.Second), 5, 250*time.Millisecond, 40*time.Millisecond, true, 1)
+	require.True(t, l.prefills.ok)
+	feedGPMLag(&l, 42, edges, 250*time.Millisecond, 105*time.Millisecond, 5)
+	require.True(t, l.fromEdges)
+	// The next batch's readings, before its power samples are learned from.
+	at := time.Unix(1_700_000_042, 250_000_000)
+	l.read(gpmTensor, at, 0.5)
+	assert.InDelta(t, float64(105*time.Millisecond), float64(l.lag), float64(15*time.Millisecond), "read %v", l.lag)
+	assert.Equal(t, at.Add(-l.lag), l.stamp(at))
+}
