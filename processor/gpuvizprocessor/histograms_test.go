@@ -1,6 +1,7 @@
 package gpuvizprocessor
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -74,6 +75,7 @@ func TestExemplarsAreTheFirstRequestsOfTheInterval(t *testing.T) {
 	for i := range exs.Len() {
 		assert.Equal(t, pcommon.SpanID{byte(i + 1)}, exs.At(i).SpanID(), "exemplar %d is the interval's request %d", i, i+1)
 		assert.Equal(t, float64(i+1), exs.At(i).DoubleValue())
+		assert.Equal(t, pcommon.NewTimestampFromTime(base.Add(time.Duration(i)*time.Second)), exs.At(i).Timestamp(), "exemplar %d is stamped when its request was", i)
 	}
 
 	// The next interval: its own first request is an exemplar again.
@@ -83,4 +85,45 @@ func TestExemplarsAreTheFirstRequestsOfTheInterval(t *testing.T) {
 	exs = ms.At(0).Histogram().DataPoints().At(0).Exemplars()
 	require.Equal(t, 1, exs.Len(), "the earlier interval's exemplars went out with it")
 	assert.Equal(t, pcommon.SpanID{99}, exs.At(0).SpanID())
+}
+
+// A value on a bucket's bound is counted in that bucket (OTLP's buckets
+// are (bounds[i-1], bounds[i]]), not the next: 10 J in (5, 10].
+func TestRequestHistogramBoundsAreInclusive(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	h := newHistograms(10 * time.Minute)
+	k := histKey{host: "node-1", model: "llama", label: bottleneck.ComputeBound}
+	h.observe(histEnergy, k, 10, exemplar{}, base, pcommon.NewTimestampFromTime(base))
+	h.observe(histEnergy, k, 10.5, exemplar{}, base, pcommon.NewTimestampFromTime(base))
+	ms := pmetric.NewMetricSlice()
+	h.appendTo(ms, "node-1", pcommon.NewTimestampFromTime(base.Add(time.Second)))
+	dp := ms.At(0).Histogram().DataPoints().At(0)
+	i := slices.Index(dp.ExplicitBounds().AsRaw(), 10)
+	require.GreaterOrEqual(t, i, 0)
+	assert.Equal(t, uint64(1), dp.BucketCounts().At(i), "10 J is in (5, 10]")
+	assert.Equal(t, uint64(1), dp.BucketCounts().At(i+1), "10.5 J is in (10, 20]")
+}
+
+// A gateway's histograms go out per host: each host's resource carries
+// its own requests' series alone.
+func TestRequestHistogramsGoOutUnderTheirHost(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	h := newHistograms(10 * time.Minute)
+	since := pcommon.NewTimestampFromTime(base)
+	h.observe(histEnergy, histKey{host: "node-1", model: "llama", label: bottleneck.ComputeBound}, 3, exemplar{spanID: pcommon.SpanID{1}}, base, since)
+	h.observe(histEnergy, histKey{host: "node-2", model: "qwen", label: bottleneck.MemoryBound}, 30, exemplar{spanID: pcommon.SpanID{2}}, base, since)
+	assert.Equal(t, []string{"node-1", "node-2"}, h.hosts())
+	for _, tc := range []struct {
+		host, model string
+		sum         float64
+	}{{"node-1", "llama", 3}, {"node-2", "qwen", 30}} {
+		ms := pmetric.NewMetricSlice()
+		assert.Equal(t, int64(1), h.appendTo(ms, tc.host, pcommon.NewTimestampFromTime(base.Add(time.Second))), "%s's exemplar alone", tc.host)
+		require.Equal(t, 1, ms.Len())
+		dps := ms.At(0).Histogram().DataPoints()
+		require.Equal(t, 1, dps.Len(), "%s's series alone", tc.host)
+		model, _ := dps.At(0).Attributes().Get(attrModel)
+		assert.Equal(t, tc.model, model.Str())
+		assert.Equal(t, tc.sum, dps.At(0).Sum())
+	}
 }
