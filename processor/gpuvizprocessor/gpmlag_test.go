@@ -203,3 +203,20 @@ func TestGPMLagFromEdgesOutranksTheSpans(t *testing.T) {
 	assert.InDelta(t, float64(105*time.Millisecond), float64(l.lag), float64(15*time.Millisecond), "read %v", l.lag)
 	assert.Equal(t, at.Add(-l.lag), l.stamp(at))
 }
+
+// An edge is placed within the power sample it falls in by that sample's
+// mean (the share of its stretch at the new level, at the stretch's
+// end): edges anywhere within their 20 ms samples read the lag within
+// 5 ms.
+func TestGPMLagPlacesEdgesWithinTheirSample(t *testing.T) {
+	var edges []float64
+	for e := 2.121; e < 40; e += 3.083 { // 0.15 of a sample further on each time
+		edges = append(edges, e)
+	}
+	for _, lag := range []time.Duration{105 * time.Millisecond, 60 * time.Millisecond} {
+		var l gpmLag
+		feedGPMLag(&l, 42, edges, 250*time.Millisecond, lag, 5)
+		require.True(t, l.fromEdges)
+		assert.InDelta(t, float64(lag), float64(l.lag), float64(5*time.Millisecond), "learned %v from %d edges", l.lag, l.n)
+	}
+}
