@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/extension/extensiontest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -303,6 +304,14 @@ func TestViewOfASimulatedNode(t *testing.T) {
 			// Scrape-time readings come every collection_interval (10 s),
 			// the sampled ones every second.
 			assert.GreaterOrEqual(t, points, 10, "%s %s", g.ID, sig)
+		}
+		// The SM clock in MHz, the SM's alone (not the memory's 2,619 MHz):
+		// within the H200's idle and top clocks.
+		for c, m := range a.Series[g.ID]["sm_clock_mhz"].Max {
+			if m != nil {
+				assert.GreaterOrEqual(t, *a.Series[g.ID]["sm_clock_mhz"].Min[c], 345.0, g.ID)
+				assert.LessOrEqual(t, *m, 1980.0, g.ID)
+			}
 		}
 		labelled := 0
 		for c, l := range a.Labels[g.ID] {
@@ -608,4 +617,75 @@ func TestViewKeepsASimulatedGPUMarkedWhenDCGMDescribesItToo(t *testing.T) {
 	for _, g := range a.GPUs {
 		assert.True(t, g.Simulated, g.ID)
 	}
+}
+
+// What the sink hands the view is what the view shows: PCIe receive and
+// transmit each under its own name, final_ms at the end of the last final
+// bin, a request's energy only where known, each phase's own share, and
+// no request on a GPU the view refused.
+func TestViewSinkHandsTheViewWhatItShows(t *testing.T) {
+	t0 := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(10 * time.Second)
+	tv := &testView{Registry: view.NewRegistry(view.Limits{Retention: time.Minute, MaxGPUs: 1, MaxRequests: 10}, "", func() time.Time { return now })}
+	src, release := tv.RegisterSource("gpuviz")
+	defer release()
+	const width = 100 * time.Millisecond
+	v := &viewSink{sources: []*view.Source{src}, release: []func(){release}, width: int64(width), gpus: map[timeline.Key][]*view.GPU{}}
+	k, refused := timeline.Key{Host: "h", GPU: "GPU-a"}, timeline.Key{Host: "h", GPU: "GPU-b"}
+	for s := range 10 {
+		at := t0.Add(time.Duration(s) * time.Second)
+		v.sample(k, timeline.PCIeRx, at, 1e9)
+		v.sample(k, timeline.PCIeTx, at, 2e8)
+		v.sample(refused, timeline.PCIeRx, at, 1e9) // the view holds one GPU
+	}
+	final := t0.Add(5*time.Second - width).UnixNano() // the bin ending at 5 s
+	v.label(k, final, bottleneck.ComputeBound)
+	v.final(k, final, bottleneck.ComputeBound)
+
+	r := &requestRecord{
+		keys: []timeline.Key{k}, model: "llama", family: "vllm", label: bottleneck.ComputeBound, share: 0.6,
+		energy: 12, energyKnown: false, traceID: pcommon.TraceID{1}, spanID: pcommon.SpanID{1},
+		start: t0.Add(2 * time.Second), end: t0.Add(4 * time.Second), numPhases: 2,
+	}
+	r.phases[0] = recordPhase{name: "prefill", start: r.start, end: r.start.Add(time.Second), label: bottleneck.ComputeBound, share: 0.9, energy: 5}
+	r.phases[1] = recordPhase{name: "decode", start: r.start.Add(time.Second), end: r.end, label: bottleneck.MemoryBound, share: 0.7, energy: 7}
+	v.request(r)
+	onRefused := *r
+	onRefused.keys, onRefused.traceID = []timeline.Key{refused}, pcommon.TraceID{2}
+	v.request(&onRefused)
+
+	_, b := tv.get(t, "/api/v1/view?range=60&columns=60")
+	var a viewAnswer
+	require.NoError(t, json.Unmarshal(b, &a), string(b))
+	require.Len(t, a.GPUs, 1, "%s", b)
+	mean := func(sig string) float64 {
+		s := a.Series[a.GPUs[0].ID][sig]
+		for _, m := range s.Mean {
+			if m != nil {
+				return *m
+			}
+		}
+		t.Fatalf("no %s", sig)
+		return 0
+	}
+	assert.Equal(t, 1e9, mean("pcie_rx_bytes_per_s"))
+	assert.Equal(t, 2e8, mean("pcie_tx_bytes_per_s"))
+	assert.Equal(t, (final+int64(width))/int64(time.Millisecond), a.FinalMS, "final to the end of the bin")
+
+	require.Len(t, a.Requests, 1, "the request on the refused GPU is not shown: %s", b)
+	q := a.Requests[0]
+	assert.Nil(t, q.Energy, "energy not known: none shown")
+	require.Len(t, q.Phases, 2)
+	var phases []struct {
+		Share float64 `json:"bottleneck_share"`
+	}
+	var raw struct {
+		Requests []struct {
+			Phases json.RawMessage `json:"phases"`
+		} `json:"requests"`
+	}
+	require.NoError(t, json.Unmarshal(b, &raw))
+	require.NoError(t, json.Unmarshal(raw.Requests[0].Phases, &phases))
+	assert.Equal(t, 0.9, phases[0].Share)
+	assert.Equal(t, 0.7, phases[1].Share)
 }
