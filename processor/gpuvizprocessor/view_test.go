@@ -689,3 +689,21 @@ func TestViewSinkHandsTheViewWhatItShows(t *testing.T) {
 	assert.Equal(t, 0.9, phases[0].Share)
 	assert.Equal(t, 0.7, phases[1].Share)
 }
+
+// The view's own readings refuse what is past the clock as the timeline
+// does, the driver's sub-second SM clock samples too: one stamped a day
+// ahead would move the GPU's newest second and drop its real samples.
+func TestViewSampledClockFromTheFutureIsRefused(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, _ := virtualCore(t, nil)
+	*now = base.Add(21 * time.Second)
+	reg := view.NewRegistry(view.Limits{Retention: time.Minute, MaxGPUs: 10, MaxRequests: 10}, "", func() time.Time { return *now })
+	src, release := reg.RegisterSource("gpuviz")
+	defer release()
+	c.spans.setView(&viewSink{sources: []*view.Source{src}, release: []func(){release}, width: int64(100 * time.Millisecond), gpus: map[timeline.Key][]*view.GPU{}})
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "nvidia.gpu.samples.sm_clock", base.Add(24*time.Hour), 1.98e9))
+	*now = base.Add(22 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("node-1", "GPU-a", 0, base.Add(21*time.Second), time.Second, repeat(busy, 1)))
+	assert.Zero(t, reg.Dropped().SamplesTooOld, "the view kept the GPU's samples")
+}
