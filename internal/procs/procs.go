@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -237,8 +238,15 @@ func TCPReady(addr string) func(context.Context) error {
 	}
 }
 
-// FreePorts returns n loopback TCP ports that were free a moment ago.
+// FreePorts returns n loopback TCP ports that were free a moment ago and
+// that this process has not handed out before. They come from below the
+// kernel's ephemeral range: a port the kernel picks for a listener on :0
+// or for an outgoing connection (the collectors make many) is never one
+// of them, so a child binding one later does not find it taken.
 func FreePorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	lo, hi := portsBelowEphemeral()
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -246,13 +254,44 @@ func FreePorts(n int) ([]int, error) {
 		}
 	}()
 	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tried := 0; len(ports) < n; tried++ {
+		if tried == hi-lo {
+			return nil, fmt.Errorf("no %d free loopback ports in %d-%d", n, lo, hi-1)
+		}
+		nextPort++
+		if nextPort < lo || nextPort >= hi {
+			nextPort = lo + os.Getpid()%(hi-lo)
+		}
+		if handedOut[nextPort] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(nextPort)))
 		if err != nil {
-			return nil, err
+			continue
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		handedOut[nextPort] = true
+		ports = append(ports, nextPort)
 	}
 	return ports, nil
+}
+
+var (
+	portsMu   sync.Mutex
+	nextPort  int
+	handedOut = map[int]bool{}
+)
+
+// portsBelowEphemeral is the range FreePorts takes ports from: 10000 up
+// to the start of the kernel's ephemeral range (32768 by default).
+func portsBelowEphemeral() (lo, hi int) {
+	lo, hi = 10000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil && start > lo+1000 {
+				hi = start
+			}
+		}
+	}
+	return lo, hi
 }
