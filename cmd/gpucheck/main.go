@@ -37,6 +37,7 @@ import (
 
 	"github.com/gpuviz/gpuviz/internal/cliusage"
 	"github.com/gpuviz/gpuviz/internal/gpucheck"
+	"github.com/gpuviz/gpuviz/internal/procs"
 )
 
 // Files of a run, in --out.
@@ -209,10 +210,13 @@ func check(ctx context.Context, opts options) (result, error) {
 	go func() { _ = srv.Serve(ln) }() // Serve returns when srv is closed
 	defer srv.Close()
 
-	otlpAddr, err := freeLoopbackAddr()
+	// Below the ephemeral range the workload's own connections draw from:
+	// the collector binds it a few seconds later.
+	otlpPort, err := procs.FreePorts(1)
 	if err != nil {
 		return result{}, fmt.Errorf("finding a port for the collector's OTLP receiver: %w", err)
 	}
+	otlpAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(otlpPort[0]))
 	configPath := filepath.Join(opts.out, configFile)
 	config := gpucheck.CollectorConfig(gpucheck.CollectorOptions{
 		Endpoint: "http://" + ln.Addr().String(), OTLPAddr: otlpAddr,
@@ -314,18 +318,6 @@ func (o options) validate() error {
 		return fmt.Errorf("--prefill-duty %g: want a share in (0, 1]", o.prefillDuty)
 	}
 	return nil
-}
-
-// freeLoopbackAddr returns a loopback address with a port free now. The
-// collector binds it a few seconds later: another process could take it in
-// between, which the collector's start then reports.
-func freeLoopbackAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	addr := ln.Addr().String()
-	return addr, ln.Close()
 }
 
 // waitForSpans returns once every request's span is in the capture, or

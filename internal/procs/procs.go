@@ -1,7 +1,8 @@
 // Package procs runs the child processes of the demo and of the end-to-end
 // and browser tests (internal/stack, internal/viewcheck): each in its own
 // process group with its log in a work directory, waited for until it
-// answers, and stopped newest first.
+// answers, and stopped newest first. FreePorts finds the ports they listen
+// on, for the hardware check (cmd/gpucheck) too.
 package procs // import "github.com/gpuviz/gpuviz/internal/procs"
 
 import (
