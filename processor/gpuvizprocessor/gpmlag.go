@@ -35,8 +35,8 @@ type gpmLag struct {
 	edges     [gpmLagEdges]float64
 	n         int
 	fromEdges bool
-	// prefills reads the lag from the spans' prefills, taken until the
-	// edges agree.
+	// prefills reads the lag from the spans' prefills, fed and taken
+	// until the edges agree.
 	prefills prefillLag
 }
 
@@ -87,9 +87,9 @@ func (l *gpmLag) sampled(ts time.Time, w float64) { l.power = keep(l.power, ts.U
 // read keeps an activity reading of series s at ts, as stamped.
 func (l *gpmLag) read(s int, ts time.Time, v float64) {
 	l.activity[s] = keep(l.activity[s], ts.UnixNano(), v)
-	if s == gpmTensor {
+	if s == gpmTensor && !l.fromEdges { // the edges' lag is final
 		l.prefills.read(ts.UnixNano(), v)
-		if l.prefills.ok && !l.fromEdges {
+		if l.prefills.ok {
 			l.lag = l.prefills.lag
 		}
 	}

@@ -204,6 +204,26 @@ func TestGPMLagFromEdgesOutranksTheSpans(t *testing.T) {
 	assert.Equal(t, at.Add(-l.lag), l.stamp(at))
 }
 
+// Once the edges' lag stands, the spans' prefills and the tensor readings
+// are no longer fed to the prefills' lag: nothing reads it again, and its
+// correlation costs a span's prefill a pass per GPU.
+func TestGPMLagFromEdgesStopsFeedingThePrefills(t *testing.T) {
+	in := newIngest(nil, nil, telemetry{}, createDefaultConfig(), time.Now)
+	keys := []timeline.Key{{Host: "node", GPU: "edges"}, {Host: "node", GPU: "prefills"}}
+	t0 := int64(1_700_000_000) * int64(time.Second)
+	for _, k := range keys {
+		in.state(k).gpm.read(gpmTensor, time.Unix(0, t0), 0.5)
+	}
+	edges := in.state(keys[0])
+	edges.gpm.fromEdges = true
+	in.prefilled([]prefill{{keys: keys, start: t0 - int64(time.Second), end: t0 - int64(800*time.Millisecond), tokens: 2000}})
+	assert.True(t, edges.gpm.prefills.tokens == nil, "a GPU whose edges agree")
+	assert.True(t, in.state(keys[1]).gpm.prefills.tokens != nil, "a GPU still reading the prefills")
+	edges.gpm.read(gpmTensor, time.Unix(0, t0+int64(250*time.Millisecond)), 0.6)
+	assert.Len(t, edges.gpm.prefills.readings, 1, "readings after the edges agree")
+	assert.Equal(t, 0.6, edges.gpm.activity[gpmTensor][1].v, "the edges still read it")
+}
+
 // An edge is placed within the power sample it falls in by that sample's
 // mean (the share of its stretch at the new level, at the stretch's
 // end): edges anywhere within their 20 ms samples read the lag within

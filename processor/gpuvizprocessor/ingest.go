@@ -311,7 +311,9 @@ func (in *ingest) prefilled(ps []prefill) {
 		sp := spreadPrefill(p.start, p.end, p.tokens, buf)
 		buf = sp.tokens
 		for _, g := range states {
-			g.gpm.prefills.prefilled(sp)
+			if !g.gpm.fromEdges { // its lag no longer reads them
+				g.gpm.prefills.prefilled(sp)
+			}
 		}
 	}
 }
