@@ -358,3 +358,33 @@ func TestStepsOfARequestAreRecorded(t *testing.T) {
 	assert.Positive(t, checked)
 	assert.Positive(t, preempted)
 }
+
+// TestAStepEndingAtTheEpisodesEndStaysInIt: a step that would end exactly
+// at the episode's end is not run (its requests are aborted in the
+// episode's last nanosecond), so every request's Finished lies inside its
+// episode and consecutive ranges of Node.Finished return it once. The
+// episode is cut to end where a request of a longer one finished: arrivals
+// stop at the same moment, so the engine runs the same steps up to it.
+func TestAStepEndingAtTheEpisodesEndStaysInIt(t *testing.T) {
+	sc := mustScenario(t, "host_starved", 1)
+	sc.Episode, sc.Drain = 3*time.Minute, time.Minute
+	until := sc.Episode - sc.Drain
+	var end int64
+	for _, q := range simulate(h200, sc, 0, 1, 0).reqs {
+		if q.Finish != FinishAbort && q.Finished > int64(until) {
+			end = q.Finished
+			break
+		}
+	}
+	require.NotZero(t, end, "a request finishes in the drain")
+	sc.Episode = time.Duration(end)
+	sc.Drain = sc.Episode - until
+	n := NewNode(h200, sc, 1)
+	ep := n.Episode(0)
+	require.NotEmpty(t, ep.Requests())
+	for _, q := range ep.Requests() {
+		require.Less(t, q.Finished, ep.End, "Finished inside the episode: %+v", q)
+	}
+	all := len(ep.Requests()) + len(n.Episode(1).Requests())
+	assert.Len(t, append(n.Finished(0, ep.End), n.Finished(ep.End, 2*ep.End)...), all, "every request once")
+}

@@ -133,8 +133,10 @@ func (s *sim) step(t int64) int64 {
 	f := min(fPower, fThermal)
 	length, tensor, dram, sm := rl.at(f)
 	ns := max(int64(length*1e9), 1)
-	if t+host+ns > s.end {
-		// The episode ends first: what is in the engine is aborted.
+	if t+host+ns >= s.end {
+		// The episode ends first (a step ending at its end would finish
+		// requests in the next episode): what is in the engine is
+		// aborted.
 		s.idle(t, s.end)
 		return s.end
 	}
