@@ -95,6 +95,7 @@ func TestEncodeRefusesNoSpans(t *testing.T) {
 type fakeReceiver struct {
 	ptraceotlp.UnimplementedGRPCServer
 	refuse func(n int) error // n: the request's number, from 0
+	reject int64             // spans of each accepted request its answer's partial success rejects
 	mu     sync.Mutex
 	n      int
 	spans  int64
@@ -122,7 +123,12 @@ func (f *fakeReceiver) Export(ctx context.Context, req ptraceotlp.ExportRequest)
 			}
 		}
 	}
-	return ptraceotlp.NewExportResponse(), nil
+	resp := ptraceotlp.NewExportResponse()
+	if f.reject > 0 {
+		resp.PartialSuccess().SetRejectedSpans(f.reject)
+		resp.PartialSuccess().SetErrorMessage("rejected")
+	}
+	return resp, nil
 }
 
 func serve(t *testing.T, refuse func(n int) error) (*fakeReceiver, string) {
@@ -248,4 +254,20 @@ func TestVLLMSpansAreVLLMs(t *testing.T) {
 		assert.LessOrEqual(t, int64(sp.EndTimestamp()), at, "span %d", i)
 		assert.Greater(t, int64(sp.EndTimestamp()), at-int64(time.Second), "span %d ends within the batch's time", i)
 	}
+}
+
+// TestRunCountsPartialSuccess: spans an accepted request's answer rejects
+// (OTLP partial success) are counted as rejected, not accepted.
+func TestRunCountsPartialSuccess(t *testing.T) {
+	f, addr := serve(t, func(int) error { return nil })
+	f.mu.Lock()
+	f.reject = 3
+	f.mu.Unlock()
+	res, err := Run(context.Background(), Config{Endpoint: addr, Rate: 2000, Duration: 200 * time.Millisecond, MaxInFlight: 64, Timeout: 10 * time.Second},
+		vllmPayloads(t, 20))
+	require.NoError(t, err)
+	require.Positive(t, res.Requests)
+	assert.Equal(t, 3*res.Requests, res.Rejected, "three spans of every request rejected")
+	assert.Equal(t, f.spans-res.Rejected, res.Accepted, "accepted is what the receiver took less what it rejected")
+	assert.Equal(t, res.Offered, res.Accepted+res.Rejected+res.RefusedTotal()+res.Unsent)
 }
