@@ -126,6 +126,9 @@ func TestOverload(t *testing.T) {
 	assert.Eventually(t, drained, 3*time.Minute, 500*time.Millisecond, "the held spans leave")
 	stopSampling()
 	require.NoError(t, group.Exited(nil), "the collector kept running")
+	// The sampler drops a failed read: with none read, the RSS bound below
+	// held at 0.
+	require.Positive(t, peak.max(), "the collector's VmRSS (pid %d) was read", pid)
 
 	accepted := m.sum("otelcol_receiver_accepted_spans", "")
 	t.Logf("collector: accepted %.0f, refused %.0f, exported %.0f + %.0f phase spans; RSS peak %.1f MiB (limit_mib %d)",
