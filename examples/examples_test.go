@@ -1921,3 +1921,87 @@ func TestTLSExamples(t *testing.T) {
 		`the collector's own metrics listen on "0.0.0.0"`,
 	}, tlsExposureProblems(half))
 }
+
+// --- systemd -----------------------------------------------------------------------
+
+// systemdEnvironmentProblems splits the value of an Environment= line as
+// systemd does (systemd.exec(5): assignments separated by spaces, each
+// double- or single-quoted to hold one) and returns the words systemd
+// would ignore ("Invalid environment assignment, ignoring") or cut short:
+// a word that is no VAR=value assignment.
+func systemdEnvironmentProblems(value string) []string {
+	var problems, words []string
+	var cur strings.Builder
+	quote, inWord := rune(0), false
+	for _, r := range value {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	assignment := regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+	for _, w := range words {
+		if !assignment.MatchString(w) {
+			problems = append(problems, fmt.Sprintf("%q is no VAR=value assignment: systemd ignores it", w))
+		}
+	}
+	return problems
+}
+
+// TestSystemdEnvironment checks every systemd Environment= line the docs
+// and examples give (in a unit file, or in a Markdown code span): each word
+// is one assignment, so that a value with a space (a YAML list such as
+// GPUVIZ_GATEWAYS=[gw-0:4317, gw-1:4317]) is quoted whole.
+func TestSystemdEnvironment(t *testing.T) {
+	var files []string
+	for _, g := range []string{"../README.md", "../docs/*.md", "*/README.md", "*/*.service"} {
+		m, err := filepath.Glob(g)
+		require.NoError(t, err)
+		files = append(files, m...)
+	}
+	codeSpan := regexp.MustCompile("`(Environment=[^`]*)`")
+	found := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var lines []string
+		if strings.HasSuffix(f, ".service") {
+			for _, l := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(l, "Environment=") {
+					lines = append(lines, l)
+				}
+			}
+		} else {
+			for _, m := range codeSpan.FindAllStringSubmatch(string(b), -1) {
+				lines = append(lines, m[1])
+			}
+		}
+		for _, l := range lines {
+			found++
+			assert.Empty(t, systemdEnvironmentProblems(strings.TrimPrefix(l, "Environment=")), "%s: %s", f, l)
+		}
+	}
+	assert.NotZero(t, found, "no Environment= lines found")
+
+	// The negative case: an unquoted space splits an assignment in two.
+	assert.Equal(t, []string{`"gw-1:4317]" is no VAR=value assignment: systemd ignores it`},
+		systemdEnvironmentProblems(`GPUVIZ_HOST_NAME=%H GPUVIZ_GATEWAYS=[gw-0:4317, gw-1:4317]`))
+	assert.Empty(t, systemdEnvironmentProblems(`GPUVIZ_HOST_NAME=%H "GPUVIZ_GATEWAYS=[gw-0:4317, gw-1:4317]"`))
+	assert.Empty(t, systemdEnvironmentProblems(`GOMEMLIMIT=400MiB`))
+}
