@@ -2005,3 +2005,20 @@ func TestSystemdEnvironment(t *testing.T) {
 	assert.Empty(t, systemdEnvironmentProblems(`GPUVIZ_HOST_NAME=%H "GPUVIZ_GATEWAYS=[gw-0:4317, gw-1:4317]"`))
 	assert.Empty(t, systemdEnvironmentProblems(`GOMEMLIMIT=400MiB`))
 }
+
+// TestFleetAgentNamesTheDNSResolverExample checks that the example
+// examples/fleet/agent.yaml points at for the dns resolver on a headless
+// Service configures hostrouting with that resolver.
+func TestFleetAgentNamesTheDNSResolverExample(t *testing.T) {
+	b, err := os.ReadFile("fleet/agent.yaml")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`dns resolver on a headless Service,\s*#\s*examples/(\S+?)\)`).FindStringSubmatch(string(b))
+	require.NotNil(t, m, "fleet/agent.yaml names an example of the dns resolver")
+	var resolvers []string
+	for name, cfg := range collectorConfigs(t) {
+		if strings.HasPrefix(name, m[1]) && dig(cfg, "exporters", "hostrouting", "resolver", "dns") != nil {
+			resolvers = append(resolvers, name)
+		}
+	}
+	assert.NotEmpty(t, resolvers, "examples/%s has no hostrouting exporter with a dns resolver", m[1])
+}
