@@ -2022,3 +2022,87 @@ func TestFleetAgentNamesTheDNSResolverExample(t *testing.T) {
 	}
 	assert.NotEmpty(t, resolvers, "examples/%s has no hostrouting exporter with a dns resolver", m[1])
 }
+
+// slurmDocQueries returns the PromQL queries of docs/slurm.md's promql
+// block, each keyed by the comment above it.
+func slurmDocQueries(t *testing.T) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile("../docs/slurm.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)```promql\n(.*?)```").FindStringSubmatch(string(b))
+	require.NotNil(t, m, "docs/slurm.md has a promql block")
+	out := map[string]string{}
+	var comment string
+	var expr []string
+	flush := func() {
+		if len(expr) > 0 {
+			out[comment] = strings.Join(expr, " ")
+		}
+		expr = nil
+	}
+	for _, l := range strings.Split(m[1], "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case strings.HasPrefix(l, "#"):
+			flush()
+			comment = strings.TrimSpace(strings.TrimPrefix(l, "#"))
+		case l != "":
+			expr = append(expr, l)
+		}
+	}
+	flush()
+	return out
+}
+
+// TestSlurmDocQueries runs docs/slurm.md's per-job queries in promtool on
+// two nodes, one GPU of which two jobs share: the utilisation query gives
+// each job its GPU's utilisation (a GPU shared by jobs counts for each), and
+// the power query sums one job's GPUs across its nodes.
+func TestSlurmDocQueries(t *testing.T) {
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Skip("promtool is not on PATH")
+	}
+	queries := slurmDocQueries(t)
+	want := map[string][]map[string]any{
+		"utilisation per job (a GPU shared by jobs counts for each)": {
+			{"labels": `{host_name="n1",hw_id="GPU-a",slurm_job_id="4242"}`, "value": 0.5},
+			{"labels": `{host_name="n1",hw_id="GPU-a",slurm_job_id="4243"}`, "value": 0.5},
+			{"labels": `{host_name="n2",hw_id="GPU-b",slurm_job_id="4242"}`, "value": 0.25},
+		},
+		"a job's power, across its nodes": {{"labels": `{}`, "value": 500}},
+	}
+	require.Len(t, queries, len(want), "docs/slurm.md's queries: %v", queries)
+	var tests []any
+	for comment, exp := range want {
+		q, ok := queries[comment]
+		require.True(t, ok, "docs/slurm.md has no query under %q: %v", comment, queries)
+		tests = append(tests, map[string]any{"expr": q, "eval_time": "1m", "exp_samples": exp})
+	}
+	series := func(s, v string) map[string]string { return map[string]string{"series": s, "values": v} }
+	unit := map[string]any{
+		"rule_files":          []string{},
+		"evaluation_interval": "1m",
+		"tests": []any{map[string]any{
+			"interval": "1m",
+			"input_series": []any{
+				series(`hw_gpu_utilization_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",hw_gpu_task="general"}`, "0.5x3"),
+				series(`hw_gpu_utilization_ratio{host_name="n2",hw_id="GPU-b",hw_name="gpu0",hw_gpu_task="general"}`, "0.25x3"),
+				series(`hw_power_watts{host_name="n1",hw_id="GPU-a",hw_name="gpu0"}`, "300x3"),
+				series(`hw_power_watts{host_name="n2",hw_id="GPU-b",hw_name="gpu0"}`, "200x3"),
+				series(`nvidia_gpu_slurm_job_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",slurm_job_id="4242",slurm_step_id="0"}`, "1x3"),
+				series(`nvidia_gpu_slurm_job_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",slurm_job_id="4243",slurm_step_id="0"}`, "1x3"),
+				series(`nvidia_gpu_slurm_job_ratio{host_name="n2",hw_id="GPU-b",hw_name="gpu0",slurm_job_id="4242",slurm_step_id="0"}`, "1x3"),
+			},
+			"promql_expr_test": tests,
+		}},
+	}
+	b, err := yaml.Marshal(unit)
+	require.NoError(t, err)
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "slurm_test.yaml"), b, 0o644))
+	cmd := exec.Command(promtool, "test", "rules", "slurm_test.yaml")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "promtool test rules on docs/slurm.md's queries:\n%s", out)
+}
