@@ -2023,14 +2023,14 @@ func TestFleetAgentNamesTheDNSResolverExample(t *testing.T) {
 	assert.NotEmpty(t, resolvers, "examples/%s has no hostrouting exporter with a dns resolver", m[1])
 }
 
-// slurmDocQueries returns the PromQL queries of docs/slurm.md's promql
-// block, each keyed by the comment above it.
-func slurmDocQueries(t *testing.T) map[string]string {
+// docQueries returns the PromQL queries of a doc's first promql block,
+// each keyed by the comment above it.
+func docQueries(t *testing.T, doc string) map[string]string {
 	t.Helper()
-	b, err := os.ReadFile("../docs/slurm.md")
+	b, err := os.ReadFile(filepath.Join("..", doc))
 	require.NoError(t, err)
 	m := regexp.MustCompile("(?s)```promql\n(.*?)```").FindStringSubmatch(string(b))
-	require.NotNil(t, m, "docs/slurm.md has a promql block")
+	require.NotNil(t, m, "%s has a promql block", doc)
 	out := map[string]string{}
 	var comment string
 	var expr []string
@@ -2054,55 +2054,96 @@ func slurmDocQueries(t *testing.T) map[string]string {
 	return out
 }
 
-// TestSlurmDocQueries runs docs/slurm.md's per-job queries in promtool on
-// two nodes, one GPU of which two jobs share: the utilisation query gives
-// each job its GPU's utilisation (a GPU shared by jobs counts for each), and
-// the power query sums one job's GPUs across its nodes.
-func TestSlurmDocQueries(t *testing.T) {
+// checkDocQueries runs every query of doc's promql block in promtool on
+// the input series (each "series values", one sample a minute) and checks
+// each gives what want has under its comment, evaluated at 1m.
+func checkDocQueries(t *testing.T, doc string, input []string, want map[string][]map[string]any) {
+	t.Helper()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool is not on PATH")
 	}
-	queries := slurmDocQueries(t)
-	want := map[string][]map[string]any{
-		"utilisation per job (a GPU shared by jobs counts for each)": {
-			{"labels": `{host_name="n1",hw_id="GPU-a",slurm_job_id="4242"}`, "value": 0.5},
-			{"labels": `{host_name="n1",hw_id="GPU-a",slurm_job_id="4243"}`, "value": 0.5},
-			{"labels": `{host_name="n2",hw_id="GPU-b",slurm_job_id="4242"}`, "value": 0.25},
-		},
-		"a job's power, across its nodes": {{"labels": `{}`, "value": 500}},
-	}
-	require.Len(t, queries, len(want), "docs/slurm.md's queries: %v", queries)
+	queries := docQueries(t, doc)
+	require.Len(t, queries, len(want), "%s's queries: %v", doc, queries)
 	var tests []any
 	for comment, exp := range want {
 		q, ok := queries[comment]
-		require.True(t, ok, "docs/slurm.md has no query under %q: %v", comment, queries)
+		require.True(t, ok, "%s has no query under %q: %v", doc, comment, queries)
 		tests = append(tests, map[string]any{"expr": q, "eval_time": "1m", "exp_samples": exp})
 	}
-	series := func(s, v string) map[string]string { return map[string]string{"series": s, "values": v} }
+	var series []any
+	for _, in := range input {
+		s, v, ok := strings.Cut(in, " ")
+		require.True(t, ok, "input %q is not \"series values\"", in)
+		series = append(series, map[string]string{"series": s, "values": v})
+	}
 	unit := map[string]any{
 		"rule_files":          []string{},
 		"evaluation_interval": "1m",
 		"tests": []any{map[string]any{
-			"interval": "1m",
-			"input_series": []any{
-				series(`hw_gpu_utilization_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",hw_gpu_task="general"}`, "0.5x3"),
-				series(`hw_gpu_utilization_ratio{host_name="n2",hw_id="GPU-b",hw_name="gpu0",hw_gpu_task="general"}`, "0.25x3"),
-				series(`hw_power_watts{host_name="n1",hw_id="GPU-a",hw_name="gpu0"}`, "300x3"),
-				series(`hw_power_watts{host_name="n2",hw_id="GPU-b",hw_name="gpu0"}`, "200x3"),
-				series(`nvidia_gpu_slurm_job_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",slurm_job_id="4242",slurm_step_id="0"}`, "1x3"),
-				series(`nvidia_gpu_slurm_job_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",slurm_job_id="4243",slurm_step_id="0"}`, "1x3"),
-				series(`nvidia_gpu_slurm_job_ratio{host_name="n2",hw_id="GPU-b",hw_name="gpu0",slurm_job_id="4242",slurm_step_id="0"}`, "1x3"),
-			},
+			"interval":         "1m",
+			"input_series":     series,
 			"promql_expr_test": tests,
 		}},
 	}
 	b, err := yaml.Marshal(unit)
 	require.NoError(t, err)
 	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "slurm_test.yaml"), b, 0o644))
-	cmd := exec.Command(promtool, "test", "rules", "slurm_test.yaml")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "queries_test.yaml"), b, 0o644))
+	cmd := exec.Command(promtool, "test", "rules", "queries_test.yaml")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
-	assert.NoError(t, err, "promtool test rules on docs/slurm.md's queries:\n%s", out)
+	assert.NoError(t, err, "promtool test rules on %s's queries:\n%s", doc, out)
+}
+
+// TestSlurmDocQueries runs docs/slurm.md's per-job queries in promtool on
+// two nodes, one GPU of which two jobs share: the utilisation query gives
+// each job the GPU's utilisation, and the power query the job's GPUs' sum.
+func TestSlurmDocQueries(t *testing.T) {
+	checkDocQueries(t, "docs/slurm.md", []string{
+		`hw_gpu_utilization_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",hw_gpu_task="general"} 0.5x3`,
+		`hw_gpu_utilization_ratio{host_name="n2",hw_id="GPU-b",hw_name="gpu0",hw_gpu_task="general"} 0.25x3`,
+		`hw_power_watts{host_name="n1",hw_id="GPU-a",hw_name="gpu0"} 300x3`,
+		`hw_power_watts{host_name="n2",hw_id="GPU-b",hw_name="gpu0"} 200x3`,
+		`nvidia_gpu_slurm_job_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",slurm_job_id="4242",slurm_step_id="0"} 1x3`,
+		`nvidia_gpu_slurm_job_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",slurm_job_id="4243",slurm_step_id="0"} 1x3`,
+		`nvidia_gpu_slurm_job_ratio{host_name="n2",hw_id="GPU-b",hw_name="gpu0",slurm_job_id="4242",slurm_step_id="0"} 1x3`,
+	}, map[string][]map[string]any{
+		"utilisation per job (a GPU shared by jobs counts for each)": {
+			{"labels": `{host_name="n1",hw_id="GPU-a",slurm_job_id="4242"}`, "value": 0.5},
+			{"labels": `{host_name="n1",hw_id="GPU-a",slurm_job_id="4243"}`, "value": 0.5},
+			{"labels": `{host_name="n2",hw_id="GPU-b",slurm_job_id="4242"}`, "value": 0.25},
+		},
+		"a job's power, across its nodes": {{"labels": `{}`, "value": 500}},
+	})
+}
+
+// TestKubernetesDocQueries runs docs/kubernetes.md's per-pod queries in
+// promtool on three GPUs, one time-sliced between two pods: the
+// utilisation query gives each pod its GPU's utilisation, and the
+// namespace's power query its GPUs' sum, the shared one once.
+func TestKubernetesDocQueries(t *testing.T) {
+	alloc := func(gpu, ns, pod, replica string) string {
+		return fmt.Sprintf(`nvidia_gpu_k8s_allocation_ratio{host_name="n1",hw_id=%q,hw_name="gpu0",k8s_namespace_name=%q,k8s_pod_name=%q,k8s_container_name="c",nvidia_gpu_mig_id="",nvidia_gpu_k8s_replica=%q} 1x3`, gpu, ns, pod, replica)
+	}
+	checkDocQueries(t, "docs/kubernetes.md", []string{
+		`hw_gpu_utilization_ratio{host_name="n1",hw_id="GPU-a",hw_name="gpu0",hw_gpu_task="general"} 0.5x3`,
+		`hw_gpu_utilization_ratio{host_name="n1",hw_id="GPU-b",hw_name="gpu1",hw_gpu_task="general"} 0.25x3`,
+		`hw_gpu_utilization_ratio{host_name="n1",hw_id="GPU-c",hw_name="gpu2",hw_gpu_task="general"} 0.75x3`,
+		`hw_power_watts{host_name="n1",hw_id="GPU-a",hw_name="gpu0"} 300x3`,
+		`hw_power_watts{host_name="n1",hw_id="GPU-b",hw_name="gpu1"} 200x3`,
+		`hw_power_watts{host_name="n1",hw_id="GPU-c",hw_name="gpu2"} 100x3`,
+		alloc("GPU-a", "llm", "p1", "0"),
+		alloc("GPU-a", "llm", "p2", "1"),
+		alloc("GPU-b", "llm", "p3", "-1"),
+		alloc("GPU-c", "batch", "p4", "-1"),
+	}, map[string][]map[string]any{
+		"utilisation per pod (a time-sliced GPU counts for each of its pods)": {
+			{"labels": `{hw_id="GPU-a",k8s_namespace_name="llm",k8s_pod_name="p1"}`, "value": 0.5},
+			{"labels": `{hw_id="GPU-a",k8s_namespace_name="llm",k8s_pod_name="p2"}`, "value": 0.5},
+			{"labels": `{hw_id="GPU-b",k8s_namespace_name="llm",k8s_pod_name="p3"}`, "value": 0.25},
+			{"labels": `{hw_id="GPU-c",k8s_namespace_name="batch",k8s_pod_name="p4"}`, "value": 0.75},
+		},
+		"power of the GPUs one namespace holds": {{"labels": `{}`, "value": 500}},
+	})
 }
