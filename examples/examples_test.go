@@ -2059,12 +2059,19 @@ func docQueries(t *testing.T, doc string) map[string]string {
 // each gives what want has under its comment, evaluated at 1m.
 func checkDocQueries(t *testing.T, doc string, input []string, want map[string][]map[string]any) {
 	t.Helper()
+	queries := docQueries(t, doc)
+	require.Len(t, queries, len(want), "%s's queries: %v", doc, queries)
+	checkQueries(t, doc, queries, input, want)
+}
+
+// checkQueries runs the queries (keyed by where they are) in promtool on
+// the input series and checks each of want's gives its samples at 1m.
+func checkQueries(t *testing.T, doc string, queries map[string]string, input []string, want map[string][]map[string]any) {
+	t.Helper()
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		t.Skip("promtool is not on PATH")
 	}
-	queries := docQueries(t, doc)
-	require.Len(t, queries, len(want), "%s's queries: %v", doc, queries)
 	var tests []any
 	for comment, exp := range want {
 		q, ok := queries[comment]
@@ -2073,8 +2080,9 @@ func checkDocQueries(t *testing.T, doc string, input []string, want map[string][
 	}
 	var series []any
 	for _, in := range input {
-		s, v, ok := strings.Cut(in, " ")
-		require.True(t, ok, "input %q is not \"series values\"", in)
+		i := strings.LastIndex(in, "} ")
+		require.True(t, i > 0, "input %q is not \"series values\"", in)
+		s, v := in[:i+1], in[i+2:]
 		series = append(series, map[string]string{"series": s, "values": v})
 	}
 	unit := map[string]any{
@@ -2146,4 +2154,42 @@ func TestKubernetesDocQueries(t *testing.T) {
 		},
 		"power of the GPUs one namespace holds": {{"labels": `{}`, "value": 500}},
 	})
+}
+
+// TestInfoJoinInDocs runs the joins with nvidia_gpu_info_ratio that
+// README.md and examples/prometheus/README.md give for putting a GPU's
+// name or model on its nvidia_gpu_* and gpuviz_* series, in promtool on a
+// GPU whose driver was upgraded a minute ago behind a gateway: the
+// gateway's prometheus exporter serves the info series of the old driver
+// beside the new one until its metric_expiration (5 minutes) passes, so
+// for a while the GPU has two. The join gives the GPU's series once.
+func TestInfoJoinInDocs(t *testing.T) {
+	join := regexp.MustCompile("`((?:\\.\\.\\. )?\\* on\\([^`]*group_left\\([^`]*nvidia_gpu_info_ratio[^`]*)`")
+	queries := map[string]string{}
+	for _, doc := range []string{"README.md", "examples/prometheus/README.md"} {
+		b, err := os.ReadFile(filepath.Join("..", doc))
+		require.NoError(t, err)
+		for _, m := range join.FindAllStringSubmatch(string(b), -1) {
+			// The docs leave the left side out: the power limit, an
+			// nvidia_gpu_* series without hw_model.
+			queries[doc+": "+m[1]] = "nvidia_gpu_power_limit_watts " + strings.TrimPrefix(m[1], "... ")
+		}
+	}
+	require.Len(t, queries, 3, "the docs' joins with nvidia_gpu_info_ratio: %v", queries)
+	info := func(driver string) string {
+		return fmt.Sprintf(`nvidia_gpu_info_ratio{job="otelcol-gpuviz",instance="gateway:8889",host_name="n1",hw_id="GPU-a",hw_name="GPU 0",hw_vendor="NVIDIA",hw_model="NVIDIA H200",hw_driver_version=%q,nvidia_gpu_index="0",nvidia_gpu_pci_bus_id="00000000:19:00.0"} 1x3`, driver)
+	}
+	want := map[string][]map[string]any{}
+	for where, q := range queries {
+		l := `job="otelcol-gpuviz",instance="gateway:8889",host_name="n1",hw_id="GPU-a",hw_name="GPU 0"`
+		if strings.Contains(q, "group_left(hw_model)") {
+			l += `,hw_model="NVIDIA H200"`
+		}
+		want[where] = []map[string]any{{"labels": "{" + l + "}", "value": 700}}
+	}
+	checkQueries(t, "the docs' info joins", queries, []string{
+		`nvidia_gpu_power_limit_watts{job="otelcol-gpuviz",instance="gateway:8889",host_name="n1",hw_id="GPU-a",hw_name="GPU 0"} 700x3`,
+		info("550.54.15"),
+		info("570.133.20"),
+	}, want)
 }
