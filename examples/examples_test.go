@@ -2193,3 +2193,42 @@ func TestInfoJoinInDocs(t *testing.T) {
 		info("570.133.20"),
 	}, want)
 }
+
+// TestDashboardPowerLimitJoin runs the GPU fleet dashboard's power / limit
+// panel in promtool on two GPUs that each have two power limit series: one
+// while the gateway still serves its agent's series from before an upgrade
+// (otel_scope_version 0.1.0 beside 0.2.0, until the gateway's
+// metric_expiration passes), one scraped by two jobs (a PodMonitor beside
+// an annotation-based scrape config). Each power series gets its share.
+func TestDashboardPowerLimitJoin(t *testing.T) {
+	var queries map[string]string
+	for f, d := range loadDashboards(t) {
+		if filepath.Base(f) == "gpu-fleet.json" {
+			queries = dashboardExprs(d)
+		}
+	}
+	const where = `panel "Power / limit" target A`
+	require.Contains(t, queries, where)
+	queries[where] = grafanaToPromQL(queries[where])
+	series := func(name, job, version, host, gpu string, v float64) string {
+		return fmt.Sprintf(`%s{job=%q,instance="i:8889",host_name=%q,gpuviz_backend="nvml",hw_id=%q,hw_name="GPU 0",otel_scope_name="github.com/gpuviz/gpuviz/receiver/gpuvizreceiver",otel_scope_version=%q} %gx3`, name, job, host, gpu, version, v)
+	}
+	labels := func(job, version, host, gpu string) string {
+		return fmt.Sprintf(`{job=%q,instance="i:8889",host_name=%q,gpuviz_backend="nvml",hw_id=%q,hw_name="GPU 0",otel_scope_name="github.com/gpuviz/gpuviz/receiver/gpuvizreceiver",otel_scope_version=%q}`, job, host, gpu, version)
+	}
+	checkQueries(t, "gpu-fleet.json", queries, []string{
+		series("hw_power_watts", "otelcol-gpuviz", "0.1.0", "n1", "GPU-a", 350),
+		series("hw_power_watts", "otelcol-gpuviz", "0.2.0", "n1", "GPU-a", 350),
+		series("nvidia_gpu_power_limit_watts", "otelcol-gpuviz", "0.1.0", "n1", "GPU-a", 700),
+		series("nvidia_gpu_power_limit_watts", "otelcol-gpuviz", "0.2.0", "n1", "GPU-a", 700),
+		series("hw_power_watts", "otelcol-gpuviz", "0.2.0", "n2", "GPU-b", 175),
+		series("hw_power_watts", "gpuviz/otelcol-gpuviz", "0.2.0", "n2", "GPU-b", 175),
+		series("nvidia_gpu_power_limit_watts", "otelcol-gpuviz", "0.2.0", "n2", "GPU-b", 700),
+		series("nvidia_gpu_power_limit_watts", "gpuviz/otelcol-gpuviz", "0.2.0", "n2", "GPU-b", 700),
+	}, map[string][]map[string]any{where: {
+		{"labels": labels("otelcol-gpuviz", "0.1.0", "n1", "GPU-a"), "value": 0.5},
+		{"labels": labels("otelcol-gpuviz", "0.2.0", "n1", "GPU-a"), "value": 0.5},
+		{"labels": labels("otelcol-gpuviz", "0.2.0", "n2", "GPU-b"), "value": 0.25},
+		{"labels": labels("gpuviz/otelcol-gpuviz", "0.2.0", "n2", "GPU-b"), "value": 0.25},
+	}})
+}
