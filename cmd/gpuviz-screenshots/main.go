@@ -10,8 +10,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gpuviz/gpuviz/internal/cliusage"
@@ -43,7 +45,12 @@ usage: gpuviz-screenshots [flags]`)
 	url := flag.String("url", "", "take the pictures of a view already running at this URL instead of starting one")
 	flag.Parse()
 
-	ctx, cancel := context.WithTimeout(context.Background(), *warmup+5*time.Minute)
+	// Ctrl-C ends the context, so the collector, the load generator and
+	// Chromium are stopped: they run in process groups of their own, which
+	// the terminal's SIGINT does not reach.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, *warmup+5*time.Minute)
 	defer cancel()
 	start := time.Now()
 	base := *url
@@ -95,7 +102,11 @@ usage: gpuviz-screenshots [flags]`)
 	}
 	if wait := *warmup - time.Since(start); wait > 0 && *url == "" {
 		fmt.Printf("waiting %v for the range to fill\n", wait.Round(time.Second))
-		time.Sleep(wait)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err

@@ -161,7 +161,11 @@ func (b *Browser) WaitFor(timeout time.Duration, ready func(Facts) error) (Facts
 		if time.Now().After(deadline) {
 			return f, fmt.Errorf("after %v: %w", timeout, err)
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-time.After(500 * time.Millisecond):
+		case <-b.ctx.Done(): // interrupted, or Chromium gone
+			return f, fmt.Errorf("%w (last: %v)", b.ctx.Err(), err)
+		}
 	}
 }
 
