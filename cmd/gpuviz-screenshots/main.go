@@ -44,6 +44,10 @@ usage: gpuviz-screenshots [flags]`)
 	gpusN := flag.Int("gpus", 8, "simulated GPUs")
 	url := flag.String("url", "", "take the pictures of a view already running at this URL instead of starting one")
 	flag.Parse()
+	if err := checkFlags(flag.CommandLine, *rangeS, *gpusN, *warmup); err != nil {
+		fmt.Fprintln(os.Stderr, "gpuviz-screenshots:", err)
+		os.Exit(2)
+	}
 
 	// Ctrl-C ends the context, so the collector, the load generator and
 	// Chromium are stopped: they run in process groups of their own, which
@@ -133,5 +137,22 @@ usage: gpuviz-screenshots [flags]`)
 		return fmt.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
 	}
 	fmt.Printf("wrote %s and %s (trace %s in the details)\n", filepath.Join(*out, "view.png"), filepath.Join(*out, "view-requests.png"), shown)
+	return nil
+}
+
+// checkFlags refuses what the page or the stack cannot take: the page
+// drew --range 61 as a 61 s window and --range 0 as its 300 s, and the
+// stack ran --gpus 0 as 8 GPUs while the tool waited for a page of none.
+func checkFlags(fs *flag.FlagSet, rangeS, gpus int, warmup time.Duration) error {
+	switch {
+	case fs.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
+	case rangeS != 60 && rangeS != 300 && rangeS != 900:
+		return fmt.Errorf("--range %d: want 60, 300 or 900 (the page's ranges)", rangeS)
+	case gpus < 1:
+		return fmt.Errorf("--gpus %d: want at least 1", gpus)
+	case warmup < 0:
+		return fmt.Errorf("--warmup %v: must not be negative", warmup)
+	}
 	return nil
 }

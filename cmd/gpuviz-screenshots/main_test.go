@@ -87,3 +87,23 @@ func TestInterruptStopsTheCollector(t *testing.T) {
 	assert.NotEqual(t, 0, code, stderr.String())
 	assert.Error(t, syscall.Kill(pid, 0), "the collector (pid %d) still runs after the tool stopped", pid)
 }
+
+// A flag outside what the tool can take is refused before anything runs,
+// naming the flag: --range 61 drew a 61 s window, --range 0 the page's
+// 300 s, --gpus 0 ran 8 GPUs and waited minutes for a page of none.
+func TestNonsenseFlagsAreRefused(t *testing.T) {
+	for _, c := range []struct{ args []string }{
+		{[]string{"--range", "61"}},
+		{[]string{"--range", "0"}},
+		{[]string{"--gpus", "0"}},
+		{[]string{"--gpus", "-1"}},
+		{[]string{"--warmup", "-1s"}},
+		{[]string{"stray"}},
+	} {
+		args := append([]string{"--collector", "/nonexistent", "--chromium", "/nonexistent"}, c.args...)
+		cmd, stderr := start(t, args...)
+		code := wait(t, cmd, 30*time.Second, stderr)
+		assert.Equal(t, 2, code, "%v: %s", c.args, stderr)
+		assert.Contains(t, stderr.String(), strings.TrimLeft(c.args[0], "-"), "%v", c.args)
+	}
+}
