@@ -37,6 +37,13 @@ usage: gpuviz-demo --jaeger BIN [flags]`)
 	flag.StringVar(&cfg.Prometheus, "prometheus", "prometheus", "prometheus binary")
 	flag.StringVar(&cfg.WorkDir, "workdir", "_build/demo", "logs and Prometheus data")
 	flag.Parse()
+	switch {
+	case flag.NArg() > 0:
+		usageError("unexpected argument %q (flags only)", flag.Arg(0))
+	case cfg.Jaeger == "":
+		// make demo passes "$(scripts/jaeger.sh)", empty when the script failed.
+		usageError("--jaeger: a Jaeger v2 binary is required (scripts/jaeger.sh builds one and prints its path)")
+	}
 	root, err := filepath.Abs(cfg.Root)
 	if err != nil {
 		log.Fatal(err)
@@ -72,6 +79,12 @@ usage: gpuviz-demo --jaeger BIN [flags]`)
 		log.Printf("stopping: %v", s.Exited())
 	}
 	s.Stop()
+}
+
+// usageError says what is wrong with the command line and exits 2.
+func usageError(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "gpuviz-demo: "+format+"\n", args...)
+	os.Exit(2)
 }
 
 // exited closes when a process of the stack stops by itself.

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The test binary is also the demo (role demo) and the fakes of the
+// stack's programs (role fake): each fake answers 200 on GPUVIZ_FAKE_ADDR,
+// when set, and exits 1 after GPUVIZ_FAKE_EXIT, when set.
+func TestMain(m *testing.M) {
+	switch os.Getenv("GPUVIZ_DEMO_TEST_ROLE") {
+	case "demo":
+		main()
+		os.Exit(0)
+	case "fake":
+		if addr := os.Getenv("GPUVIZ_FAKE_ADDR"); addr != "" {
+			l, err := net.Listen("tcp", addr)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			go func() { _ = http.Serve(l, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) }()
+		}
+		if d, err := time.ParseDuration(os.Getenv("GPUVIZ_FAKE_EXIT")); err == nil {
+			time.Sleep(d)
+			os.Exit(1)
+		}
+		select {}
+	}
+	os.Exit(m.Run())
+}
+
+// fake writes a script that records its pid in dir/pids and runs the test
+// binary as a fake listening on addr ("" for none) and exiting after exit
+// ("" for never).
+func fake(t *testing.T, dir, name, addr, exit string) string {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	path := filepath.Join(dir, name)
+	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s/pids\nGPUVIZ_DEMO_TEST_ROLE=fake GPUVIZ_FAKE_ADDR=%s GPUVIZ_FAKE_EXIT=%s exec %s\n",
+		dir, addr, exit, self)
+	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
+	return path
+}
+
+// demo runs the demo with args and returns its exit status and stderr.
+func demo(t *testing.T, timeout time.Duration, args ...string) (int, string) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Env = append(os.Environ(), "GPUVIZ_DEMO_TEST_ROLE=demo")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	require.NoError(t, ctx.Err(), "the demo still ran after %v; stderr:\n%s", timeout, stderr.String())
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		return exit.ExitCode(), stderr.String()
+	}
+	require.NoError(t, err)
+	return 0, stderr.String()
+}
+
+// running returns the fakes' pids in dir/pids that are still running.
+func running(t *testing.T, dir string) []int {
+	b, err := os.ReadFile(filepath.Join(dir, "pids"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		pid, err := strconv.Atoi(f)
+		require.NoError(t, err)
+		if syscall.Kill(pid, 0) == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// make demo passes --jaeger "$(scripts/jaeger.sh)": when the script fails
+// the flag is empty, and the demo said only "starting jaeger (): exec: no
+// command". A stray argument was ignored.
+func TestJaegerIsRequiredAndFlagsOnly(t *testing.T) {
+	for _, args := range [][]string{{}, {"--jaeger", ""}, {"--jaeger", "/bin/true", "stray"}} {
+		code, stderr := demo(t, 20*time.Second, append([]string{"--workdir", t.TempDir()}, args...)...)
+		assert.Equal(t, 2, code, "%v: %s", args, stderr)
+		if len(args) == 3 {
+			assert.Contains(t, stderr, `"stray"`)
+		} else {
+			assert.Contains(t, stderr, "--jaeger")
+		}
+	}
+}
