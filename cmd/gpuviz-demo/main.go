@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 
 	"github.com/gpuviz/gpuviz/internal/cliusage"
@@ -75,24 +76,32 @@ usage: gpuviz-demo --jaeger BIN [flags]`)
 `, cfg.WorkDir, viewURL, stack.PrometheusURL, stack.PrometheusURL, stack.JaegerQuery, stack.JaegerQuery)
 	select {
 	case <-ctx.Done():
+		s.Stop()
 	case <-exited(s):
-		log.Printf("stopping: %v", s.Exited())
+		// A process stopping leaves the demo showing nothing: stop the
+		// rest and say it failed.
+		err := s.Exited()
+		s.Stop()
+		log.Fatalf("stopping: %v", err)
 	}
-	s.Stop()
+}
+
+// exited closes when a process of the stack stops by itself: any of them,
+// since the view, the traces and the graphs each need all four.
+func exited(s *stack.Stack) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	for _, name := range []string{"jaeger", "prometheus", "collector", "loadgen"} {
+		go func() {
+			_ = s.Wait(context.Background(), name)
+			once.Do(func() { close(ch) })
+		}()
+	}
+	return ch
 }
 
 // usageError says what is wrong with the command line and exits 2.
 func usageError(format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "gpuviz-demo: "+format+"\n", args...)
 	os.Exit(2)
-}
-
-// exited closes when a process of the stack stops by itself.
-func exited(s *stack.Stack) <-chan struct{} {
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		_ = s.Wait(context.Background(), "collector")
-	}()
-	return ch
 }

@@ -78,6 +78,38 @@ func demo(t *testing.T, timeout time.Duration, args ...string) (int, string) {
 	return 0, stderr.String()
 }
 
+// A process of the stack that stops by itself leaves the demo showing
+// nothing: the demo stops the rest and says so with a failing status,
+// whichever process it was.
+func TestAProcessStoppingStopsTheDemoWithAFailure(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:16686", "127.0.0.1:19090", "127.0.0.1:14317"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("the demo's fixed port %s is taken: %v", addr, err)
+		}
+		l.Close()
+	}
+	for _, dies := range []string{"collector", "loadgen"} {
+		t.Run(dies, func(t *testing.T) {
+			dir := t.TempDir()
+			t.Cleanup(func() { // whatever the test's outcome
+				for _, pid := range running(t, dir) {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			})
+			exit := map[string]string{dies: "2s"}
+			code, stderr := demo(t, 40*time.Second, "--root", "../..", "--workdir", filepath.Join(dir, "work"),
+				"--jaeger", fake(t, dir, "jaeger", "127.0.0.1:16686", exit["jaeger"]),
+				"--prometheus", fake(t, dir, "prometheus", "127.0.0.1:19090", exit["prometheus"]),
+				"--collector", fake(t, dir, "collector", "127.0.0.1:14317", exit["collector"]),
+				"--loadgen", fake(t, dir, "loadgen", "", exit["loadgen"]))
+			assert.NotEqual(t, 0, code, stderr)
+			assert.Contains(t, stderr, dies+" exited", stderr)
+			assert.Empty(t, running(t, dir), "fakes still running after the demo stopped")
+		})
+	}
+}
+
 // running returns the fakes' pids in dir/pids that are still running.
 func running(t *testing.T, dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "pids"))
