@@ -226,6 +226,12 @@ func (sp *sampler) work(w *tickWorker) {
 	for {
 		select {
 		case <-sp.stop:
+			// A tick asked before the stop is read: finish waits for it.
+			select {
+			case req := <-w.requests:
+				sp.results <- tickResult{w, w.g.tick.read(s.lib, s.syms, req.at, req.flush)}
+			default:
+			}
 			return
 		case req := <-w.requests:
 			sp.results <- tickResult{w, w.g.tick.read(s.lib, s.syms, req.at, req.flush)}

@@ -407,3 +407,22 @@ func TestShutdownPastItsDeadlineFreesNothingUnderAHungTick(t *testing.T) {
 	assert.Zero(t, freedUnderCall, "GPM buffers freed while the GPU's tick is in an NVML call")
 	assert.Zero(t, shutdownUnderCall, "nvmlShutdown while a tick is in an NVML call")
 }
+
+// A tick dispatched just before the stop is read, not dropped: finish
+// waits for the result of every worker it asked, so a worker that left on
+// the stop with a request queued made shutdown wait out sampler.wait and
+// mark a healthy GPU's call abandoned (its buffers never freed). Go picks
+// among ready cases at random: 64 tries miss the bug with odds 2^-64.
+func TestWorkerReadsATickQueuedBeforeTheStop(t *testing.T) {
+	s := startScraper(t, flushEveryTick(), fixtureServer(1), BackendNVML)
+	for i := range 64 {
+		sp := &sampler{scraper: s, results: make(chan tickResult, 1), stop: make(chan struct{})}
+		w := &tickWorker{g: s.gpus[0], requests: make(chan tickRequest, 1)}
+		w.requests <- tickRequest{at: time.Now(), flush: true}
+		close(sp.stop)
+		sp.working.Add(1)
+		sp.work(w)
+		require.Len(t, sp.results, 1, "try %d: the queued tick was not read", i)
+		<-sp.results
+	}
+}
