@@ -42,9 +42,11 @@ func samplesEnabled(m *metadata.MetricsConfig) bool {
 
 // drain appends to r every sample taken since the previous drain. It
 // returns the first failure, or SUCCESS (also when the GPU keeps no
-// buffers: those are not asked again).
+// buffers: those are not asked again); a buffer that fails does not keep
+// the others from being drained.
 func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 	limit := clockLimit(r.at)
+	failed := nvml.SUCCESS
 	for k, kind := range sampleKinds {
 		if st.skip[k] {
 			continue
@@ -61,7 +63,10 @@ func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 			st.skip[k] = true
 			continue
 		default:
-			return ret
+			if failed == nvml.SUCCESS {
+				failed = ret
+			}
+			continue
 		}
 		for _, smp := range samples {
 			if smp.TimeStamp <= st.lastSeen[k] || smp.TimeStamp > limit {
@@ -71,7 +76,7 @@ func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 			r.samples = append(r.samples, driverSample{k, pcommon.Timestamp(smp.TimeStamp * 1000), decodeValue(vt, smp.SampleValue)})
 		}
 	}
-	return nvml.SUCCESS
+	return failed
 }
 
 func recordSample(mb *metadata.MetricsBuilder, g *gpu, kind nvml.SamplingType, ts pcommon.Timestamp, v float64) {

@@ -389,3 +389,26 @@ func TestDriverSamplesAfterTheClockSteppedBack(t *testing.T) {
 	}
 	assert.Equal(t, []int{8, 8, 8, 8}, counts, "samples per drain (2 per buffer, 4 buffers)")
 }
+
+// One buffer that fails does not keep the others from being drained: a
+// driver that answers ERROR_UNKNOWN for the utilization samples, every
+// time, still has its power samples read. The failure is still reported.
+func TestDriverSamplesOneFailingBufferSparesTheOthers(t *testing.T) {
+	var st sampleState
+	lib := fixtureServer(1)
+	dev := device(lib, 0)
+	const now uint64 = 1_800_000_000_000_000 // µs since 1970
+	dev.GetSamplesFunc = func(kind nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+		if kind == nvml.GPU_UTILIZATION_SAMPLES {
+			return nvml.VALUE_TYPE_UNSIGNED_INT, nil, nvml.ERROR_UNKNOWN
+		}
+		return nvml.VALUE_TYPE_UNSIGNED_INT, []nvml.Sample{{TimeStamp: now - 100_000}}, nvml.SUCCESS
+	}
+	r := tickReading{at: pcommon.Timestamp(now * 1000)}
+	assert.Equal(t, nvml.ERROR_UNKNOWN, st.drain(dev, &r))
+	var kinds []nvml.SamplingType
+	for _, smp := range r.samples {
+		kinds = append(kinds, sampleKinds[smp.kind])
+	}
+	assert.ElementsMatch(t, []nvml.SamplingType{nvml.MEMORY_UTILIZATION_SAMPLES, nvml.TOTAL_POWER_SAMPLES, nvml.PROCESSOR_CLK_SAMPLES}, kinds)
+}
