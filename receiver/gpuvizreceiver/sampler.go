@@ -316,9 +316,11 @@ func (sp *sampler) record(res tickResult) {
 
 // handOn gives what was recorded to the flusher. Unless wait is set, it
 // does not block: while the flusher is behind, the builder keeps the
-// points (and pending counts them against max_pending_ticks).
+// points (and pending counts them against max_pending_ticks). With wait
+// (the last hand-on) it hands on even with no round dispatched since the
+// previous one: a tick of an earlier round may have returned since.
 func (sp *sampler) handOn(wait bool) {
-	if sp.unsent == 0 || (!wait && len(sp.flushes) == cap(sp.flushes)) {
+	if !wait && (sp.unsent == 0 || len(sp.flushes) == cap(sp.flushes)) {
 		return // only run sends: a free slot stays free until it does
 	}
 	md := pmetric.NewMetrics()

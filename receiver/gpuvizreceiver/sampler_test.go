@@ -426,3 +426,33 @@ func TestWorkerReadsATickQueuedBeforeTheStop(t *testing.T) {
 		<-sp.results
 	}
 }
+
+// A tick that returns after its round was handed on, while the slow
+// pipeline has the clock skip every tick since, is handed on at shutdown:
+// no round dispatched since the last hand-on made the final one think
+// there was nothing to hand on.
+func TestShutdownHandsOnATickThatReturnedLate(t *testing.T) {
+	lib := fixtureServer(2)
+	release := make(chan struct{})
+	hangTicks(device(lib, 1), release)
+	cfg := flushEveryTick()
+	cfg.Samples.MaxPendingTicks = 2
+	require.NoError(t, cfg.Validate())
+	sink := &blockingSink{release: make(chan struct{})}
+	ls := startSampler(t, cfg, lib, sink)
+	ls.tick() // GPU 0 reads, GPU 1 hangs
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 1 }, 5*time.Second, time.Millisecond)
+	ls.tick() // hands tick 1 on (the pipeline holds it); GPU 0 reads
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(ls.sp.flushes) == 0 }, 5*time.Second, time.Millisecond)
+	ls.tick() // hands tick 2 on, then skips: two ticks are pending
+	require.Eventually(t, func() bool { return ls.outcomes(t)["skipped"] == 2 }, 5*time.Second, time.Millisecond)
+	close(release) // GPU 1's tick returns, after its round was handed on
+	require.Eventually(t, func() bool { return ls.outcomes(t)["read"] == 3 }, 5*time.Second, time.Millisecond)
+	close(sink.release)
+	require.Eventually(t, func() bool { return ls.sp.pending.Load() == 0 }, 5*time.Second, time.Millisecond)
+	require.NoError(t, ls.sp.shutdown(context.Background()))
+	energy := pointsOf(joinBatches(sink.AllMetrics()), "hw.energy", nil)
+	assert.Len(t, energy[device(lib, 0).UUID], 2)
+	assert.Len(t, energy[device(lib, 1).UUID], 1, "GPU 1's tick, read late, is handed on")
+}
