@@ -456,3 +456,37 @@ func TestShutdownHandsOnATickThatReturnedLate(t *testing.T) {
 	assert.Len(t, energy[device(lib, 0).UUID], 2)
 	assert.Len(t, energy[device(lib, 1).UUID], 1, "GPU 1's tick, read late, is handed on")
 }
+
+// flush_interval need not be a multiple of samples.interval: it is the
+// nearest whole number of ticks, at least one.
+func TestTicksPerFlushIsTheNearestWholeTick(t *testing.T) {
+	for _, c := range []struct {
+		interval, flush time.Duration
+		want            int
+	}{
+		{250 * time.Millisecond, time.Second, 4},
+		{400 * time.Millisecond, time.Second, 3}, // 2.5
+		{300 * time.Millisecond, 500 * time.Millisecond, 2},
+		{300 * time.Millisecond, time.Second, 3},
+		{time.Second, time.Second, 1},
+		{time.Second, 400 * time.Millisecond, 1}, // refused by Validate; Driven does not validate
+	} {
+		assert.Equal(t, c.want, ticksPerFlush(SamplesConfig{Interval: c.interval, FlushInterval: c.flush}), "%v every %v", c.flush, c.interval)
+	}
+}
+
+// A hand-on in which every GPU missed its tick carries no point: nothing
+// goes down the pipeline, while the round still leaves the pending count.
+func TestHandOnOfNothingSendsNothing(t *testing.T) {
+	lib := fixtureServer(1)
+	release := make(chan struct{})
+	hangTicks(device(lib, 0), release)
+	sink := new(consumertest.MetricsSink)
+	ls := startSampler(t, flushEveryTick(), lib, sink)
+	ls.tick() // the only GPU hangs
+	ls.tick() // hands on the first round: no point
+	require.Eventually(t, func() bool { return ls.outcomes(t)["missed"] == 1 && ls.sp.pending.Load() == 1 }, 5*time.Second, time.Millisecond)
+	assert.Empty(t, sink.AllMetrics())
+	close(release)
+	require.NoError(t, ls.sp.shutdown(context.Background()))
+}
