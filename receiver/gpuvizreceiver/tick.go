@@ -254,7 +254,7 @@ func (t *tickState) readFields(syms symbols, r *tickReading, flush bool) {
 	if !flush && n > 0 && t.req[n-1].FieldId == tickFieldIDs[fieldEnergy] {
 		n--
 	}
-	r.fail(t.req.askFirst(n, t.dev, func(v *nvml.FieldValue) { t.take(v, r) }, func(v *nvml.FieldValue) {
+	dropped := func(v *nvml.FieldValue) {
 		kind := kindOf(v.FieldId)
 		switch kind {
 		case fieldEnergy:
@@ -264,7 +264,17 @@ func (t *tickState) readFields(syms symbols, r *tickReading, flush bool) {
 		}
 		t.logger.Info("GPU does not support a field value; it will not be asked again",
 			zap.Uint32("field", v.FieldId), zap.Bool("fallback", t.energyCall && kind == fieldEnergy || t.powerCall && kind == fieldPowerInstant))
-	}))
+	}
+	ret := t.req.askFirst(n, t.dev, func(v *nvml.FieldValue) { t.take(v, r) }, dropped)
+	if ret == nvml.ERROR_NOT_SUPPORTED {
+		// The batched call itself is not supported: no field is asked
+		// again, as the scrape's readings do not ask an unsupported call.
+		for i := range t.req {
+			dropped(&t.req[i])
+		}
+		t.req, ret = nil, nvml.SUCCESS
+	}
+	r.fail(ret)
 	if t.energyCall && flush {
 		mj, ret := t.dev.GetTotalEnergyConsumption()
 		r.fail(ret)
