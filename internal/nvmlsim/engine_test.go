@@ -2,6 +2,7 @@ package nvmlsim
 
 import (
 	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -40,7 +41,7 @@ func TestReadingsFollowTheEngine(t *testing.T) {
 	limit, _ := d.GetEnforcedPowerLimit()
 	assert.Equal(t, uint32(420_000), limit)
 
-	fields := []nvml.FieldValue{{FieldId: nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP}, {FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX}}
+	fields := []nvml.FieldValue{{FieldId: nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP}, {FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: math.MaxUint32}} // all links
 	field := func() (cappedNs, nvlinkKiB uint64) {
 		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(fields))
 		return binary.LittleEndian.Uint64(fields[0].Value[:]), binary.LittleEndian.Uint64(fields[1].Value[:])

@@ -63,7 +63,16 @@ func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 		case nvml.FI_DEV_PCIE_COUNT_TX_BYTES:
 			x = uint64(d.acc.PCIeTxBytes)
 		case nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
-			x = uint64(d.acc.NVLinkBytes / 1024) // NVML counts KiB
+			// NVML counts KiB, of the link ScopeId names or of all of them
+			// (math.MaxUint32); the traffic spreads evenly over the links.
+			switch {
+			case v.ScopeId == math.MaxUint32:
+				x = uint64(d.acc.NVLinkBytes / 1024)
+			case v.ScopeId < d.model.NVLinks:
+				x = uint64(d.acc.NVLinkBytes / 1024 / float64(d.model.NVLinks))
+			default:
+				v.NvmlReturn = uint32(nvml.ERROR_INVALID_ARGUMENT) // no such link
+			}
 		case nvml.FI_DEV_NVLINK_LINK_COUNT:
 			v.ValueType = uint32(nvml.VALUE_TYPE_UNSIGNED_INT)
 			x = uint64(d.model.NVLinks)

@@ -2,6 +2,7 @@ package nvmlsim
 
 import (
 	"encoding/binary"
+	"math"
 	"testing"
 	"time"
 
@@ -259,4 +260,28 @@ func TestNVLinkFields(t *testing.T) {
 			assert.Less(t, peak, m.NVLinkBytesPerSecond, "NCCL's efficiency keeps it below the data rate")
 		})
 	}
+}
+
+// TestNVLinkThroughputPerLink: ScopeId names one link, or math.MaxUint32
+// all of them (reference nvml.md: "NVLink throughput FI 138/139 (data
+// TX/RX, KiB, ScopeId = link, or math.MaxUint32 for all links)"): one
+// link's counter is its share of the total, not the total.
+func TestNVLinkThroughputPerLink(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h200", 1, 2, c).Device(0)
+	c.advance(10 * time.Minute)
+	vals := []nvml.FieldValue{
+		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: math.MaxUint32},
+		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: 0},
+		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: 17},
+		{FieldId: nvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: 18},
+	}
+	require.Equal(t, nvml.SUCCESS, d.GetFieldValues(vals))
+	all := binary.LittleEndian.Uint64(vals[0].Value[:])
+	require.Positive(t, all)
+	for _, v := range vals[1:3] {
+		require.Equal(t, nvml.SUCCESS, nvml.Return(v.NvmlReturn))
+		assert.InDelta(t, float64(all)/18, float64(binary.LittleEndian.Uint64(v.Value[:])), 1, "link %d", v.ScopeId)
+	}
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, nvml.Return(vals[3].NvmlReturn), "an H200 has links 0 to 17")
 }
