@@ -105,3 +105,16 @@ func (m *MigDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
 	used := min(m.parent.memoryUsed()/uint64(len(m.parent.migs)), m.totalBytes)
 	return nvml.Memory{Total: m.totalBytes, Used: used, Free: m.totalBytes - used}, nvml.SUCCESS
 }
+
+// GetUtilizationRates implements nvml.Device: like NVML, not on a MIG
+// device.
+func (m *MigDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
+	return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED
+}
+
+// GetSamples implements nvml.Device: NVML keeps no utilisation samples for
+// a MIG device; the simulation keeps none of the other buffers for one
+// either.
+func (m *MigDevice) GetSamples(nvml.SamplingType, uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+	return 0, nil, nvml.ERROR_NOT_SUPPORTED
+}

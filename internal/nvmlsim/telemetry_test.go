@@ -262,6 +262,29 @@ func TestNVLinkFields(t *testing.T) {
 	}
 }
 
+// TestMIGDeviceHasNoUtilization: NVML answers NOT_SUPPORTED for the
+// utilisation calls and utilisation samples of a MIG device
+// (docs: /work/shared/reference/nvml.md, "Not supported on MIG"); the
+// simulated MIG device must answer so too rather than panic in the mock.
+func TestMIGDeviceHasNoUtilization(t *testing.T) {
+	c := newClock()
+	s, err := New("h200", 1, 1, c.now, WithMIG())
+	require.NoError(t, err)
+	m, ret := s.Device(0).GetMigDeviceHandleByIndex(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	c.advance(2 * time.Second)
+	assert.NotPanics(t, func() {
+		_, ret = m.GetUtilizationRates()
+		assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, ret)
+	})
+	for _, kind := range []nvml.SamplingType{nvml.GPU_UTILIZATION_SAMPLES, nvml.MEMORY_UTILIZATION_SAMPLES} {
+		assert.NotPanics(t, func() {
+			_, _, ret = m.GetSamples(kind, 0)
+			assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, ret, "samples %d", kind)
+		})
+	}
+}
+
 // TestNVLinkThroughputPerLink: ScopeId names one link, or math.MaxUint32
 // all of them (reference nvml.md: "NVLink throughput FI 138/139 (data
 // TX/RX, KiB, ScopeId = link, or math.MaxUint32 for all links)"): one
