@@ -104,3 +104,82 @@ func (h *faultDevice) GetUUID() (string, nvml.Return) {
 func (h *faultDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {
 	return guard(h, "nvmlDeviceGetUtilizationRates", h.Device.GetUtilizationRates)
 }
+
+// The calls below cannot be named by a fault, but a GPU that is gone (a
+// reset) answers GPU_IS_LOST from any call, a handle from before a reset
+// is invalid for every call, and an error fault naming no calls fails
+// every one: they pass through the faults too.
+
+func (h *faultDevice) GetMigMode() (int, int, nvml.Return) {
+	if ret := h.enter("nvmlDeviceGetMigMode"); ret != nvml.SUCCESS {
+		return 0, 0, ret
+	}
+	return h.Device.GetMigMode()
+}
+
+func (h *faultDevice) GetMaxMigDeviceCount() (int, nvml.Return) {
+	return guard(h, "nvmlDeviceGetMaxMigDeviceCount", h.Device.GetMaxMigDeviceCount)
+}
+
+func (h *faultDevice) GetMigDeviceHandleByIndex(i int) (nvml.Device, nvml.Return) {
+	return guard(h, "nvmlDeviceGetMigDeviceHandleByIndex", func() (nvml.Device, nvml.Return) { return h.Device.GetMigDeviceHandleByIndex(i) })
+}
+
+func (h *faultDevice) GetGpuInstanceById(id int) (nvml.GpuInstance, nvml.Return) {
+	return guard(h, "nvmlDeviceGetGpuInstanceById", func() (nvml.GpuInstance, nvml.Return) { return h.Device.GetGpuInstanceById(id) })
+}
+
+func (h *faultDevice) GetGpuInstanceProfileInfo(p int) (nvml.GpuInstanceProfileInfo, nvml.Return) {
+	return guard(h, "nvmlDeviceGetGpuInstanceProfileInfo", func() (nvml.GpuInstanceProfileInfo, nvml.Return) {
+		return h.Device.GetGpuInstanceProfileInfo(p)
+	})
+}
+
+func (h *faultDevice) GetMinorNumber() (int, nvml.Return) {
+	return guard(h, "nvmlDeviceGetMinorNumber", h.Device.GetMinorNumber)
+}
+
+func (h *faultDevice) GetCurrPcieLinkGeneration() (int, nvml.Return) {
+	return guard(h, "nvmlDeviceGetCurrPcieLinkGeneration", h.Device.GetCurrPcieLinkGeneration)
+}
+
+func (h *faultDevice) GetMaxPcieLinkGeneration() (int, nvml.Return) {
+	return guard(h, "nvmlDeviceGetMaxPcieLinkGeneration", h.Device.GetMaxPcieLinkGeneration)
+}
+
+func (h *faultDevice) GetCurrPcieLinkWidth() (int, nvml.Return) {
+	return guard(h, "nvmlDeviceGetCurrPcieLinkWidth", h.Device.GetCurrPcieLinkWidth)
+}
+
+func (h *faultDevice) GetMaxPcieLinkWidth() (int, nvml.Return) {
+	return guard(h, "nvmlDeviceGetMaxPcieLinkWidth", h.Device.GetMaxPcieLinkWidth)
+}
+
+func (h *faultDevice) GetEncoderUtilization() (uint32, uint32, nvml.Return) {
+	if ret := h.enter("nvmlDeviceGetEncoderUtilization"); ret != nvml.SUCCESS {
+		return 0, 0, ret
+	}
+	return h.Device.GetEncoderUtilization()
+}
+
+func (h *faultDevice) GetDecoderUtilization() (uint32, uint32, nvml.Return) {
+	if ret := h.enter("nvmlDeviceGetDecoderUtilization"); ret != nvml.SUCCESS {
+		return 0, 0, ret
+	}
+	return h.Device.GetDecoderUtilization()
+}
+
+func (h *faultDevice) GetFanSpeed() (uint32, nvml.Return) {
+	return guard(h, "nvmlDeviceGetFanSpeed", h.Device.GetFanSpeed)
+}
+
+func (h *faultDevice) GetSupportedEventTypes() (uint64, nvml.Return) {
+	return guard(h, "nvmlDeviceGetSupportedEventTypes", h.Device.GetSupportedEventTypes)
+}
+
+func (h *faultDevice) RegisterEvents(types uint64, set nvml.EventSet) nvml.Return {
+	if ret := h.enter("nvmlDeviceRegisterEvents"); ret != nvml.SUCCESS {
+		return ret
+	}
+	return h.Device.RegisterEvents(types, set)
+}

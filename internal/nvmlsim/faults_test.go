@@ -199,3 +199,36 @@ func TestFaultXidStorm(t *testing.T) {
 	}
 	assert.Equal(t, 100, n)
 }
+
+// TestFaultResetLosesEveryCall: a GPU gone answers ERROR_GPU_IS_LOST from
+// any call (reference nvml.md: "GPU gone: ERROR_GPU_IS_LOST from any
+// call"; FaultReset: "for Duration every call answers GPU_IS_LOST"), the
+// calls the receiver makes beyond faultableCalls too, and a handle from
+// before the reset is invalid for them afterwards.
+func TestFaultResetLosesEveryCall(t *testing.T) {
+	c := newClock()
+	s := faultyServer(t, c, Fault{Kind: FaultReset, GPU: 0, After: time.Second, Duration: time.Second})
+	old := handle(t, s, 0)
+	calls := map[string]func(nvml.Device) nvml.Return{
+		"GetMigMode":                func(d nvml.Device) nvml.Return { _, _, r := d.GetMigMode(); return r },
+		"GetMaxMigDeviceCount":      func(d nvml.Device) nvml.Return { _, r := d.GetMaxMigDeviceCount(); return r },
+		"GetCurrPcieLinkGeneration": func(d nvml.Device) nvml.Return { _, r := d.GetCurrPcieLinkGeneration(); return r },
+		"GetMaxPcieLinkWidth":       func(d nvml.Device) nvml.Return { _, r := d.GetMaxPcieLinkWidth(); return r },
+		"GetEncoderUtilization":     func(d nvml.Device) nvml.Return { _, _, r := d.GetEncoderUtilization(); return r },
+		"GetDecoderUtilization":     func(d nvml.Device) nvml.Return { _, _, r := d.GetDecoderUtilization(); return r },
+		"GetFanSpeed":               func(d nvml.Device) nvml.Return { _, r := d.GetFanSpeed(); return r },
+		"GetSupportedEventTypes":    func(d nvml.Device) nvml.Return { _, r := d.GetSupportedEventTypes(); return r },
+		"GetMinorNumber":            func(d nvml.Device) nvml.Return { _, r := d.GetMinorNumber(); return r },
+		"RegisterEvents":            func(d nvml.Device) nvml.Return { return d.RegisterEvents(nvml.EventTypeXidCriticalError, nil) },
+	}
+	c.advance(1500 * time.Millisecond)
+	for name, call := range calls {
+		assert.Equal(t, nvml.ERROR_GPU_IS_LOST, call(old), "%s while the GPU is gone", name)
+	}
+	c.advance(time.Second)
+	for name, call := range calls {
+		assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, call(old), "%s on a handle from before the reset", name)
+	}
+	_, _, ret := handle(t, s, 0).GetMigMode()
+	assert.Equal(t, nvml.SUCCESS, ret, "a new handle works")
+}
