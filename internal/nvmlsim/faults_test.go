@@ -41,6 +41,7 @@ func TestFaultValidation(t *testing.T) {
 		{"missing later", Fault{Kind: FaultMissing, Calls: []string{"nvmlGpmSampleGet"}, After: time.Second}, "after: missing entry points are missing from the start"},
 		{"reset without duration", Fault{Kind: FaultReset}, "duration: a reset lasts a positive time"},
 		{"storm without rate", Fault{Kind: FaultXidStorm, Xid: 13}, "rate: 0 Xids a second is out of range"},
+		{"storm too fast", Fault{Kind: FaultXidStorm, Xid: 13, Rate: maxXidRate + 1}, "rate: 10001 Xids a second is out of range"},
 		{"storm without code", Fault{Kind: FaultXidStorm, Rate: 10}, "xid: 0: an xid_storm fault raises a nonzero Xid code"},
 		{"every not beyond duration", Fault{Kind: FaultError, Duration: time.Minute, Every: time.Minute}, "every: 1m0s: a repeating fault lasts a positive duration shorter than every"},
 	} {
@@ -52,6 +53,10 @@ func TestFaultValidation(t *testing.T) {
 	}
 	ok := Fault{Kind: FaultError, GPU: 3, Calls: []string{"nvmlDeviceGetTemperature"}, Error: "timeout", Rate: 0.5, After: time.Second, Duration: time.Second, Every: time.Minute}
 	assert.NoError(t, ok.Validate(4))
+	every := Fault{Kind: FaultError, Rate: 1}
+	assert.NoError(t, every.Validate(4), "a rate of 1 fails every call")
+	fastest := Fault{Kind: FaultXidStorm, Xid: 13, Rate: maxXidRate}
+	assert.NoError(t, fastest.Validate(4))
 }
 
 func TestFaultWindow(t *testing.T) {
@@ -71,6 +76,7 @@ func TestFaultWindow(t *testing.T) {
 		{forever, time.Hour, 0, true, "no duration: until the end"},
 		{cycling, 29 * time.Second, 0, false, "between occurrences"},
 		{cycling, 31 * time.Second, 1, true, "second occurrence"},
+		{cycling, 15 * time.Second, 0, false, "at the end of an occurrence"},
 	} {
 		n, in := tc.f.window(tc.at)
 		assert.Equal(t, tc.n, n, tc.comment)
@@ -231,4 +237,24 @@ func TestFaultResetLosesEveryCall(t *testing.T) {
 	}
 	_, _, ret := handle(t, s, 0).GetMigMode()
 	assert.Equal(t, nvml.SUCCESS, ret, "a new handle works")
+}
+
+// TestFaultXidStormRepeats: a repeating storm raises its Xids afresh in
+// every occurrence.
+func TestFaultXidStormRepeats(t *testing.T) {
+	c := newClock()
+	s := faultyServer(t, c, Fault{Kind: FaultXidStorm, GPU: 0, Xid: 79, Rate: 10, Duration: time.Second, Every: time.Minute})
+	set, _ := s.EventSetCreate()
+	count := func() int {
+		n := 0
+		for ; ; n++ {
+			if _, ret := s.EventSetWait(set, 1); ret != nvml.SUCCESS {
+				return n
+			}
+		}
+	}
+	c.advance(2 * time.Second)
+	assert.Equal(t, 10, count(), "the first occurrence")
+	c.advance(time.Minute)
+	assert.Equal(t, 10, count(), "the second")
 }

@@ -188,6 +188,10 @@ func TestMIGMode(t *testing.T) {
 		}
 	}
 	require.Len(t, migs, 2)
+	_, ret = d.GetMigDeviceHandleByIndex(n - 1)
+	assert.Equal(t, nvml.ERROR_NOT_FOUND, ret, "an empty slot")
+	_, ret = d.GetMigDeviceHandleByIndex(n)
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, ret, "no such slot")
 	parentMem, _ := d.GetMemoryInfo_v2()
 	var sum uint64
 	for i, m := range migs {
@@ -307,4 +311,73 @@ func TestNVLinkThroughputPerLink(t *testing.T) {
 		assert.InDelta(t, float64(all)/18, float64(binary.LittleEndian.Uint64(v.Value[:])), 1, "link %d", v.ScopeId)
 	}
 	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, nvml.Return(vals[3].NvmlReturn), "an H200 has links 0 to 17")
+}
+
+// TestScriptedCountersUnitsAndDirections: over activity known exactly, the
+// throttle counters count ns, the PCIe counters bytes each in its own
+// direction, instant power is an unsigned int of mW, and GPM's bandwidths
+// are MiB/s (reference nvml.md: throttle time "in ns as field values",
+// FI 197/198 TX/RX bytes, GPM "PCIE_TX/RX_PER_SEC 20/21 (MiB/s)").
+func TestScriptedCountersUnitsAndDirections(t *testing.T) {
+	c := newClock()
+	t0 := c.t.UnixNano()
+	seg := Segment{Start: t0 - int64(time.Hour), End: t0 + int64(time.Hour), PowerW: 500, Phase: PhaseDecode,
+		ThermalSlowdown: true, Busy: 1, PCIeRx: 3 << 20, PCIeTx: 5 << 20, NVLink: 7 << 20}
+	s, err := New("h200", 1, 1, c.now, WithScript([]Segment{seg}))
+	require.NoError(t, err)
+	d := s.Device(0)
+	ids := []uint32{nvml.FI_DEV_CLOCKS_EVENT_REASON_SW_THERM_SLOWDOWN, nvml.FI_DEV_PCIE_COUNT_RX_BYTES, nvml.FI_DEV_PCIE_COUNT_TX_BYTES}
+	read := func() []uint64 {
+		vals := []nvml.FieldValue{{FieldId: ids[0]}, {FieldId: ids[1]}, {FieldId: ids[2]}}
+		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(vals))
+		out := make([]uint64, len(vals))
+		for i, v := range vals {
+			require.Equal(t, nvml.SUCCESS, nvml.Return(v.NvmlReturn))
+			out[i] = binary.LittleEndian.Uint64(v.Value[:])
+		}
+		return out
+	}
+	a := read()
+	s1, _ := s.GpmSampleAlloc()
+	s2, _ := s.GpmSampleAlloc()
+	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s1))
+	c.advance(2 * time.Second)
+	b := read()
+	require.Equal(t, nvml.SUCCESS, s.GpmSampleGet(d, s2))
+	assert.InDelta(t, 2e9, float64(b[0]-a[0]), 1, "thermal slowdown ns")
+	assert.InDelta(t, 2*3<<20, float64(b[1]-a[1]), 1, "PCIe RX bytes")
+	assert.InDelta(t, 2*5<<20, float64(b[2]-a[2]), 1, "PCIe TX bytes")
+
+	power := []nvml.FieldValue{{FieldId: nvml.FI_DEV_POWER_INSTANT}}
+	require.Equal(t, nvml.SUCCESS, d.GetFieldValues(power))
+	assert.Equal(t, uint32(nvml.VALUE_TYPE_UNSIGNED_INT), power[0].ValueType)
+	assert.Equal(t, uint32(500_000), binary.LittleEndian.Uint32(power[0].Value[:]), "mW")
+
+	metrics := []nvml.GpmMetricId{nvml.GPM_METRIC_PCIE_RX_PER_SEC, nvml.GPM_METRIC_PCIE_TX_PER_SEC, nvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC}
+	req := nvml.GpmMetricsGetType{NumMetrics: uint32(len(metrics)), Sample1: s1, Sample2: s2}
+	for i, id := range metrics {
+		req.Metrics[i].MetricId = uint32(id)
+	}
+	require.Equal(t, nvml.SUCCESS, s.GpmMetricsGet(&req))
+	for i, want := range []float64{3, 5, 7} {
+		assert.InDelta(t, want, req.Metrics[i].Value, 1e-9, "metric %d, MiB/s", metrics[i])
+	}
+	req.Sample2 = s1
+	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, s.GpmMetricsGet(&req), "a sample with itself spans no time")
+}
+
+// TestSamplesOneNewSample: a buffer holding one sample newer than
+// lastSeen returns it (NOT_FOUND only when nothing is newer, reference
+// nvml.md "NOT_FOUND = nothing newer than lastSeen").
+func TestSamplesOneNewSample(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h200", 1, 1, c).Device(0)
+	c.advance(time.Second)
+	_, samples, ret := d.GetSamples(nvml.TOTAL_POWER_SAMPLES, 0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	require.Greater(t, len(samples), 1)
+	_, one, ret := d.GetSamples(nvml.TOTAL_POWER_SAMPLES, samples[len(samples)-2].TimeStamp)
+	require.Equal(t, nvml.SUCCESS, ret)
+	require.Len(t, one, 1)
+	assert.Equal(t, samples[len(samples)-1].TimeStamp, one[0].TimeStamp)
 }
