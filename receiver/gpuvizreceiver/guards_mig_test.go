@@ -37,10 +37,10 @@ func TestMIGProfileNamesRoundMemoryUp(t *testing.T) {
 			return nvml.GpuInstanceProfileInfo{Id: uint32(p), SliceCount: sz.slices, MemorySizeMB: sz.mb}, nvml.SUCCESS
 		},
 	}
-	st := migState{profiles: map[int]string{}}
-	assert.Equal(t, "1g.5gb", st.profile(dev, 1))
-	assert.Equal(t, "7g.40gb", st.profile(dev, 2))
-	assert.Equal(t, "3g.20gb", st.profile(dev, 3))
+	st := migState{profiles: map[string]string{}}
+	assert.Equal(t, "1g.5gb", st.profile(dev, "MIG-1", 1))
+	assert.Equal(t, "7g.40gb", st.profile(dev, "MIG-2", 2))
+	assert.Equal(t, "3g.20gb", st.profile(dev, "MIG-3", 3))
 }
 
 // Each MIG compute instance's GPM series carry its own GPU and compute

@@ -12,10 +12,12 @@ import (
 // migState is what the scrape keeps about a GPU's MIG devices. The layout
 // can change while the receiver runs (an operator re-partitions the GPU),
 // so the devices are enumerated every scrape and handed to the tick, which
-// samples GPM per GPU instance; profile names are kept while the instance
-// exists.
+// samples GPM per GPU instance; profile names are kept while the MIG
+// device exists. They are kept by the device's UUID, not its GPU instance
+// ID: a re-partition between two scrapes can give a new instance of another
+// profile the ID of one destroyed.
 type migState struct {
-	profiles map[int]string // GPU instance ID → profile name
+	profiles map[string]string // MIG device UUID → its GPU instance's profile name
 }
 
 func migEnabled(m *metadata.MetricsConfig) bool {
@@ -42,13 +44,13 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		return nvml.SUCCESS
 	}
 	if st.profiles == nil {
-		st.profiles = map[int]string{}
+		st.profiles = map[string]string{}
 	}
 	slots, ret := g.dev.GetMaxMigDeviceCount()
 	if ret != nvml.SUCCESS {
 		return ret
 	}
-	live := map[int]bool{}
+	live := map[string]bool{}
 	var layout []migInstance
 	for i := range slots {
 		mig, ret := g.dev.GetMigDeviceHandleByIndex(i)
@@ -70,8 +72,8 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		if ret != nvml.SUCCESS {
 			return ret
 		}
-		live[gi] = true
-		inst := migInstance{uuid: uuid, profile: st.profile(g.dev, gi), gi: int64(gi), ci: int64(ci)}
+		live[uuid] = true
+		inst := migInstance{uuid: uuid, profile: st.profile(g.dev, uuid, gi), gi: int64(gi), ci: int64(ci)}
 		layout = append(layout, inst)
 		if s.cfg.Metrics.NvidiaGpuMigMemoryUsage.Enabled || s.cfg.Metrics.NvidiaGpuMigMemoryLimit.Enabled {
 			if mem, ret := mig.GetMemoryInfo(); ret == nvml.SUCCESS {
@@ -80,9 +82,9 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			}
 		}
 	}
-	for gi := range st.profiles {
-		if !live[gi] {
-			delete(st.profiles, gi)
+	for uuid := range st.profiles {
+		if !live[uuid] {
+			delete(st.profiles, uuid)
 		}
 	}
 	g.tick.migLayout.Store(&layout)
@@ -90,9 +92,9 @@ func (s *gpuScraper) readMIG(g *gpu, ts pcommon.Timestamp) nvml.Return {
 }
 
 // profile names a GPU instance's profile the way nvidia-smi does
-// ("3g.71gb"), reading it once per instance.
-func (st *migState) profile(dev nvml.Device, gi int) string {
-	if p, ok := st.profiles[gi]; ok {
+// ("3g.71gb"), reading it once per MIG device.
+func (st *migState) profile(dev nvml.Device, uuid string, gi int) string {
+	if p, ok := st.profiles[uuid]; ok {
 		return p
 	}
 	var p string
@@ -104,6 +106,6 @@ func (st *migState) profile(dev nvml.Device, gi int) string {
 			}
 		}
 	}
-	st.profiles[gi] = p
+	st.profiles[uuid] = p
 	return p
 }

@@ -177,3 +177,47 @@ func TestMIGGPMIsNotCalledWithoutItsSymbol(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, called.Load())
 }
+
+// An operator re-partitions between two scrapes: GPU instance 2 is
+// destroyed and a GPU instance of another profile is created that gets
+// the same ID back (a new MIG device, a new UUID). Its series carry the new
+// profile, not the name cached for the instance that had the ID before.
+func TestMIGInstanceIDReusedWithAnotherProfile(t *testing.T) {
+	lib := fixtureServer(1)
+	migs := withMIG(lib)
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	profileOf := func() map[string]string {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err)
+		out := map[string]string{}
+		forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+			if name == "nvidia.gpu.mig.memory.usage" {
+				out[attrs["nvidia.gpu.mig.id"].(string)] = attrs["nvidia.gpu.mig.profile"].(string)
+			}
+		})
+		return out
+	}
+	require.Equal(t, "3g.40gb", profileOf()["MIG-c"])
+
+	parent := device(lib, 0)
+	migs[2] = &mock.Device{
+		GetUUIDFunc:              func() (string, nvml.Return) { return "MIG-d", nvml.SUCCESS },
+		GetGpuInstanceIdFunc:     func() (int, nvml.Return) { return 2, nvml.SUCCESS },
+		GetComputeInstanceIdFunc: func() (int, nvml.Return) { return 0, nvml.SUCCESS },
+		GetMemoryInfoFunc: func() (nvml.Memory, nvml.Return) {
+			return nvml.Memory{Total: 10 << 30, Used: 1 << 30}, nvml.SUCCESS
+		},
+	}
+	inner := parent.GetGpuInstanceByIdFunc
+	parent.GetGpuInstanceByIdFunc = func(id int) (nvml.GpuInstance, nvml.Return) {
+		if id != 2 {
+			return inner(id)
+		}
+		return &mock.GpuInstance{GetInfoFunc: func() (nvml.GpuInstanceInfo, nvml.Return) {
+			return nvml.GpuInstanceInfo{Id: 2, ProfileId: nvml.GPU_INSTANCE_PROFILE_1_SLICE}, nvml.SUCCESS
+		}}, nvml.SUCCESS
+	}
+	got := profileOf()
+	assert.Equal(t, "3g.40gb", got["MIG-a"])
+	assert.Equal(t, "1g.10gb", got["MIG-d"], "the new instance's own profile")
+}
