@@ -108,7 +108,7 @@ func TestXidStormIsCountedAndLoggedBounded(t *testing.T) {
 	lib := faultyLib(t, 2, nil, nvmlsim.Fault{Kind: nvmlsim.FaultXidStorm, GPU: 0, Xid: 13, Rate: 2000, Duration: 250 * time.Millisecond})
 	cfg := scrapeOnly()
 	s := startScraper(t, cfg, lib, BackendSimulated)
-	require.NotNil(t, s.xid)
+	require.NotNil(t, s.xid.Load())
 	require.Eventually(t, func() bool {
 		m, _ := s.scrape(context.Background())
 		v := pointsOf(m, "nvidia.gpu.xid.errors", nil)[uuidOf(0)]

@@ -114,7 +114,7 @@ func TestXidErrorsAreCountedLoggedAndDegrade(t *testing.T) {
 func TestXidWatcherStopsAtShutdown(t *testing.T) {
 	lib := fixtureServer(1)
 	s := startScraper(t, defaultConfig(), lib, BackendNVML)
-	require.NotNil(t, s.xid)
+	require.NotNil(t, s.xid.Load())
 	// goleak (TestMain) checks the goroutine is gone after the test; here,
 	// that the event set is freed exactly once.
 	require.NoError(t, s.shutdown(context.Background()))

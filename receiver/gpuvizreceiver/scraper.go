@@ -44,8 +44,11 @@ type gpuScraper struct {
 	seen     int // the GPU count NVML gave, with the devices option unset
 	lookedAt time.Time
 	// found hands a GPU found to the sampling clock; nil without it.
-	found    func(*gpu)
-	xid      *xidWatcher
+	found func(*gpu)
+	// xid is nil until a GPU registers for Xid events: at start, or when
+	// one is found later. Atomic: a stalled GPU's scrape may still be
+	// reacquiring its handle when lookForGPUs starts the watcher.
+	xid      atomic.Pointer[xidWatcher]
 	pods     *podresources.Watcher
 	mb       *metadata.MetricsBuilder
 	resource pcommon.Resource
@@ -82,8 +85,8 @@ func (s *gpuScraper) start(_ context.Context, _ component.Host) error {
 		return err
 	}
 	s.lib = lib
-	if s.cfg.XidEvents.Enabled && s.cfg.Metrics.NvidiaGpuXidErrors.Enabled {
-		s.xid = startXidWatcher(lib, s.gpus, s.logger)
+	if s.xidsWanted() {
+		s.xid.Store(startXidWatcher(lib, s.gpus, s.logger))
 	}
 	if err := s.startPods(); err != nil {
 		s.shutdown(context.Background())
@@ -157,6 +160,11 @@ func (s *gpuScraper) discover(lib nvml.Interface) error {
 	return nil
 }
 
+// xidsWanted reports whether the configuration counts Xid errors.
+func (s *gpuScraper) xidsWanted() bool {
+	return s.cfg.XidEvents.Enabled && s.cfg.Metrics.NvidiaGpuXidErrors.Enabled
+}
+
 // adopt opens GPU idx and makes it one the receiver reads.
 func (s *gpuScraper) adopt(lib nvml.Interface, idx int) error {
 	g, err := openGPU(lib, idx, s.driver)
@@ -210,8 +218,12 @@ func (s *gpuScraper) lookForGPUs(now time.Time) {
 			continue
 		}
 		g := s.gpus[len(s.gpus)-1]
-		if s.xid != nil {
-			s.xid.register(g, g.dev)
+		if w := s.xid.Load(); w != nil {
+			w.register(g, g.dev)
+		} else if s.xidsWanted() {
+			// No GPU registered at start (none identified, say): the
+			// first found starts the watcher.
+			s.xid.Store(startXidWatcher(s.lib, []*gpu{g}, s.logger))
 		}
 		s.logger.Info("GPU found: it is read from now on", zap.Int("gpu", g.index), zap.String("hw.id", g.id))
 	}
@@ -222,9 +234,8 @@ func (s *gpuScraper) shutdown(context.Context) error {
 	if s.lib == nil {
 		return nil
 	}
-	if s.xid != nil {
-		s.xid.shutdown()
-		s.xid = nil
+	if w := s.xid.Swap(nil); w != nil {
+		w.shutdown()
 	}
 	if s.pods != nil {
 		s.pods.Shutdown()
@@ -455,8 +466,8 @@ func (s *gpuScraper) reacquire(g *gpu) {
 	}
 	g.dev = dev
 	g.handle.Store(&dev)
-	if s.xid != nil {
-		s.xid.register(g, dev)
+	if w := s.xid.Load(); w != nil {
+		w.register(g, dev)
 	}
 	s.logger.Info("GPU has a new handle (it was reset, or its handle went invalid): reading it again",
 		zap.Int("gpu", g.index), zap.String("hw.id", g.id))
