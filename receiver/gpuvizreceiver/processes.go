@@ -51,7 +51,6 @@ func processesRead(c *Config) bool {
 }
 
 func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
-	g.slurm.jobs = g.slurm.jobs[:0]
 	procs, ret := g.dev.GetComputeRunningProcesses()
 	if ret != nvml.SUCCESS {
 		return ret

@@ -386,6 +386,9 @@ func (s *gpuScraper) scrapeGPU(g *gpu, alloc podresources.Allocation) {
 		s.reacquire(g)
 	}
 	g.lost = false
+	// This scrape's processes name its jobs: none when they are not read
+	// (the GPU lost before, or the reading failing).
+	g.slurm.jobs = g.slurm.jobs[:0]
 	for r := range readingCount {
 		if g.unsupported.has(r) || !r.enabled(s.cfg) {
 			continue

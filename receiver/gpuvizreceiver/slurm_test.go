@@ -489,3 +489,22 @@ func TestExamplePrologEpilog(t *testing.T) {
 	run("prolog.sh", "4245", "0")
 	run("epilog.sh", "4245", "0")
 }
+
+// A GPU lost after a scrape that found job 4242's process on it: the
+// lost GPU's scrape ends before its processes are read, and it does not
+// report the job the previous scrape's processes named as holding it still.
+func TestSlurmJobsOfALostGPUAreNotCarriedOver(t *testing.T) {
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Enabled = false
+	cfg.Slurm.Environ = false
+	lib := fixtureServer(1)
+	s := startScraper(t, cfg, lib, BackendNVML)
+	require.Len(t, slurmJobPoints(scrapeSlurm(t, s)), 1)
+
+	device(lib, 0).GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
+	}
+	m, _ := s.scrape(context.Background())
+	require.Equal(t, "failed", stateOf(m, device(lib, 0).UUID))
+	assert.Empty(t, slurmJobPoints(m), "the lost GPU's processes were not read")
+}
