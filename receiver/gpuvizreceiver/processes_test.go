@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -169,4 +170,85 @@ func FuzzCgroup(f *testing.F) {
 			require.Empty(t, job.arrayJob+job.arrayTask)
 		}
 	})
+}
+
+// processSM returns each process's SM utilisation in a scrape.
+func processSM(t *testing.T, s *gpuScraper) map[int64]float64 {
+	t.Helper()
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	out := map[int64]float64{}
+	forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+		if name == "nvidia.gpu.process.utilization" && attrs["nvidia.gpu.process.engine"] == "sm" {
+			out[attrs["process.pid"].(int64)] = v
+		}
+	})
+	return out
+}
+
+// Process utilisation samples: the newest of a process's samples is its
+// value, whatever order NVML lists them in, and the next call asks only
+// for samples newer than the newest seen.
+func TestProcessUtilizationTakesTheNewestSample(t *testing.T) {
+	lib := fixtureServer(1)
+	var asked []uint64
+	device(lib, 0).GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		asked = append(asked, lastSeen)
+		if lastSeen > 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return []nvml.ProcessUtilizationSample{
+			{Pid: 1000, TimeStamp: 9, SmUtil: 80},
+			{Pid: 1000, TimeStamp: 5, SmUtil: 10},
+			{Pid: 2000, TimeStamp: 7, SmUtil: 30},
+		}, nvml.SUCCESS
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	assert.Equal(t, map[int64]float64{1000: 0.8, 2000: 0.3}, processSM(t, s))
+	// NOT_FOUND (nothing newer) is no failure, and leaves the memory series.
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil)[device(lib, 0).UUID], 2)
+	assert.Equal(t, []uint64{0, 9}, asked)
+}
+
+// A GPU that cannot sample process utilisation (MIG mode) answers
+// NOT_SUPPORTED: it is not asked again, and its processes' memory is still
+// reported.
+func TestProcessUtilizationNotSupportedIsAskedOnce(t *testing.T) {
+	lib := fixtureServer(1)
+	calls := 0
+	device(lib, 0).GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		calls++
+		return nil, nvml.ERROR_NOT_SUPPORTED
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	for range 2 {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil)[device(lib, 0).UUID], 2)
+		assert.Empty(t, pointsOf(m, "nvidia.gpu.process.utilization", nil))
+	}
+	assert.Equal(t, 1, calls)
+}
+
+// processes.top keeps the largest users of memory; between equals, the
+// lower PID, so the series kept do not change from scrape to scrape.
+func TestProcessesTopTiesGoToTheLowerPID(t *testing.T) {
+	lib := fixtureServer(1)
+	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 3000, UsedGpuMemory: 1 << 30}, {Pid: 2000, UsedGpuMemory: 1 << 30}, {Pid: 2500, UsedGpuMemory: 1 << 30}}, nvml.SUCCESS
+	}
+	cfg := scrapeOnly()
+	cfg.Processes.Top = 2
+	s := startScraper(t, cfg, lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	var pids []int64
+	forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+		if name == "nvidia.gpu.process.memory.usage" {
+			pids = append(pids, attrs["process.pid"].(int64))
+		}
+	})
+	assert.ElementsMatch(t, []int64{2000, 2500}, pids)
 }
