@@ -7,7 +7,14 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
 
 // The only GPU cannot be identified at start, so no GPU registers for Xid
@@ -46,4 +53,89 @@ func TestXidsOfAGPUFoundLaterAreCounted(t *testing.T) {
 		got := pointsOf(m, "nvidia.gpu.xid.errors", nil)[dev.UUID]
 		return len(got) == 1 && got[0] == 1
 	}, 5*time.Second, 20*time.Millisecond, "the Xid 48 of the GPU found later is counted")
+}
+
+// An Xid storm is logged once per xidLogEvery, the next line saying how
+// many went unlogged; an Xid xidLogEvery after the last logged is logged.
+func TestXidLogLinesAreBoundedPerInterval(t *testing.T) {
+	var x xidCounts
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	n, log := x.add(13, t0)
+	assert.True(t, log, "the first is logged")
+	assert.Zero(t, n)
+	for i := range 3 {
+		_, log = x.add(13, t0.Add(time.Duration(i+1)*time.Second))
+		assert.False(t, log)
+	}
+	_, log = x.add(13, t0.Add(xidLogEvery-time.Nanosecond))
+	assert.False(t, log)
+	n, log = x.add(31, t0.Add(xidLogEvery))
+	assert.True(t, log, "xidLogEvery after the last logged")
+	assert.Equal(t, int64(4), n, "the four in between")
+	_, log = x.add(31, t0.Add(xidLogEvery+time.Second))
+	assert.False(t, log)
+	n, log = x.add(31, t0.Add(2*xidLogEvery))
+	assert.True(t, log)
+	assert.Equal(t, int64(1), n, "only those since the last line")
+	got := map[uint64]int64{}
+	x.take(func(code uint64, n int64) { got[code] = n })
+	assert.Equal(t, map[uint64]int64{13: 5, 31: 3}, got)
+}
+
+// Events of other types in the set (a driver may deliver them) are not
+// Xid errors.
+func TestXidWatcherCountsOnlyXidEvents(t *testing.T) {
+	lib := fixtureServer(1)
+	g := &gpu{index: 0, id: device(lib, 0).UUID, dev: lib.Devices[0]}
+	w := &xidWatcher{lib: lib, logger: zap.NewNop(), byHandle: map[nvml.Device]*gpu{lib.Devices[0]: g}}
+	w.record(nvml.EventData{Device: lib.Devices[0], EventType: nvml.EventTypeSingleBitEccError, EventData: 0})
+	w.record(nvml.EventData{Device: lib.Devices[0], EventType: nvml.EventTypeXidCriticalError, EventData: 79})
+	got := map[uint64]int64{}
+	g.xids.take(func(code uint64, n int64) { got[code] = n })
+	assert.Equal(t, map[uint64]int64{79: 1}, got)
+}
+
+// No GPU that reports Xid events: no watcher runs, and its event set is
+// freed at start.
+func TestNoXidWatcherWithoutXidEvents(t *testing.T) {
+	lib := fixtureServer(2)
+	for i := range 2 {
+		device(lib, i).GetSupportedEventTypesFunc = func() (uint64, nvml.Return) { return 0, nvml.SUCCESS }
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	assert.Nil(t, s.xid.Load())
+	assert.Len(t, lib.EventSetFreeCalls(), 1)
+	assert.Empty(t, device(lib, 0).RegisterEventsCalls())
+}
+
+// Waits that time out, and a GPU lost (said once, however often the set
+// answers so), leave the watcher waiting: the Xid after them is counted.
+func TestXidWatcherWaitsThroughTimeoutsAndALostGPU(t *testing.T) {
+	lib := fixtureServer(1)
+	var n atomic.Int32
+	lib.EventSetWaitFunc = func(nvml.EventSet, uint32) (nvml.EventData, nvml.Return) {
+		time.Sleep(time.Millisecond)
+		switch n.Add(1) {
+		case 1, 2:
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		case 3, 4:
+			return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
+		case 5:
+			return nvml.EventData{Device: lib.Devices[0], EventType: nvml.EventTypeXidCriticalError, EventData: 94}, nvml.SUCCESS
+		}
+		return nvml.EventData{}, nvml.ERROR_TIMEOUT
+	}
+	core, logs := observer.New(zapcore.WarnLevel)
+	set := receivertest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	s := newGPUScraper(scrapeOnly(), set)
+	s.open = func(*Config, *zap.Logger) (nvml.Interface, Backend, error) { return lib, BackendNVML, nil }
+	require.NoError(t, s.start(context.Background(), nil))
+	t.Cleanup(func() { require.NoError(t, s.shutdown(context.Background())) })
+	require.Eventually(t, func() bool {
+		m, _ := s.scrape(context.Background())
+		got := pointsOf(m, "nvidia.gpu.xid.errors", nil)[device(lib, 0).UUID]
+		return len(got) == 1 && got[0] == 1
+	}, 10*time.Second, 20*time.Millisecond, "the Xid 94 after two timeouts and two lost answers (EventSetWait calls: %d)", n.Load())
+	assert.Equal(t, 1, logs.FilterMessage("waiting for Xid events: a GPU is lost; the others' are still counted").Len())
 }
