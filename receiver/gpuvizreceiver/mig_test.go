@@ -221,3 +221,44 @@ func TestMIGInstanceIDReusedWithAnotherProfile(t *testing.T) {
 	assert.Equal(t, "3g.40gb", got["MIG-a"])
 	assert.Equal(t, "1g.10gb", got["MIG-d"], "the new instance's own profile")
 }
+
+// Drivers answer an empty MIG slot NOT_FOUND or INVALID_ARGUMENT (as
+// go-nvlib's VisitMigDevices has it): either is a slot to skip, not a
+// lost GPU.
+func TestMIGEmptySlotsAnsweredInvalidArgument(t *testing.T) {
+	lib := fixtureServer(1)
+	migs := withMIG(lib)
+	device(lib, 0).GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		if i < len(migs) {
+			return migs[i], nvml.SUCCESS
+		}
+		return nil, nvml.ERROR_INVALID_ARGUMENT
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "ok", stateOf(m, device(lib, 0).UUID))
+	assert.Len(t, pointsOf(m, "nvidia.gpu.mig.memory.usage", nil)[device(lib, 0).UUID], 3)
+}
+
+// With MIG switched off the instances' profile names are dropped; with
+// the MIG memory metrics off their memory is not asked for.
+func TestMIGOffForgetsProfilesAndMemoryOffCostsNoCalls(t *testing.T) {
+	lib := fixtureServer(1)
+	migs := withMIG(lib)
+	cfg := scrapeOnly()
+	cfg.Metrics.NvidiaGpuMigMemoryUsage.Enabled = false
+	cfg.Metrics.NvidiaGpuMigMemoryLimit.Enabled = false
+	s := startScraper(t, cfg, lib, BackendNVML)
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, s.gpus[0].mig.profiles, 3)
+	for _, mig := range migs {
+		assert.Empty(t, mig.GetMemoryInfoCalls())
+	}
+
+	device(lib, 0).GetMigModeFunc = func() (int, int, nvml.Return) { return 0, 0, nvml.SUCCESS }
+	_, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, s.gpus[0].mig.profiles)
+}
