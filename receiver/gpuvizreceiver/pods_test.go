@@ -32,8 +32,10 @@ func TestSoleHolder(t *testing.T) {
 	a := podresources.Allocation{
 		"GPU-0": {{Namespace: "llm", Pod: "vllm-0", Container: "vllm", Replica: -1}, {Namespace: "llm", Pod: "vllm-0", Container: "sidecar", Replica: -1}},
 		"GPU-1": {{Namespace: "llm", Pod: "a", Container: "c", Replica: 0}, {Namespace: "llm", Pod: "b", Container: "c", Replica: 1}},
+		// Pods of one name in two namespaces are two pods.
+		"GPU-3": {{Namespace: "team-a", Pod: "vllm-0", Container: "c", Replica: 0}, {Namespace: "team-b", Pod: "vllm-0", Container: "c", Replica: 1}},
 	}
-	for _, tc := range []struct{ gpu, ns, pod string }{{"GPU-0", "llm", "vllm-0"}, {"GPU-1", "", ""}, {"GPU-2", "", ""}} {
+	for _, tc := range []struct{ gpu, ns, pod string }{{"GPU-0", "llm", "vllm-0"}, {"GPU-1", "", ""}, {"GPU-2", "", ""}, {"GPU-3", "", ""}} {
 		ns, pod := soleHolder(a, tc.gpu)
 		assert.Equal(t, [2]string{tc.ns, tc.pod}, [2]string{ns, pod}, tc.gpu)
 	}
@@ -146,4 +148,32 @@ func TestIndexAllocationOfAGPUFoundLater(t *testing.T) {
 		}
 	})
 	assert.Equal(t, map[string]string{uuidOf(1): "vllm-1", uuidOf(2): "vllm-2"}, pods)
+}
+
+// The kubelet is listed only for a series that needs it: the allocation
+// series or the processes'. With the allocation series off it is not
+// reported, though the processes still take their pod from the listing.
+func TestPodResourcesOnlyForTheSeriesThatNeedThem(t *testing.T) {
+	lib := fixtureServer(1)
+	k := podresourcestest.New(t)
+	k.Set(podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 0).UUID)))
+	k.Start(t)
+
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	cfg.Metrics.NvidiaGpuK8sAllocation.Enabled = false
+	s := startScraper(t, cfg, lib, BackendNVML)
+	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, pointsOf(m, "nvidia.gpu.k8s.allocation", nil))
+	assert.NotEmpty(t, pointsOf(m, "nvidia.gpu.process.memory.usage", map[string]any{"k8s.pod.name": "vllm-0"}))
+
+	cfg = scrapeOnly()
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	cfg.Metrics.NvidiaGpuK8sAllocation.Enabled = false
+	cfg.Metrics.NvidiaGpuProcessMemoryUsage.Enabled = false
+	cfg.Metrics.NvidiaGpuProcessUtilization.Enabled = false
+	s = startScraper(t, cfg, lib, BackendNVML)
+	assert.Nil(t, s.pods)
 }
