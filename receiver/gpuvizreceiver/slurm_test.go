@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -507,4 +508,40 @@ func TestSlurmJobsOfALostGPUAreNotCarriedOver(t *testing.T) {
 	m, _ := s.scrape(context.Background())
 	require.Equal(t, "failed", stateOf(m, device(lib, 0).UUID))
 	assert.Empty(t, slurmJobPoints(m), "the lost GPU's processes were not read")
+}
+
+// One GPU's nvidia.gpu.slurm.job series stop at maxSlurmJobsPerGPU, and
+// processes of one job give it one series (the builder would merge
+// repeats; the bound must not count them).
+func TestSlurmJobSeriesAreBoundedAndOnePerJob(t *testing.T) {
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Enabled = false
+	s := startScraper(t, cfg, fixtureServer(1), BackendNVML)
+	g := s.gpus[0]
+	g.slurm.jobs = []slurmJob{{id: "1"}, {id: "1"}, {id: "2"}}
+	s.recordSlurmJobs(g, 0)
+	assert.Len(t, slurmJobPoints(g.mb.Emit()), 2)
+
+	g.slurm.jobs = nil
+	for i := range maxSlurmJobsPerGPU + 5 {
+		g.slurm.jobs = append(g.slurm.jobs, slurmJob{id: strconv.Itoa(i)})
+	}
+	s.recordSlurmJobs(g, 0)
+	assert.Len(t, slurmJobPoints(g.mb.Emit()), maxSlurmJobsPerGPU)
+
+	// A repeat takes none of the bound: 64 jobs, one of them twice, are
+	// 64 series.
+	g.slurm.jobs = []slurmJob{{id: "0"}}
+	for i := range maxSlurmJobsPerGPU {
+		g.slurm.jobs = append(g.slurm.jobs, slurmJob{id: strconv.Itoa(i)})
+	}
+	s.recordSlurmJobs(g, 0)
+	assert.Len(t, slurmJobPoints(g.mb.Emit()), maxSlurmJobsPerGPU)
+}
+
+// A Slurm id is 1 to maxSlurmID bytes.
+func TestSlurmIDLength(t *testing.T) {
+	assert.True(t, validSlurmID(bytes.Repeat([]byte{'1'}, maxSlurmID)))
+	assert.False(t, validSlurmID(bytes.Repeat([]byte{'1'}, maxSlurmID+1)))
+	assert.False(t, validSlurmID(nil))
 }
