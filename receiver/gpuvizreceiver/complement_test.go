@@ -106,3 +106,16 @@ func TestComplementDCGMReadsNoGPM(t *testing.T) {
 	assert.NotZero(t, countPoints(m, "nvidia.gpu.sm.activity"))
 	assert.Zero(t, countPoints(m, "nvidia.gpu.samples.utilization"), "the driver's samples only where GPM is not read")
 }
+
+// A configuration read again into the same Config (a reload) counts as
+// set only what the latest one sets: hw.power set before, and not now,
+// is off again with complement: dcgm.
+func TestComplementSetMetricsAreTheLatestConfiguration(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{
+		"complement": "dcgm", "metrics": map[string]any{"hw.power": map[string]any{"enabled": true}},
+	}).Unmarshal(cfg))
+	require.True(t, cfg.complemented().Metrics.HwPower.Enabled)
+	require.NoError(t, confmap.NewFromStringMap(map[string]any{"complement": "dcgm"}).Unmarshal(cfg))
+	assert.False(t, cfg.complemented().Metrics.HwPower.Enabled)
+}
