@@ -177,6 +177,8 @@ func (c *config) validate() error {
 			return fmt.Errorf("--concurrency %d: want at least 1", c.Concurrency)
 		case c.Match == matchAttribute && c.GPUUUID == "":
 			return fmt.Errorf("--match attribute in %s mode needs --gpu-uuid (the GPU the requests ran on)", c.Mode)
+		case c.Match != matchAttribute && c.set["gpu-uuid"]:
+			return fmt.Errorf("--gpu-uuid applies to --match attribute only: with --match %s the spans carry no GPU UUID", c.Match)
 		}
 		return nil
 	}
