@@ -3,7 +3,8 @@
 // an overloaded collector, not this sender, sets what gets through, and
 // reports per outcome how many spans the collector accepted and refused
 // (by gRPC code: memory_limiter's backpressure is ResourceExhausted or
-// Unavailable).
+// Unavailable). Exit status: 0 sent, some accepted; 1 none accepted, or the
+// run failed; 2 bad flags.
 //
 //	gpuviz-stress --rate 20000 --duration 60s --endpoint 127.0.0.1:4317 --json
 package main
@@ -41,7 +42,11 @@ func parse(args []string, stderr io.Writer) (options, error) {
 rate, from pre-encoded requests, and counts how many the collector accepted
 and refused, by gRPC code (scripts/measure-overload.sh).
 
-usage: gpuviz-stress [flags]`)
+usage: gpuviz-stress [flags]
+
+Exit status: 0 sent, and the collector accepted some of it; 1 it accepted
+none (nothing listening is refused as backpressure is), or the run failed;
+2 bad flags.`)
 	fs.StringVar(&o.cfg.Endpoint, "endpoint", "127.0.0.1:4317", "OTLP/gRPC receiver, host:port (plaintext)")
 	fs.Float64Var(&o.cfg.Rate, "rate", 20000, "spans per second offered")
 	fs.DurationVar(&o.cfg.Duration, "duration", 60*time.Second, "how long to send")
@@ -95,6 +100,18 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := printSummary(stdout, o, res); err != nil {
+		return err
+	}
+	if res.Offered > 0 && res.Accepted == 0 {
+		// An unreachable endpoint answers Unavailable as backpressure does;
+		// a run in which nothing at all got through is a failure either way.
+		return fmt.Errorf("none of %d spans offered was accepted by %s: is an OTLP/gRPC receiver listening there?", res.Offered, o.cfg.Endpoint)
+	}
+	return nil
+}
+
+func printSummary(stdout io.Writer, o options, res otlpsend.Result) error {
 	s := summary{Endpoint: o.cfg.Endpoint, Rate: o.cfg.Rate, Batch: o.batch, ElapsedSeconds: res.Elapsed.Seconds(), Result: res}
 	if o.json {
 		enc := json.NewEncoder(stdout)

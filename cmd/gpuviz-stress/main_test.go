@@ -75,3 +75,25 @@ func TestRunPrintsJSON(t *testing.T) {
 	assert.Equal(t, s.Offered, s.Accepted+s.Unsent)
 	assert.Empty(t, s.Refused)
 }
+
+// A run against an endpoint nothing listens on still prints its counts,
+// and fails: nothing at all got through.
+func TestRunFailsWhenNothingIsAccepted(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := lis.Addr().String()
+	require.NoError(t, lis.Close())
+
+	o, err := parse([]string{"--endpoint", addr, "--rate", "1000", "--duration", "200ms", "--batch", "10", "--timeout", "100ms", "--json"}, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	err = run(context.Background(), o, &out)
+	require.ErrorContains(t, err, "was accepted by "+addr)
+	var s struct {
+		Offered  int64 `json:"offered_spans"`
+		Accepted int64 `json:"accepted_spans"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	assert.Positive(t, s.Offered)
+	assert.Zero(t, s.Accepted)
+}
