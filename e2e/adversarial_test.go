@@ -379,6 +379,7 @@ func runAdversarial(t *testing.T, spans int, args ...string) {
 		}
 	}
 	sink.mu.Unlock()
+	assert.GreaterOrEqual(t, compared, spans/adversarialSample, "every %d-th span sampled and compared", adversarialSample)
 
 	logBytes, err := os.ReadFile(collector.Log)
 	require.NoError(t, err)
@@ -409,7 +410,8 @@ func sendAdversarial(ctx context.Context, t *testing.T, client ptraceotlp.GRPCCl
 		for range spans / adversarialBatch {
 			td := g.Batch(adversarialBatch, time.Now())
 			adversarial.EachSpan(td, func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) {
-				c, seq, _ := adversarial.CaseOf(sp)
+				c, seq, ok := adversarial.CaseOf(sp)
+				assert.True(t, ok, "a generated span names its case")
 				tally.byOutcome[c.Outcome]++
 				if c.Outcome == adversarial.Malformed {
 					tally.malformed["malformed_"+c.Reason]++

@@ -514,5 +514,6 @@ func TestFleet(t *testing.T) {
 		assert.Greater(t, d, -time.Second, "no span sent after the kill is lost")
 	}
 	assert.LessOrEqual(t, float64(len(lostAtKill)), held)
+	assert.Positive(t, afterKill, "spans were sent after the kill")
 	assert.Equal(t, afterKill, afterKillAtSurvivor, "after the kill every span goes to the survivor")
 }

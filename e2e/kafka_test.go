@@ -94,6 +94,7 @@ func TestKafka(t *testing.T) {
 	sentUntil := time.Now()
 
 	sent := sender.snapshot()
+	require.NotEmpty(t, sent, "spans were sent in 15 s")
 	require.Eventually(t, func() bool {
 		got := sink.snapshot()
 		for id := range sent {
