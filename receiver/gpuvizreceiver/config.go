@@ -274,6 +274,10 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("resource_attributes::gpuviz.backend::enabled: false would leave simulated data unmarked (backend %s may simulate): keep it on", cfg.Backend))
 		}
 	}
+	if cfg.InitialDelay < 0 {
+		// scraperhelper does not check it; a negative delay would start at once, as 0 does.
+		errs = append(errs, fmt.Errorf("initial_delay: %v is negative: use 0 to scrape at start", cfg.InitialDelay))
+	}
 	if cfg.CollectionInterval > 0 && cfg.Timeout > cfg.CollectionInterval {
 		errs = append(errs, fmt.Errorf("timeout: %v is longer than collection_interval (%v): a scrape must end before the next begins", cfg.Timeout, cfg.CollectionInterval))
 	}

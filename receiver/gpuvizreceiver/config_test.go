@@ -101,6 +101,7 @@ func TestInvalidConfig(t *testing.T) {
 		"pod_resources_no_socket":    "kubernetes.pod_resources.socket: must not be empty",
 		"bad_fault":                  "simulated.faults[0].sleep: 0s: a hang fault sleeps for a positive time",
 		"timeout_past_interval":      "timeout: 2s is longer than collection_interval (1s): a scrape must end before the next begins",
+		"negative_initial_delay":     "initial_delay: -1s is negative: use 0 to scrape at start",
 		"slurm_relative_dir":         `slurm.job_mapping_dir: "run/slurm" is not an absolute path`,
 		"unmarked_simulation":        "resource_attributes::gpuviz.backend::enabled: false would leave simulated data unmarked",
 	} {
