@@ -100,6 +100,13 @@ func (r *Registry) serveView(w http.ResponseWriter, req *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
+	select {
+	case r.answering <- struct{}{}:
+		defer func() { <-r.answering }()
+	case <-req.Context().Done():
+		writeError(w, http.StatusServiceUnavailable, "the request ended while other view answers were being built")
+		return
+	}
 	bp := bufPool.Get().(*[]byte)
 	b := src.AppendView((*bp)[:0], q, r.now(), r.traceURL)
 	b = append(b, '\n')

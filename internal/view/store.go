@@ -120,7 +120,15 @@ type Registry struct {
 	sources []*Source
 	refs    map[*Source]int
 	gone    Dropped // what released sources dropped
+
+	// answering holds a slot per /api/v1/view answer being built: each
+	// is as large as the query asks (docs/view.md, "Bound"), so at most
+	// maxAnswers are built at once and later requests wait their turn.
+	answering chan struct{}
 }
+
+// maxAnswers is how many view answers are built at once.
+const maxAnswers = 2
 
 // Dropped counts what a bounded store did not keep.
 type Dropped struct {
@@ -162,7 +170,7 @@ func NewRegistry(l Limits, traceURLTemplate string, now func() time.Time) *Regis
 	if now == nil {
 		now = time.Now
 	}
-	return &Registry{limits: l, traceURL: traceURLTemplate, now: now, refs: map[*Source]int{}}
+	return &Registry{limits: l, traceURL: traceURLTemplate, now: now, refs: map[*Source]int{}, answering: make(chan struct{}, maxAnswers)}
 }
 
 // RegisterSource returns the source named id (created on first use) and

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -530,4 +531,34 @@ func TestAnomalyAtItsThresholdHasItsSince(t *testing.T) {
 		kinds[an.Kind] = an.Since
 	}
 	assert.Equal(t, map[string]int64{"hot": hotFrom.UnixMilli(), "memory_full": hotFrom.UnixMilli(), "power_throttled": hotFrom.UnixMilli()}, kinds)
+}
+
+// At most maxAnswers view answers are built at once: a request past them
+// waits for a slot, and one that ends while waiting builds nothing.
+func TestViewAnswersAreBuiltAFewAtATime(t *testing.T) {
+	now := t0.Add(time.Minute)
+	r := NewRegistry(testLimits(), "", func() time.Time { return now })
+	s, _ := r.RegisterSource("gpuviz")
+	s.GPU("h", "GPU-0").Add(0, t0.UnixNano(), 1)
+	h := r.Handler(fstest.MapFS{})
+	for range maxAnswers { // every slot taken, as by answers being built
+		r.answering <- struct{}{}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/view", nil).WithContext(ctx))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+
+	waiting := make(chan *httptest.ResponseRecorder)
+	go func() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/view", nil))
+		waiting <- rec
+	}()
+	<-r.answering // one answer done: the waiting request takes its slot
+	rec = <-waiting
+	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+	assert.Len(t, r.answering, maxAnswers-1, "the answered request gave its slot back")
 }
