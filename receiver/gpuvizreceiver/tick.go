@@ -1,6 +1,7 @@
 package gpuvizreceiver // import "github.com/gpuviz/gpuviz/receiver/gpuvizreceiver"
 
 import (
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -109,7 +110,7 @@ type tickState struct {
 	// migLayout is published by the scrape, which enumerates MIG devices;
 	// migGPM holds the GPM buffers per GPU instance, owned by the tick.
 	migLayout atomic.Pointer[[]migInstance]
-	migGPM    map[int64]*gpmState
+	migGPM    map[int64]*migBuffers
 	wantMIG   bool
 
 	// samples: the driver's buffers, drained on flush ticks (nil: not read).
@@ -130,6 +131,16 @@ type gpmValues struct {
 	ok    bool
 	valid [len(gpmMetrics)]bool
 	v     [len(gpmMetrics)]float64
+}
+
+// migBuffers are one GPU instance's GPM buffers and the MIG devices
+// (compute instances) it held at the last tick. A re-partition can give a
+// new GPU instance the ID of one destroyed; the new one holds none of the
+// old one's MIG devices (UUIDs), so an ID whose devices all changed is
+// another instance, and its interval starts anew.
+type migBuffers struct {
+	gpm   *gpmState // nil: NVML could not allocate them
+	uuids []string
 }
 
 type migActivity struct {
@@ -363,15 +374,17 @@ func (t *tickState) readGPM(lib nvml.Interface, now time.Time, r *tickReading) {
 		return
 	}
 	if t.migGPM == nil {
-		t.migGPM = map[int64]*gpmState{}
+		t.migGPM = map[int64]*migBuffers{}
 	}
-	live := map[int64]bool{}
+	live := map[int64][]string{} // GPU instance → its MIG devices' UUIDs
+	for _, inst := range *layout {
+		live[inst.gi] = append(live[inst.gi], inst.uuid)
+	}
 	measured := map[int64]*gpmValues{}
 	for _, inst := range *layout {
-		live[inst.gi] = true
 		v, done := measured[inst.gi]
 		if !done {
-			v = t.measureInstance(lib, now, inst.gi)
+			v = t.measureInstance(lib, now, inst.gi, live[inst.gi])
 			measured[inst.gi] = v
 		}
 		if v != nil {
@@ -387,13 +400,20 @@ func (t *tickState) inMIGMode() bool {
 }
 
 // measureInstance runs GPU instance gi's GPM interval; nil until it has two
-// samples, or when GPM fails for it.
-func (t *tickState) measureInstance(lib nvml.Interface, now time.Time, gi int64) *gpmValues {
-	buf, ok := t.migGPM[gi]
+// samples of the instance holding the MIG devices uuids, or when GPM fails
+// for it.
+func (t *tickState) measureInstance(lib nvml.Interface, now time.Time, gi int64, uuids []string) *gpmValues {
+	b, ok := t.migGPM[gi]
 	if !ok {
-		buf = newGPMState(lib)
-		t.migGPM[gi] = buf // nil too: NVML could not allocate, do not retry every tick
+		// gpm nil too: NVML could not allocate, do not retry every tick.
+		b = &migBuffers{gpm: newGPMState(lib)}
+		t.migGPM[gi] = b
 	}
+	buf := b.gpm
+	if buf != nil && ok && !slices.ContainsFunc(uuids, func(u string) bool { return slices.Contains(b.uuids, u) }) {
+		buf.havePrev = false // another instance under the ID: no rate across the two
+	}
+	b.uuids = uuids
 	if buf == nil {
 		return nil
 	}
@@ -433,11 +453,11 @@ func (t *tickState) gpmResult(ret nvml.Return) {
 
 // releaseMIG frees the GPM buffers of GPU instances that no longer exist
 // (all of them when live is nil).
-func (t *tickState) releaseMIG(lib nvml.Interface, live map[int64]bool) {
-	for gi, buf := range t.migGPM {
-		if !live[gi] {
-			if buf != nil {
-				buf.free(lib)
+func (t *tickState) releaseMIG(lib nvml.Interface, live map[int64][]string) {
+	for gi, b := range t.migGPM {
+		if _, ok := live[gi]; !ok {
+			if b.gpm != nil {
+				b.gpm.free(lib)
 			}
 			delete(t.migGPM, gi)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
 )
@@ -411,4 +412,55 @@ func TestDriverSamplesOneFailingBufferSparesTheOthers(t *testing.T) {
 		kinds = append(kinds, sampleKinds[smp.kind])
 	}
 	assert.ElementsMatch(t, []nvml.SamplingType{nvml.MEMORY_UTILIZATION_SAMPLES, nvml.TOTAL_POWER_SAMPLES, nvml.PROCESSOR_CLK_SAMPLES}, kinds)
+}
+
+// A re-partition between ticks can give a new GPU instance the ID of one
+// destroyed (GPU instance 1: MIG-a's 3g, then MIG-x's 4g): no GPM interval
+// is rated across the two, and the new one is measured from its second
+// sample on. A compute instance added to a GPU instance leaves it the same
+// instance.
+func TestTickMIGInstanceIDReusedIsNotRatedAcrossInstances(t *testing.T) {
+	lib := fixtureServer(1)
+	var dev nvml.Device = device(lib, 0)
+	current := "MIG-a" // the instance GPU instance 1 is now
+	from := map[nvml.GpmSample]string{}
+	lib.GpmMigSampleGetFunc = func(_ nvml.Device, _ int, smp nvml.GpmSample) nvml.Return {
+		from[smp] = current
+		return nvml.SUCCESS
+	}
+	var rated [][2]string
+	lib.GpmMetricsGetFunc = func(m *nvml.GpmMetricsGetType) nvml.Return {
+		rated = append(rated, [2]string{from[m.Sample1], from[m.Sample2]})
+		return nvml.SUCCESS
+	}
+	var handle atomic.Pointer[nvml.Device]
+	handle.Store(&dev)
+	tk := &tickState{dev: dev, handle: &handle, logger: zap.NewNop(), gpm: newGPMState(lib), wantMIG: true}
+	layout := func(insts ...migInstance) { tk.migLayout.Store(&insts) }
+	at := time.Unix(1_800_000_000, 0)
+	tick := func() []string {
+		at = at.Add(time.Second)
+		var measured []string
+		for _, a := range tk.read(lib, symbols{}, at, false).mig {
+			measured = append(measured, a.inst.uuid)
+		}
+		return measured
+	}
+
+	layout(migInstance{uuid: "MIG-a", profile: "3g.40gb", gi: 1})
+	assert.Empty(t, tick(), "the first sample opens the interval")
+	assert.Equal(t, []string{"MIG-a"}, tick())
+
+	current = "MIG-x"
+	layout(migInstance{uuid: "MIG-x", profile: "4g.40gb", gi: 1})
+	assert.Empty(t, tick(), "the new instance's first sample opens its interval")
+	assert.Equal(t, []string{"MIG-x"}, tick())
+
+	layout(migInstance{uuid: "MIG-x", profile: "4g.40gb", gi: 1}, migInstance{uuid: "MIG-y", profile: "4g.40gb", gi: 1, ci: 1})
+	assert.Equal(t, []string{"MIG-x", "MIG-y"}, tick(), "a compute instance more: the same GPU instance")
+
+	require.NotEmpty(t, rated)
+	for _, r := range rated {
+		assert.Equal(t, r[0], r[1], "one interval rated across two instances")
+	}
 }
