@@ -43,7 +43,8 @@ func samplesEnabled(m *metadata.MetricsConfig) bool {
 // drain appends to r every sample taken since the previous drain. It
 // returns the first failure, or SUCCESS (also when the GPU keeps no
 // buffers: those are not asked again); a buffer that fails does not keep
-// the others from being drained.
+// the others from being drained, unless the GPU is lost (gpuLost): then
+// the others would answer the same, and are not asked.
 func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 	limit := clockLimit(r.at)
 	failed := nvml.SUCCESS
@@ -65,6 +66,9 @@ func (st *sampleState) drain(dev nvml.Device, r *tickReading) nvml.Return {
 		default:
 			if failed == nvml.SUCCESS {
 				failed = ret
+			}
+			if gpuLost(ret) {
+				return failed
 			}
 			continue
 		}

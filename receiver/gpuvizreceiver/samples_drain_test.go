@@ -97,3 +97,28 @@ func TestDriverSamplesUnits(t *testing.T) {
 		assert.Equal(t, map[string][]float64{"GPU-x": {c.want}}, pointsOf(mb.Emit(), c.metric, nil), c.metric)
 	}
 }
+
+// A lost GPU (GPU_IS_LOST, or INVALID_ARGUMENT: an invalid handle after a
+// reset) answers every buffer the same: its drain stops at the first, while
+// a buffer failing otherwise leaves the others asked.
+func TestDriverSamplesOfALostGPUAreAskedOnce(t *testing.T) {
+	for _, c := range []struct {
+		ret   nvml.Return
+		calls int
+	}{
+		{nvml.ERROR_GPU_IS_LOST, 1},
+		{nvml.ERROR_INVALID_ARGUMENT, 1},
+		{nvml.ERROR_UNKNOWN, len(sampleKinds)},
+	} {
+		dev := device(fixtureServer(1), 0)
+		calls := 0
+		dev.GetSamplesFunc = func(nvml.SamplingType, uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
+			calls++
+			return 0, nil, c.ret
+		}
+		var st sampleState
+		r := tickReading{at: pcommon.Timestamp(drainNow * 1000)}
+		assert.Equal(t, c.ret, st.drain(dev, &r), c.ret.String())
+		assert.Equal(t, c.calls, calls, c.ret.String())
+	}
+}

@@ -394,17 +394,15 @@ func (s *gpuScraper) scrapeGPU(g *gpu, alloc podresources.Allocation) {
 			continue
 		}
 		ret := r.read(s, g, ts)
-		switch ret {
-		case nvml.SUCCESS:
+		switch {
+		case ret == nvml.SUCCESS:
 			continue
-		case nvml.ERROR_NOT_SUPPORTED:
+		case ret == nvml.ERROR_NOT_SUPPORTED:
 			g.unsupported.add(r)
 			s.logger.Info("GPU does not support a reading; it will not be asked again",
 				zap.Int("gpu", g.index), zap.String("hw.id", g.id), zap.String("reading", r.String()))
 			continue
-		case nvml.ERROR_GPU_IS_LOST, nvml.ERROR_INVALID_ARGUMENT:
-			// INVALID_ARGUMENT from a GPU's own calls is an invalid handle
-			// (after a reset): the next scrape takes a new one.
+		case gpuLost(ret):
 			g.lost = true
 			*errs = append(*errs, fmt.Errorf("GPU %d (%s) is lost (fallen off the bus, failed, or reset): %w", g.index, g.id, ret))
 			if !wasLost {
@@ -453,6 +451,14 @@ func (s *gpuScraper) recordStatus(mb *metadata.MetricsBuilder, g *gpu, ts pcommo
 	for _, st := range []metadata.AttributeHwState{metadata.AttributeHwStateOk, metadata.AttributeHwStateDegraded, metadata.AttributeHwStateFailed} {
 		mb.RecordHwStatusDataPoint(ts, boolInt(st == state), g.id, g.name, g.vendor, g.model, g.driver, metadata.AttributeHwTypeGpu, st)
 	}
+}
+
+// gpuLost says whether ret, from one of a GPU's own calls, means the whole
+// GPU is gone: GPU_IS_LOST, or INVALID_ARGUMENT, which from a GPU's own
+// calls is an invalid handle (after a reset): the next scrape takes a new
+// one. Its other calls would answer the same.
+func gpuLost(ret nvml.Return) bool {
+	return ret == nvml.ERROR_GPU_IS_LOST || ret == nvml.ERROR_INVALID_ARGUMENT
 }
 
 // reacquire takes a new handle for lost GPU g: a reset invalidates the
