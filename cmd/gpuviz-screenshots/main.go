@@ -112,14 +112,15 @@ usage: gpuviz-screenshots [flags]`)
 			return ctx.Err()
 		}
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
+	// The pictures are taken into memory and written only once the run
+	// has passed its checks: a page that logged an error leaves the
+	// committed ones as they are.
 	if err := b.HoverChart(0, "util", 0.85); err != nil {
 		return err
 	}
 	time.Sleep(300 * time.Millisecond)
-	if err := b.Screenshot(filepath.Join(*out, "view.png")); err != nil {
+	view, err := b.Capture()
+	if err != nil {
 		return err
 	}
 	clicked, shown, err := b.ClickRequest()
@@ -130,13 +131,56 @@ usage: gpuviz-screenshots [flags]`)
 		return fmt.Errorf("clicked request %q, the details show %q", clicked, shown)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if err := b.Screenshot(filepath.Join(*out, "view-requests.png")); err != nil {
+	requests, err := b.Capture()
+	if err != nil {
 		return err
 	}
 	if errs := b.ConsoleErrors(); len(errs) > 0 {
 		return fmt.Errorf("the page logged errors:\n%s", strings.Join(errs, "\n"))
 	}
+	if err := writeFiles(*out, map[string][]byte{"view.png": view, "view-requests.png": requests}); err != nil {
+		return err
+	}
 	fmt.Printf("wrote %s and %s (trace %s in the details)\n", filepath.Join(*out, "view.png"), filepath.Join(*out, "view-requests.png"), shown)
+	return nil
+}
+
+// writeFiles writes each file into dir: each goes to a temporary file
+// beside it first, and only when all are written are they renamed into
+// place, so a full disk replaces none of the old ones and a reader never
+// sees half a picture.
+func writeFiles(dir string, files map[string][]byte) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmps := map[string]string{}
+	defer func() {
+		for _, tmp := range tmps {
+			_ = os.Remove(tmp) // after the renames, nothing is left to remove
+		}
+	}()
+	for name, data := range files {
+		f, err := os.CreateTemp(dir, "."+name+".*")
+		if err != nil {
+			return err
+		}
+		tmps[name] = f.Name()
+		_, err = f.Write(data)
+		if err == nil {
+			err = f.Chmod(0o644)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for name, tmp := range tmps {
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -25,6 +28,8 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "fake":
 		select {}
+	case "view":
+		fakeView()
 	}
 	os.Exit(m.Run())
 }
@@ -35,7 +40,12 @@ func start(t *testing.T, args ...string) (*exec.Cmd, *strings.Builder) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), "GPUVIZ_SCREENSHOTS_TEST_ROLE=screenshots", "TMPDIR="+t.TempDir())
+	// Not t.TempDir(): under a long test name Chromium's socket path in
+	// TMPDIR passes the 107 bytes a Unix socket's path may have.
+	tmp, err := os.MkdirTemp("", "gs")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) })
+	cmd.Env = append(os.Environ(), "GPUVIZ_SCREENSHOTS_TEST_ROLE=screenshots", "TMPDIR="+tmp)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
@@ -106,4 +116,101 @@ func TestNonsenseFlagsAreRefused(t *testing.T) {
 		assert.Equal(t, 2, code, "%v: %s", c.args, stderr)
 		assert.Contains(t, stderr.String(), strings.TrimLeft(c.args[0], "-"), "%v", c.args)
 	}
+}
+
+// fakePage has what viewcheck.Ready, HoverChart and ClickRequest look for:
+// one GPU's six charts with points, heatmap cells, a lane with a request bar
+// in phases that shows the details when clicked; %s is a script of its own.
+const fakePage = `<!doctype html><html><body>
+<div id="status">live</div><div id="summary">1 GPU</div>
+<div id="chart-rows"><div class="gpu-row" data-gpu="GPU-0">%s</div></div>
+<div id="heatmap" data-cells="4"></div>
+<div class="lane" data-gpus="GPU-0"><div class="lane-body" style="position:relative;width:400px;height:20px">
+<div class="request-bar" data-trace-id="abc" style="position:absolute;left:10px;width:200px;height:20px;background:#888"
+ onclick="document.getElementById('details').hidden = false">
+<span class="phase" data-phase="prefill">p</span><span class="phase" data-phase="decode">d</span></div></div></div>
+<div id="details" hidden><span data-trace-id="abc">abc</span></div>
+<script>%s</script>
+</body></html>`
+
+// fakeView is a collector whose gpuviz_view serves one GPU's fakePage on
+// the endpoint of its --config; with GPUVIZ_SCREENSHOTS_TEST_CONSOLE set the
+// page logs that as a console error.
+func fakeView() {
+	conf, err := os.ReadFile(os.Args[len(os.Args)-1])
+	if err != nil {
+		panic(err)
+	}
+	m := regexp.MustCompile(`gpuviz_view:\s*endpoint: (\S+)`).FindSubmatch(conf)
+	if m == nil {
+		panic("no gpuviz_view endpoint in " + string(conf))
+	}
+	var charts strings.Builder
+	for _, c := range []string{"util", "memory", "power", "temperature", "clock", "io"} {
+		fmt.Fprintf(&charts, `<div class="chart" data-chart="%s" data-points="5"><canvas></canvas>`+
+			`<div class="u-over" style="width:300px;height:40px"></div></div>`, c)
+	}
+	script := ""
+	if msg := os.Getenv("GPUVIZ_SCREENSHOTS_TEST_CONSOLE"); msg != "" {
+		script = fmt.Sprintf("console.error(%q)", msg)
+	}
+	page := fmt.Sprintf(fakePage, charts.String(), script)
+	http.HandleFunc("/api/v1/sources", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprint(w, `{"sources": [{"id": "fake", "simulated": true, "gpus": 1}]}`)
+	})
+	http.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, page) })
+	panic(http.ListenAndServe(string(m[1]), nil))
+}
+
+// screenshots runs the tool against fakeView (the page logging consoleError
+// unless it is empty) with out holding the pictures of an earlier run, and
+// returns its exit status, stderr and the work directories it left in its
+// TMPDIR.
+func screenshots(t *testing.T, out, consoleError string) (int, string, []string) {
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		t.Skip("no Chromium at /usr/bin/chromium (make chromium installs it)")
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	dir := t.TempDir()
+	collector := filepath.Join(dir, "collector")
+	require.NoError(t, os.WriteFile(collector, fmt.Appendf(nil,
+		"#!/bin/sh\nGPUVIZ_SCREENSHOTS_TEST_ROLE=view GPUVIZ_SCREENSHOTS_TEST_CONSOLE=%q exec %s \"$@\"\n", consoleError, self), 0o755))
+	loadgen := filepath.Join(dir, "loadgen")
+	require.NoError(t, os.WriteFile(loadgen, fmt.Appendf(nil,
+		"#!/bin/sh\nGPUVIZ_SCREENSHOTS_TEST_ROLE=fake exec %s\n", self), 0o755))
+	cmd, stderr := start(t, "--collector", collector, "--loadgen", loadgen, "--out", out, "--gpus", "1", "--warmup", "0s")
+	code := wait(t, cmd, 3*time.Minute, stderr)
+	tmp := ""
+	for _, kv := range cmd.Env { // start's TMPDIR is the last
+		if v, ok := strings.CutPrefix(kv, "TMPDIR="); ok {
+			tmp = v
+		}
+	}
+	work, err := filepath.Glob(filepath.Join(tmp, "gpuviz-screenshots-*"))
+	require.NoError(t, err)
+	return code, stderr.String(), work
+}
+
+// A page that logged an error fails the run before anything is written:
+// the pictures of the last good run stay as they were (they were
+// overwritten, and then the run exited 1).
+func TestAPageThatLoggedAnErrorLeavesThePictures(t *testing.T) {
+	out := t.TempDir()
+	old := map[string][]byte{"view.png": []byte("the committed view"), "view-requests.png": []byte("the committed requests")}
+	for name, b := range old {
+		require.NoError(t, os.WriteFile(filepath.Join(out, name), b, 0o644))
+	}
+	code, stderr, _ := screenshots(t, out, "the view broke")
+	assert.Equal(t, 1, code, stderr)
+	assert.Contains(t, stderr, "the page logged errors")
+	assert.Contains(t, stderr, "the view broke")
+	for name, b := range old {
+		got, err := os.ReadFile(filepath.Join(out, name))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(b, got), "%s was overwritten by a failed run (%d bytes now)", name, len(got))
+	}
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	assert.Len(t, entries, len(old), "a temporary file left in %s", out)
 }

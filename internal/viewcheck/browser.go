@@ -259,11 +259,16 @@ func (b *Browser) Scroll(selector string) error {
 
 // Screenshot writes the viewport as a PNG.
 func (b *Browser) Screenshot(path string) error {
-	png, err := chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
+	png, err := b.Capture()
 	if err != nil {
 		return err
 	}
 	return os.WriteFile(path, png, 0o644)
+}
+
+// Capture returns the viewport as a PNG.
+func (b *Browser) Capture() ([]byte, error) {
+	return chromedp.Run(b.ctx, chromedp.CaptureScreenshot())
 }
 
 // Required are the charts every GPU must draw points in; the others
