@@ -27,7 +27,7 @@ func main() {
 	}
 }
 
-func run() error {
+func run() (err error) {
 	cliusage.Describe(flag.CommandLine, `gpuviz-screenshots regenerates docs/images/view.png and view-requests.png
 (make screenshots): the built collector on a simulated batching scenario
 with the live view and the load generator, taken in headless Chromium at
@@ -59,23 +59,19 @@ usage: gpuviz-screenshots [flags]`)
 	start := time.Now()
 	base := *url
 	if base == "" {
-		work, err := os.MkdirTemp("", "gpuviz-screenshots-")
-		if err != nil {
+		// Not :=, which would shadow the result the deferred keepLogs reads.
+		var work string
+		var s *viewcheck.Stack
+		if work, err = os.MkdirTemp("", "gpuviz-screenshots-"); err != nil {
 			return err
 		}
-		s, err := viewcheck.StartStack(ctx, viewcheck.StackConfig{
+		if s, err = viewcheck.StartStack(ctx, viewcheck.StackConfig{
 			WorkDir: work, Collector: *collector, Loadgen: *loadgen, Scenario: *scenario, GPUs: *gpusN,
 			TraceURLTemplate: "http://127.0.0.1:16686/trace/{trace_id}",
-		})
-		if err != nil {
-			return err
+		}); err != nil {
+			return err // it names the collector's log, kept in work
 		}
-		defer s.Stop()
-		defer func() {
-			if err := s.Exited(); err != nil {
-				fmt.Fprintln(os.Stderr, err)
-			}
-		}()
+		defer func() { keepLogs(work, s, err) }()
 		base = s.URL
 		fmt.Printf("collector and load generator running (logs in %s), view at %s\n", work, base)
 	}
@@ -143,6 +139,22 @@ usage: gpuviz-screenshots [flags]`)
 	}
 	fmt.Printf("wrote %s and %s (trace %s in the details)\n", filepath.Join(*out, "view.png"), filepath.Join(*out, "view-requests.png"), shown)
 	return nil
+}
+
+// keepLogs reports a process of the stack that stopped by itself, stops
+// the stack and removes its work directory (the collector's config and the
+// logs) when the run succeeded; after a failure it is kept, and said where.
+func keepLogs(work string, s *viewcheck.Stack, err error) {
+	exited := s.Exited()
+	if exited != nil {
+		fmt.Fprintln(os.Stderr, exited)
+	}
+	s.Stop()
+	if err != nil || exited != nil {
+		fmt.Fprintf(os.Stderr, "gpuviz-screenshots: the collector's and the load generator's logs are kept in %s\n", work)
+		return
+	}
+	_ = os.RemoveAll(work)
 }
 
 // writeFiles writes each file into dir: each goes to a temporary file

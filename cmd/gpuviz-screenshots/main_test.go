@@ -194,14 +194,15 @@ func screenshots(t *testing.T, out, consoleError string) (int, string, []string)
 
 // A page that logged an error fails the run before anything is written:
 // the pictures of the last good run stay as they were (they were
-// overwritten, and then the run exited 1).
+// overwritten, and then the run exited 1), and the work directory with the
+// logs is kept for the errors.
 func TestAPageThatLoggedAnErrorLeavesThePictures(t *testing.T) {
 	out := t.TempDir()
 	old := map[string][]byte{"view.png": []byte("the committed view"), "view-requests.png": []byte("the committed requests")}
 	for name, b := range old {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), b, 0o644))
 	}
-	code, stderr, _ := screenshots(t, out, "the view broke")
+	code, stderr, work := screenshots(t, out, "the view broke")
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "the page logged errors")
 	assert.Contains(t, stderr, "the view broke")
@@ -213,4 +214,30 @@ func TestAPageThatLoggedAnErrorLeavesThePictures(t *testing.T) {
 	entries, err := os.ReadDir(out)
 	require.NoError(t, err)
 	assert.Len(t, entries, len(old), "a temporary file left in %s", out)
+	require.Len(t, work, 1, "the work directory was not kept after a failure")
+	assert.Contains(t, stderr, work[0], "the error does not say where the logs are")
+	assert.FileExists(t, filepath.Join(work[0], "collector.log"))
+}
+
+// A run that passes writes both pictures in place of the old ones, leaves
+// no temporary file beside them and removes its work directory.
+func TestAGoodRunWritesThePicturesAndRemovesItsWorkDirectory(t *testing.T) {
+	out := t.TempDir()
+	for _, name := range []string{"view.png", "view-requests.png"} {
+		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte("old"), 0o644))
+	}
+	code, stderr, work := screenshots(t, out, "")
+	require.Equal(t, 0, code, stderr)
+	for _, name := range []string{"view.png", "view-requests.png"} {
+		got, err := os.ReadFile(filepath.Join(out, name))
+		require.NoError(t, err)
+		assert.True(t, bytes.HasPrefix(got, []byte("\x89PNG")), "%s is not a PNG", name)
+		fi, err := os.Stat(filepath.Join(out, name))
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm(), name)
+	}
+	entries, err := os.ReadDir(out)
+	require.NoError(t, err)
+	assert.Len(t, entries, 2, "a temporary file left in %s", out)
+	assert.Empty(t, work, "the work directory was kept after a good run")
 }
