@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
 	"github.com/gpuviz/gpuviz/internal/podresources"
@@ -79,6 +80,39 @@ func soleHolder(a podresources.Allocation, gpuID string) (namespace, pod string)
 		}
 	}
 	return hs[0].Namespace, hs[0].Pod
+}
+
+// noInstance is the GpuInstanceId and ComputeInstanceId NVML gives a
+// process on a GPU not in MIG mode.
+const noInstance = 0xFFFFFFFF
+
+// processHolders returns what processHolder says of each of GPU g's
+// processes, from the kubelet's latest allocation and the MIG layout the
+// scrape read.
+func (s *gpuScraper) processHolders(g *gpu) func(nvml.ProcessInfo) (namespace, pod string) {
+	a, layout := s.allocation(), g.tick.migLayout.Load()
+	return func(p nvml.ProcessInfo) (string, string) { return processHolder(a, g.id, layout, p) }
+}
+
+// processHolder returns the pod a process on GPU gpuID is allocated to. On
+// a GPU in MIG mode the device plugin allocates MIG devices, by their UUID:
+// a process's GPU and compute instance IDs name its MIG device in the
+// layout, and that device's sole holder is its pod. A process whose MIG
+// device is not in the allocation (the GPU allocated whole, with MIG
+// strategy none; the layout not read) takes the GPU's sole holder.
+func processHolder(a podresources.Allocation, gpuID string, layout *[]migInstance, p nvml.ProcessInfo) (namespace, pod string) {
+	if layout != nil && p.GpuInstanceId != noInstance {
+		for _, inst := range *layout {
+			if inst.gi != int64(p.GpuInstanceId) || inst.ci != int64(p.ComputeInstanceId) {
+				continue
+			}
+			if _, ok := a[inst.uuid]; ok {
+				return soleHolder(a, inst.uuid)
+			}
+			break
+		}
+	}
+	return soleHolder(a, gpuID)
 }
 
 // podUIDPattern matches the pod UID in a kubelet cgroup path: the cgroupfs

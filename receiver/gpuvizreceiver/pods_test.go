@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
@@ -75,6 +76,74 @@ func TestMIGAllocationsAreReportedOnTheParentGPU(t *testing.T) {
 	assert.ElementsMatch(t, []holder{
 		{device(lib, 0).UUID, "MIG-a", "job-a"}, {device(lib, 0).UUID, "MIG-c", "job-c"}, {device(lib, 1).UUID, "", "vllm-0"},
 	}, got)
+}
+
+// On a GPU in MIG mode the device plugin allocates MIG devices: each
+// process takes the pod of the MIG device its GPU and compute instance IDs
+// name, from the first scrape on. A process on a MIG device no pod holds
+// takes the GPU's holder (none here), and a process on a GPU without MIG
+// the GPU's.
+func TestProcessesOnMIGDevicesTakeTheirDevicesPod(t *testing.T) {
+	lib := fixtureServer(2)
+	withMIG(lib) // GPU 0: MIG-a (GI 1, CI 0), MIG-b (GI 1, CI 1), MIG-c (GI 2, CI 0)
+	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{
+			{Pid: 1000, UsedGpuMemory: 3 << 30, GpuInstanceId: 1, ComputeInstanceId: 0},
+			{Pid: 2000, UsedGpuMemory: 2 << 30, GpuInstanceId: 2, ComputeInstanceId: 0},
+			{Pid: 3000, UsedGpuMemory: 1 << 30, GpuInstanceId: 1, ComputeInstanceId: 1},
+		}, nvml.SUCCESS
+	}
+	device(lib, 1).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 4000, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
+	}
+	k := podresourcestest.New(t)
+	k.Set(podresourcestest.Pod("batch", "job-a", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-a")),
+		podresourcestest.Pod("batch", "job-c", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-c")),
+		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 1).UUID)))
+	k.Start(t)
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	s := startScraper(t, cfg, lib, BackendNVML)
+	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	type holder struct{ namespace, pod string }
+	got := map[int64]holder{}
+	forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+		if name == "nvidia.gpu.process.memory.usage" {
+			got[attrs["process.pid"].(int64)] = holder{attrs["k8s.namespace.name"].(string), attrs["k8s.pod.name"].(string)}
+		}
+	})
+	assert.Equal(t, map[int64]holder{1000: {"batch", "job-a"}, 2000: {"batch", "job-c"}, 3000: {}, 4000: {"llm", "vllm-0"}}, got)
+}
+
+// processHolder: a MIG device in the allocation decides, shared or not; a
+// MIG device not in it (MIG strategy none allocates the GPU whole), a
+// process without instance IDs, or no layout read leave it to the GPU.
+func TestProcessHolder(t *testing.T) {
+	a := podresources.Allocation{
+		"GPU-0": {{Namespace: "llm", Pod: "whole", Container: "c", Replica: -1}},
+		"MIG-a": {{Namespace: "batch", Pod: "job-a", Container: "c", Replica: -1}},
+		"MIG-b": {{Namespace: "batch", Pod: "x", Container: "c", Replica: 0}, {Namespace: "batch", Pod: "y", Container: "c", Replica: 1}},
+	}
+	layout := &[]migInstance{{uuid: "MIG-a", gi: 1, ci: 0}, {uuid: "MIG-b", gi: 2, ci: 0}, {uuid: "MIG-c", gi: 0, ci: 0}}
+	for _, tc := range []struct {
+		name    string
+		layout  *[]migInstance
+		gi, ci  uint32
+		ns, pod string
+	}{
+		{"its MIG device's pod", layout, 1, 0, "batch", "job-a"},
+		{"a shared MIG device", layout, 2, 0, "", ""},
+		{"GPU instance 0, unallocated", layout, 0, 0, "llm", "whole"},
+		{"not in the layout", layout, 1, 1, "llm", "whole"},
+		{"no MIG", layout, noInstance, noInstance, "llm", "whole"},
+		{"no layout read", nil, 1, 0, "llm", "whole"},
+	} {
+		ns, pod := processHolder(a, "GPU-0", tc.layout, nvml.ProcessInfo{Pid: 1, GpuInstanceId: tc.gi, ComputeInstanceId: tc.ci})
+		assert.Equal(t, [2]string{tc.ns, tc.pod}, [2]string{ns, pod}, tc.name)
+	}
 }
 
 // NVIDIA's DRA driver names a GPU gpu-<minor>, its /dev/nvidia<N>, which

@@ -91,7 +91,7 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		}
 	}
 
-	namespace, pod := soleHolder(s.allocation(), g.id)
+	holder := s.processHolders(g)
 	gpuJob := g.slurm.soleJob()
 	running := make(map[uint32]bool, len(procs))
 	for _, p := range procs {
@@ -107,6 +107,7 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		} else {
 			g.slurm.jobs = append(g.slurm.jobs, job)
 		}
+		namespace, pod := holder(p)
 		pid := int64(p.Pid)
 		if p.UsedGpuMemory != memoryNotAvailable {
 			g.mb.RecordNvidiaGpuProcessMemoryUsageDataPoint(ts, int64(p.UsedGpuMemory), g.id, g.name,

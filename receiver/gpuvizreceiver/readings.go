@@ -30,8 +30,8 @@ const (
 	readFieldValues
 	readPCIeLink
 	readPCIeThroughput
+	readMIG // before the processes, which take their MIG device from its layout
 	readProcesses
-	readMIG
 	readingCount
 )
 
