@@ -27,8 +27,6 @@ type processState struct {
 	// running now only: entries of exited processes are dropped, and their
 	// series stop.
 	info map[uint32]procInfo
-	// util is the latest utilisation sample per running process.
-	util map[uint32]nvml.ProcessUtilizationSample
 	// noUtil is set when the GPU cannot sample process utilisation (in MIG
 	// mode, for one): memory per process is still reported.
 	noUtil bool
@@ -58,7 +56,6 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	st := &g.processes
 	if st.info == nil {
 		st.info = map[uint32]procInfo{}
-		st.util = map[uint32]nvml.ProcessUtilizationSample{}
 	}
 	// The largest users of memory first; the rest are not reported, which
 	// bounds the series per GPU.
@@ -73,19 +70,26 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	})
 	procs = procs[:min(len(procs), s.cfg.Processes.Top)]
 
-	if s.cfg.Metrics.NvidiaGpuProcessUtilization.Enabled && !st.noUtil {
+	// util is each process's newest sample of this read. NVML samples only
+	// the processes that did some work, and returns only samples newer than
+	// lastSeen: a running process without one did none since the last read,
+	// and is 0, not its last busy sample again.
+	var util map[uint32]nvml.ProcessUtilizationSample
+	sampled := s.cfg.Metrics.NvidiaGpuProcessUtilization.Enabled && !st.noUtil
+	if sampled {
 		samples, ret := g.dev.GetProcessUtilization(st.lastSeen)
 		switch ret {
 		case nvml.SUCCESS:
+			util = make(map[uint32]nvml.ProcessUtilizationSample, len(samples))
 			for _, smp := range samples {
 				st.lastSeen = max(st.lastSeen, smp.TimeStamp)
-				if old, ok := st.util[smp.Pid]; !ok || smp.TimeStamp >= old.TimeStamp {
-					st.util[smp.Pid] = smp
+				if old, ok := util[smp.Pid]; !ok || smp.TimeStamp >= old.TimeStamp {
+					util[smp.Pid] = smp
 				}
 			}
-		case nvml.ERROR_NOT_FOUND: // no sample newer than lastSeen
+		case nvml.ERROR_NOT_FOUND: // no sample newer than lastSeen: no process did any work
 		case nvml.ERROR_NOT_SUPPORTED:
-			st.noUtil = true
+			st.noUtil, sampled = true, false
 		default:
 			return ret
 		}
@@ -114,7 +118,8 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
 				job.id, job.arrayJob, job.arrayTask, job.step)
 		}
-		if u, ok := st.util[p.Pid]; ok {
+		if sampled {
+			u := util[p.Pid] // zero without a new sample
 			g.mb.RecordNvidiaGpuProcessUtilizationDataPoint(ts, percent(u.SmUtil), g.id, g.name,
 				pid, info.executable, info.container, info.podUID, namespace, pod, info.commandLine,
 				job.id, job.arrayJob, job.arrayTask, job.step, metadata.AttributeNvidiaGpuProcessEngineSm)
@@ -126,11 +131,6 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	for pid := range st.info {
 		if !running[pid] {
 			delete(st.info, pid)
-		}
-	}
-	for pid := range st.util {
-		if !running[pid] {
-			delete(st.util, pid)
 		}
 	}
 	return nvml.SUCCESS

@@ -3,6 +3,7 @@ package gpuvizreceiver
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -210,6 +211,52 @@ func TestProcessUtilizationTakesTheNewestSample(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil)[device(lib, 0).UUID], 2)
 	assert.Equal(t, []uint64{0, 9}, asked)
+}
+
+// NVML samples only the processes that did some work, and returns only
+// samples newer than lastSeen: a process that stops computing but keeps its
+// memory (an idle inference server) gets none, and is 0 on both engines,
+// not its last busy sample again. So is every process when NVML has no new
+// sample at all (NOT_FOUND), and a process never sampled.
+func TestProcessUtilizationWithoutANewSampleIsZero(t *testing.T) {
+	lib := fixtureServer(1)
+	var samples [][]nvml.ProcessUtilizationSample // one read's answer each
+	device(lib, 0).GetProcessUtilizationFunc = func(lastSeen uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		next := samples[0]
+		samples = samples[1:]
+		var out []nvml.ProcessUtilizationSample
+		for _, smp := range next {
+			if smp.TimeStamp > lastSeen {
+				out = append(out, smp)
+			}
+		}
+		if len(out) == 0 {
+			return nil, nvml.ERROR_NOT_FOUND
+		}
+		return out, nvml.SUCCESS
+	}
+	samples = [][]nvml.ProcessUtilizationSample{
+		{{Pid: 1000, TimeStamp: 10, SmUtil: 80, MemUtil: 40}, {Pid: 2000, TimeStamp: 10, SmUtil: 30, MemUtil: 20}},
+		{{Pid: 1000, TimeStamp: 10, SmUtil: 80, MemUtil: 40}, {Pid: 2000, TimeStamp: 20, SmUtil: 50, MemUtil: 10}},
+		{{Pid: 2000, TimeStamp: 20, SmUtil: 50, MemUtil: 10}},
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	util := func() map[string]float64 {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err)
+		out := map[string]float64{}
+		forEachPoint(m, func(name string, attrs map[string]any, v float64) {
+			if name == "nvidia.gpu.process.utilization" {
+				out[fmt.Sprint(attrs["process.pid"], " ", attrs["nvidia.gpu.process.engine"])] = v
+			}
+		})
+		return out
+	}
+	assert.Equal(t, map[string]float64{"1000 sm": 0.8, "1000 memory_controller": 0.4, "2000 sm": 0.3, "2000 memory_controller": 0.2}, util())
+	assert.Equal(t, map[string]float64{"1000 sm": 0, "1000 memory_controller": 0, "2000 sm": 0.5, "2000 memory_controller": 0.1}, util(),
+		"process 1000 has no new sample: idle")
+	assert.Equal(t, map[string]float64{"1000 sm": 0, "1000 memory_controller": 0, "2000 sm": 0, "2000 memory_controller": 0}, util(),
+		"NOT_FOUND: nothing new for any process")
 }
 
 // A GPU that cannot sample process utilisation (MIG mode) answers

@@ -4531,7 +4531,7 @@ type metricNvidiaGpuProcessUtilization struct {
 // init fills nvidia.gpu.process.utilization metric with initial data.
 func (m *metricNvidiaGpuProcessUtilization) init() {
 	m.data.SetName("nvidia.gpu.process.utilization")
-	m.data.SetDescription("Fraction of the GPU's SM or memory-controller time a process used in its latest NVML sample, 0..1.")
+	m.data.SetDescription("Fraction of the GPU's SM or memory-controller time a process used in its newest NVML sample since the previous scrape, 0..1. NVML samples only the processes that did some work, so a running process without a new sample is 0.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)

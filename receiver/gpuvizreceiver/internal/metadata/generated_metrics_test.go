@@ -2723,7 +2723,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.process.utilization"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Fraction of the GPU's SM or memory-controller time a process used in its latest NVML sample, 0..1.", mi.Description())
+						assert.Equal(t, "Fraction of the GPU's SM or memory-controller time a process used in its newest NVML sample since the previous scrape, 0..1. NVML samples only the processes that did some work, so a running process without a new sample is 0.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -2774,7 +2774,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["nvidia.gpu.process.utilization"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "Fraction of the GPU's SM or memory-controller time a process used in its latest NVML sample, 0..1.", mi.Description())
+						assert.Equal(t, "Fraction of the GPU's SM or memory-controller time a process used in its newest NVML sample since the previous scrape, 0..1. NVML samples only the processes that did some work, so a running process without a new sample is 0.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
