@@ -33,6 +33,9 @@ type processState struct {
 }
 
 type procInfo struct {
+	// start is the process's start time (procStart): with the PID, which
+	// process the rest is of.
+	start                                      uint64
 	executable, container, podUID, commandLine string
 	// slurm is the process's Slurm job, from its environment.
 	slurm slurmJob
@@ -100,9 +103,15 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	running := make(map[uint32]bool, len(procs))
 	for _, p := range procs {
 		running[p.Pid] = true
+		// A PID another process took since the last scrape is another
+		// process: one small read tells, before the rest is read again. The
+		// start time read first, a process that takes the PID during the
+		// reading is read again next scrape.
+		start := s.procStart(p.Pid)
 		info, ok := st.info[p.Pid]
-		if !ok {
+		if !ok || info.start != start {
 			info = s.readProcInfo(p.Pid)
+			info.start = start
 			st.info[p.Pid] = info
 		}
 		job := info.slurm
@@ -134,6 +143,35 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 		}
 	}
 	return nvml.SUCCESS
+}
+
+// procStart reads a process's start time, in clock ticks after boot: field
+// 22 of /proc/<pid>/stat. 0 where /proc does not show the process.
+func (s *gpuScraper) procStart(pid uint32) uint64 {
+	stat, err := os.ReadFile(filepath.Join(s.procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
+	if err != nil {
+		return 0
+	}
+	return statStart(stat)
+}
+
+// statStart is the start time in a /proc/<pid>/stat, or 0. The second
+// field, (comm), may hold spaces and parentheses: the fields are counted
+// after its last ')', the first of them field 3.
+func statStart(stat []byte) uint64 {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := bytes.Fields(stat[i+1:])
+	if len(fields) < 22-2 {
+		return 0
+	}
+	start, err := strconv.ParseUint(string(fields[22-3]), 10, 64)
+	if err != nil {
+		return 0
+	}
+	return start
 }
 
 // readProcInfo reads a process's name, container, (when configured)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -63,6 +64,65 @@ func TestProcessNamesAreValidUTF8(t *testing.T) {
 	assert.True(t, utf8.ValidString(commandLine), "%q", commandLine)
 	assert.Equal(t, "a推理服务\uFFFD", executable)
 	assert.Equal(t, "./serve --prompts caf\uFFFD.txt", commandLine)
+}
+
+// procStat is a /proc/<pid>/stat of a process named comm that started at
+// start (field 22), as Linux 6 writes it.
+func procStat(pid, comm string, start uint64) string {
+	return pid + " (" + comm + ") S 1 " + pid + " " + pid + " 0 -1 4194560 81234 0 12 0 5120 930 0 0 20 0 42 0 " +
+		strconv.FormatUint(start, 10) + " 33285996544 1261733 18446744073709551615 1 1 0 0 0 0 16386 16781312 17642 0 0 0 17 12 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+}
+
+// What /proc says of a process is cached, and read again only for another
+// process: a PID that another GPU process took between two scrapes (the
+// first exited) is known by its start time, and does not keep the first
+// process's name, container, pod, command line or job.
+func TestProcessInfoOfAReusedPIDIsReadAgain(t *testing.T) {
+	root := t.TempDir()
+	cgroup := func(id string) string { return "0::/system.slice/docker-" + strings.Repeat(id, 64) + ".scope\n" }
+	fakeProc(t, root, "1000", map[string]string{
+		"comm": "trainer\n", "cmdline": "./train\x00", "cgroup": cgroup("a"),
+		"stat": procStat("1000", "trainer) S (x", 5000),
+	})
+	cfg := defaultConfig()
+	cfg.Processes.CommandLine = true
+	s := startScraper(t, cfg, fixtureServer(1), BackendNVML)
+	s.procRoot = root
+	container := func() string {
+		m, err := s.scrape(context.Background())
+		require.NoError(t, err)
+		var id string
+		forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+			if name == "nvidia.gpu.process.memory.usage" && attrs["process.pid"] == int64(1000) {
+				id = attrs["container.id"].(string)
+			}
+		})
+		return id
+	}
+
+	executable, commandLine := processNames(t, s)
+	assert.Equal(t, []string{"trainer", "./train"}, []string{executable, commandLine})
+	assert.Equal(t, strings.Repeat("a", 64), container())
+
+	// The same process (its start time): what was read stands.
+	writeFile(t, filepath.Join(root, "1000", "comm"), "renamed\n")
+	executable, _ = processNames(t, s)
+	assert.Equal(t, "trainer", executable, "one process is read once")
+
+	// Another process took PID 1000.
+	fakeProc(t, root, "1000", map[string]string{
+		"comm": "vllm\n", "cmdline": "./serve\x00", "cgroup": cgroup("b"),
+		"stat": procStat("1000", "vllm", 7000),
+	})
+	executable, commandLine = processNames(t, s)
+	assert.Equal(t, []string{"vllm", "./serve"}, []string{executable, commandLine})
+	assert.Equal(t, strings.Repeat("b", 64), container())
+}
+
+func TestStatStart(t *testing.T) {
+	assert.Equal(t, uint64(5000), statStart([]byte(procStat("1000", "a) 1 2 (b", 5000))))
+	assert.Equal(t, uint64(0), statStart([]byte("1000 (vllm) S 1 2 3")), "too short")
+	assert.Equal(t, uint64(0), statStart([]byte("1000 vllm")), "no comm")
 }
 
 // A command line can reach megabytes (an inline chat template, a JSON
