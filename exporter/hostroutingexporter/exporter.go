@@ -119,10 +119,26 @@ func newRoutingExporter[T any](sig signal[T], rt *router, set exporter.Settings,
 }
 
 func (e *routingExporter[T]) start(ctx context.Context, host component.Host) error {
+	if err := e.checkProtocol(ctx, host); err != nil {
+		return err
+	}
 	e.mu.Lock()
 	e.host = host
 	e.mu.Unlock()
 	return e.router.start(ctx)
+}
+
+// checkProtocol makes, as each replica's OTLP exporter will at its first
+// export, a gRPC client of protocol.otlp (it loads the TLS files and finds
+// the auth extension; it does not dial), and closes it. A setting that
+// cannot work fails the start, as it would a plain OTLP exporter's, rather
+// than every export, blamed on each replica in turn.
+func (e *routingExporter[T]) checkProtocol(ctx context.Context, host component.Host) error {
+	conn, err := e.protocol.ClientConfig.ToClientConn(ctx, host.GetExtensions(), e.settings.TelemetrySettings)
+	if err != nil {
+		return fmt.Errorf("protocol.otlp: %w", err)
+	}
+	return conn.Close()
 }
 
 func (e *routingExporter[T]) shutdown(ctx context.Context) error {

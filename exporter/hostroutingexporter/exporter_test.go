@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configauth"
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/consumer/consumererror"
 	"go.opentelemetry.io/collector/exporter"
@@ -252,4 +255,35 @@ func TestAReplicaExporterSendsOnce(t *testing.T) {
 	assert.False(t, made[0].RetryConfig.Enabled, "a replica's own retries")
 	assert.False(t, made[0].QueueConfig.HasValue(), "a replica's own queue")
 	assert.Equal(t, "gw-0:4317", made[0].ClientConfig.Endpoint)
+}
+
+// A protocol.otlp that cannot start (a ca_file that is not there, an auth
+// extension the collector does not have) fails the exporter's start, as it
+// would a plain OTLP exporter's, naming the field: the replicas'
+// exporters are made only at their first export, and there the failure
+// blamed every replica in turn, counted failovers and sent everything to
+// retry until it was dropped.
+func TestAProtocolThatCannotStartFailsTheStart(t *testing.T) {
+	for name, set := range map[string]func(*otlpexporter.Config){
+		"missing ca_file": func(c *otlpexporter.Config) {
+			c.ClientConfig.TLS.Insecure = false
+			c.ClientConfig.TLS.CAFile = filepath.Join(t.TempDir(), "no-such-ca.crt")
+		},
+		"unknown authenticator": func(c *otlpexporter.Config) {
+			c.ClientConfig.Auth = configoptional.Some(configauth.Config{AuthenticatorID: component.MustNewIDWithName("bearertokenauth", "agent")})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			sinks := newSinks(t, 2)
+			cfg := testConfig(sinks)
+			set(&cfg.Protocol.OTLP)
+			f := NewFactory()
+			te, err := f.CreateTraces(context.Background(), exportertest.NewNopSettings(f.Type()), cfg)
+			require.NoError(t, err)
+			err = te.Start(context.Background(), componenttest.NewNopHost())
+			t.Cleanup(func() { assert.NoError(t, te.Shutdown(context.Background())) })
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "protocol.otlp")
+		})
+	}
 }
