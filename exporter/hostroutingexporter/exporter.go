@@ -198,8 +198,8 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 		var order []*replica
 		wasUp := map[*replica]bool{}
 		for _, i := range pending {
-			r, up := e.router.pick(keys[i], now)
-			if failedHere[r] {
+			r, up := e.router.pickExcept(keys[i], now, failedHere)
+			if r == nil { // every replica has failed this export
 				lost = append(lost, i)
 				continue
 			}
@@ -239,12 +239,17 @@ func (e *routingExporter[T]) push(ctx context.Context, data T) error {
 			case consumererror.IsPermanent(err):
 				refused = append(refused, fmt.Errorf("%s: %w", r.endpoint, err))
 				e.router.tel.ExporterHostroutingResourcesRefused.Add(ctx, int64(len(idx)), r.attrs)
-			case wasUp[r] && blamed:
+			case blamed:
+				// Its resources go to their next replica: one up if
+				// any is, else the next of those marked down (it may be
+				// back), until every replica has failed this export.
 				failedHere[r] = true
-				e.router.markDown(ctx, r, now, err)
+				if wasUp[r] {
+					e.router.markDown(ctx, r, now, err)
+				}
 				failed = append(failed, fmt.Errorf("%s: %w", r.endpoint, err))
 				pending = append(pending, idx...)
-			default: // every replica is down, or the time is up: retried later
+			default: // the time is up: retried later
 				failed = append(failed, fmt.Errorf("%s: %w", r.endpoint, err))
 				lost = append(lost, idx...)
 			}

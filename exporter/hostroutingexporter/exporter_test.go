@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,31 @@ func TestAProtocolThatCannotStartFailsTheStart(t *testing.T) {
 			assert.Contains(t, err.Error(), "protocol.otlp")
 		})
 	}
+}
+
+// While every replica is marked down (a rolling update: a restarted before
+// its down_for ran out, then b went), a host whose replica fails goes to
+// the next replica, down or not, that has not failed this export: the
+// retry takes over only when every replica fails, as docs/fleet.md says.
+// It went back for retry while a, which it could have had, took exports.
+func TestEveryReplicaMarkedDownTheHostsOfAFailingOneGoToTheNext(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	e := scriptedExporter(t, map[string]func(int) error{
+		"gw-a:4317": func(int) error { mu.Lock(); defer mu.Unlock(); got["gw-a:4317"]++; return nil },
+		"gw-b:4317": func(int) error { return errors.New("unavailable") },
+	})
+	now := e.router.now().UnixNano()
+	for _, r := range *e.router.replicas.Load() {
+		r.downUntil.Store(now + int64(time.Minute))
+	}
+	var onB []string
+	for _, h := range hostNames(32) {
+		if r, _ := e.router.pick(keyOf(e.router, h), now); r.endpoint == "gw-b:4317" {
+			onB = append(onB, h)
+		}
+	}
+	require.NotEmpty(t, onB)
+	require.NoError(t, e.push(context.Background(), hostTraces(onB, 1)), "b's hosts went to a")
+	assert.Equal(t, map[string]int{"gw-a:4317": 1}, got, "one export to a, with b's hosts")
 }

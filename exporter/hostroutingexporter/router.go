@@ -152,9 +152,18 @@ func (rt *router) key(attrs pcommon.Map) (uint64, bool) {
 // whether it was up; when none is, the best of all (it may be back). Nil
 // when no replica is listed.
 func (rt *router) pick(key uint64, now int64) (*replica, bool) {
+	return rt.pickExcept(key, now, nil)
+}
+
+// pickExcept is pick among the replicas not in skip (those that failed
+// the export already); nil when every one is.
+func (rt *router) pickExcept(key uint64, now int64, skip map[*replica]bool) (*replica, bool) {
 	var best, bestUp *replica
 	var score, scoreUp uint64
 	for _, r := range *rt.replicas.Load() {
+		if skip[r] {
+			continue
+		}
 		s := mix(key ^ r.hash)
 		if best == nil || s > score {
 			best, score = r, s
