@@ -22,3 +22,22 @@ func TestHelpSaysWhatTheToolDoesThenItsFlags(t *testing.T) {
 	assert.Error(t, fs.Parse([]string{"-x"}))
 	assert.True(t, strings.HasPrefix(out.String(), "flag provided but not defined: -x\ntool does a thing."), out.String())
 }
+
+// A tool on flag.CommandLine that calls flag.Usage itself (gpucheck, after
+// refusing its arguments) prints the description too, not the flag
+// package's "Usage of NAME:".
+func TestFlagUsageOfTheCommandLineSaysWhatTheToolDoes(t *testing.T) {
+	usage, clUsage, output := flag.Usage, flag.CommandLine.Usage, flag.CommandLine.Output()
+	t.Cleanup(func() {
+		flag.Usage, flag.CommandLine.Usage = usage, clUsage
+		flag.CommandLine.SetOutput(output)
+	})
+	var out strings.Builder
+	flag.CommandLine.SetOutput(&out)
+	Describe(flag.CommandLine, "tool does a thing.")
+	flag.Usage()
+	assert.True(t, strings.HasPrefix(out.String(), "tool does a thing.\n\nFlags:\n"), out.String())
+	out.Reset()
+	flag.CommandLine.Usage()
+	assert.True(t, strings.HasPrefix(out.String(), "tool does a thing.\n\nFlags:\n"), out.String())
+}
