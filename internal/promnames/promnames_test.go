@@ -62,6 +62,28 @@ func TestPrometheus(t *testing.T) {
 		{Metric{"load", "%", Gauge}, []string{"load_percent"}},
 		{Metric{"x__y..z", "", Gauge}, []string{"x_y_z"}},
 		{Metric{"2xx.responses", "", Counter}, []string{"_2xx_responses_total"}},
+		// unit edge cases, each name as otlptranslator v1.0.0's MetricNamer
+		// (WithMetricSuffixes) builds it
+		{Metric{"a", "x_/s", Gauge}, []string{"a_x_per_second"}},      // main unit's trailing "_" dropped before a per unit
+		{Metric{"a", "s/_", Gauge}, []string{"a_seconds"}},            // a per unit cleaned to nothing adds nothing
+		{Metric{"a", "By/x_", Gauge}, []string{"a_bytes_per_x"}},      // per unit's trailing "_" dropped
+		{Metric{"a", "_By", Gauge}, []string{"a_By"}},                 // leading "_" of a cleaned unit dropped
+		{Metric{"a", " s ", Gauge}, []string{"a_seconds"}},            // unit trimmed before the table
+		{Metric{"a", "{req}/{s}", Gauge}, []string{"a"}},              // annotations on both sides
+		{Metric{"a", "/s", Gauge}, []string{"a_per_second"}},          // a per unit alone
+		{Metric{"a", "1/s", Counter}, []string{"a_per_second_total"}}, // "1" adds nothing, not even for a counter
+		{Metric{"a", "By/s/x", Gauge}, []string{"a_bytes_per_s_x"}},   // split at the first "/" only
+		{Metric{"a.bytes", "By/s", Gauge}, []string{"a_bytes_per_second"}},
+		{Metric{"a", "1", Histogram}, []string{"a_bucket", "a_sum", "a_count"}}, // _ratio for gauges only
+		{Metric{"a.ratio", "1", Counter}, []string{"a_ratio_total"}},
+		{Metric{"a.total", "s", Gauge}, []string{"a_total_seconds"}}, // _total moved last for counters only
+		{Metric{"a", "KiBy", Gauge}, []string{"a_kibibytes"}},
+		{Metric{"a", "us", Gauge}, []string{"a_microseconds"}},
+		{Metric{"a", "d/w", Gauge}, []string{"a_days_per_week"}},
+		{Metric{"a", "By/h", Gauge}, []string{"a_bytes_per_hour"}},
+		{Metric{"a", "my unit", Gauge}, []string{"a_my_unit"}}, // an unknown unit kept, cleaned
+		{Metric{"a-b", "é", Gauge}, []string{"a_b"}},           // a unit cleaned to nothing
+		{Metric{"9", "s", Gauge}, []string{"_9_seconds"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.m.Name+"/"+tt.m.Unit+"/"+tt.m.Kind.String(), func(t *testing.T) {
