@@ -210,12 +210,13 @@ func (c *core) consumeTraces(ctx context.Context, td ptrace.Traces, next consume
 
 // processMetrics is the metrics side: it learns the timeline from the GPU
 // metrics passing through (which it never changes), hands the servers'
-// running-request counts to the span path's books and, every
+// running-request counts to the span path's books (those stamped no later
+// than the processor's clock allows a GPU point) and, every
 // metrics.interval, appends the derived metrics.
 func (c *core) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	c.ingest.consume(ctx, md)
 	if counts := engineCounts(md, nil); len(counts) > 0 {
-		c.spans.matchEngines(ctx, counts)
+		c.spans.matchEngines(ctx, counts, c.now().Add(c.ingest.maxFuture))
 	}
 	if c.cfg.Metrics.Enabled {
 		c.flushMetrics(ctx, md, c.now())

@@ -126,6 +126,7 @@ const (
 	countUnmatched = "unmatched"
 	countNoBooks   = "no_books"
 	countDropped   = "dropped"
+	countFuture    = "future" // stamped past the processor's clock plus a minute (matchEngines)
 )
 
 // count records a server's count for the GPU set named set and returns

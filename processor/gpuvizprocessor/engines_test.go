@@ -120,6 +120,7 @@ func TestEngineCountsReachTheirGPUsBooks(t *testing.T) {
 	c.spans.mu.Unlock()
 
 	late := t0.Add(2*time.Second + time.Duration(61e9))
+	*now = late
 	scrape(late, "b:8000", "node-a", "GPU-0", 1)
 	c.spans.mu.Lock()
 	assert.Equal(t, engineSources{"vllm\x00b:8000": {ts: late.UnixNano(), n: 1}}, c.spans.pipeline.engines[set.name], "a: silent past EngineGap")
@@ -271,6 +272,56 @@ func TestEngineCountsReadSGLangsTotalNotItsPriorityBreakdown(t *testing.T) {
 // internal/transaction.go, addGaugeDataPoint: value.IsStaleNaN). From
 // then on it runs nothing the others' sum should hold: a PromQL sum over
 // the servers leaves a stale series out.
+// A count stamped far ahead of the processor's clock (a server's clock
+// skewed, or a bad point) is not taken, and counted: taken, it would keep
+// every later count of its server out as older for as long. A staleness
+// marker stamped ahead does not take the server out either. The metrics
+// pass through untouched.
+func TestEngineCountsStampedFarAheadAreNotTaken(t *testing.T) {
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	t0 := time.Unix(1_700_000_000, 0)
+	*now = t0
+	c.processMetrics(context.Background(), gpuMetrics("node-a", "GPU-0", 0, t0, time.Second, []sample{{powerW: 100}, {powerW: 100}}))
+	c.spans.mu.Lock()
+	set := c.spans.pipeline.set([]timeline.Key{{Host: "node-a", GPU: "GPU-0"}})
+	c.spans.mu.Unlock()
+	held := func() engineSources {
+		c.spans.mu.Lock()
+		defer c.spans.mu.Unlock()
+		return maps.Clone(c.spans.pipeline.engines[set.name])
+	}
+	scrape := func(at time.Time, n float64, stale bool) {
+		md := pmetric.NewMetrics()
+		dps := serverGauge(md, "vllm:num_requests_running", "vllm", "a:8000", "node-a", "", at, true, n)
+		if stale {
+			dps.At(0).SetFlags(pmetric.DefaultDataPointFlags.WithNoRecordedValue(true))
+		}
+		want := pmetric.NewMetrics()
+		md.CopyTo(want)
+		out, err := c.processMetrics(context.Background(), md)
+		require.NoError(t, err)
+		assert.Equal(t, want, out, "passed through untouched")
+	}
+
+	scrape(t0.Add(time.Hour), 40, false)
+	assert.Empty(t, held(), "an hour ahead: not taken")
+	for i := 1; i <= 3; i++ {
+		*now = t0.Add(time.Duration(i) * time.Second)
+		scrape(*now, float64(i), false)
+		assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: now.UnixNano(), n: float64(i)}}, held(), "the server's counts after it are taken")
+	}
+	scrape(now.Add(time.Hour), 0, true)
+	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: now.UnixNano(), n: 3}}, held(), "a staleness marker an hour ahead leaves the count")
+	scrape(now.Add(time.Minute), 4, false)
+	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: now.Add(time.Minute).UnixNano(), n: 4}}, held(), "a minute ahead is taken")
+	metadatatest.AssertEqualProcessorGpuvizEngineCounts(t, tel, []metricdata.DataPoint[int64]{
+		{Attributes: attribute.NewSet(attribute.String("outcome", countFuture)), Value: 1},
+		{Attributes: attribute.NewSet(attribute.String("outcome", countNoBooks)), Value: 4},
+	}, metricdatatest.IgnoreTimestamp())
+}
+
 func TestEngineCountsStaleServerLeavesItsSetsSum(t *testing.T) {
 	c, now, _ := virtualCoreWith(t, processortest.NewNopSettings(metadata.Type), nil)
 	t0 := time.Unix(1_700_000_000, 0)

@@ -499,11 +499,20 @@ func (s *spanPath) forward(now time.Time, b *heldBatch, final bool) error {
 
 // matchEngines matches each count's server to its GPUs, as a span of its
 // resource would be, hands the counts to the pipeline, and counts what
-// became of them; a stale server is taken out of its GPU set's sum.
-func (s *spanPath) matchEngines(ctx context.Context, counts []engineCount) {
+// became of them; a stale server is taken out of its GPU set's sum. A
+// count (or staleness marker) stamped after latest is not taken, as a GPU
+// point is not: it would keep every later count of its server out as older
+// until the clocks caught up.
+func (s *spanPath) matchEngines(ctx context.Context, counts []engineCount, latest time.Time) {
 	outcomes := map[string]int64{}
 	s.mu.Lock()
 	for _, ec := range counts {
+		if ec.ts > latest.UnixNano() {
+			if !ec.stale {
+				outcomes[countFuture]++
+			}
+			continue
+		}
 		req := s.recognizer.Placement(ec.resource, time.Unix(0, ec.ts))
 		keys, _ := s.matcher.match(req)
 		if len(keys) == 0 {

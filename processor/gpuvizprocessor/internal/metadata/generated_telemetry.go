@@ -139,7 +139,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	var err, errs error
 	builder.ProcessorGpuvizEngineCounts, err = builder.meter.Int64Counter(
 		"otelcol_processor_gpuviz_engine_counts",
-		metric.WithDescription("Inference servers' running-request counts read (vllm:num_requests_running, sglang:num_running_reqs, tgi_batch_current_size, trtllm_num_requests_running, the points of Triton's nv_trt_llm_request_metrics whose request_type is scheduled, one per server and scrape), by attribute `outcome`: booked (handed to the books of the GPUs the server matched), unmatched (no GPUs matched its resource), no_books (its GPUs are not one group of books, or none yet: no span of theirs admitted), or dropped (older than the newest count held, or a 65th server on one GPU set). They still pass through. [Development]"),
+		metric.WithDescription("Inference servers' running-request counts read (vllm:num_requests_running, sglang:num_running_reqs, tgi_batch_current_size, trtllm_num_requests_running, the points of Triton's nv_trt_llm_request_metrics whose request_type is scheduled, one per server and scrape), by attribute `outcome`: booked (handed to the books of the GPUs the server matched), unmatched (no GPUs matched its resource), no_books (its GPUs are not one group of books, or none yet: no span of theirs admitted), dropped (older than the newest count held, or a 65th server on one GPU set), or future (stamped more than a minute past the processor's clock, which would keep the server's later counts out as older). They still pass through. [Development]"),
 		metric.WithUnit("{count}"),
 	)
 	errs = errors.Join(errs, err)

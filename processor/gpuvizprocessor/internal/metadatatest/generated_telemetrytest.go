@@ -24,7 +24,7 @@ func NewSettings(tt *componenttest.Telemetry) processor.Settings {
 func AssertEqualProcessorGpuvizEngineCounts(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_processor_gpuviz_engine_counts",
-		Description: "Inference servers' running-request counts read (vllm:num_requests_running, sglang:num_running_reqs, tgi_batch_current_size, trtllm_num_requests_running, the points of Triton's nv_trt_llm_request_metrics whose request_type is scheduled, one per server and scrape), by attribute `outcome`: booked (handed to the books of the GPUs the server matched), unmatched (no GPUs matched its resource), no_books (its GPUs are not one group of books, or none yet: no span of theirs admitted), or dropped (older than the newest count held, or a 65th server on one GPU set). They still pass through. [Development]",
+		Description: "Inference servers' running-request counts read (vllm:num_requests_running, sglang:num_running_reqs, tgi_batch_current_size, trtllm_num_requests_running, the points of Triton's nv_trt_llm_request_metrics whose request_type is scheduled, one per server and scrape), by attribute `outcome`: booked (handed to the books of the GPUs the server matched), unmatched (no GPUs matched its resource), no_books (its GPUs are not one group of books, or none yet: no span of theirs admitted), dropped (older than the newest count held, or a 65th server on one GPU set), or future (stamped more than a minute past the processor's clock, which would keep the server's later counts out as older). They still pass through. [Development]",
 		Unit:        "{count}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
