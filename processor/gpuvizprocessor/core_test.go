@@ -216,10 +216,10 @@ func TestPassedThroughSpansAreCountedOnceTaken(t *testing.T) {
 			tel := componenttest.NewTelemetry()
 			t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
 			c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), tc.tune)
+			*now = base.Add(21 * time.Second)
 			if tc.metrics {
 				c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 21)))
 			}
-			*now = base.Add(21 * time.Second)
 			next := &flaky{refuse: 2, err: errors.New("queue full")}
 			td := ptrace.NewTraces()
 			for i := range tc.spans {

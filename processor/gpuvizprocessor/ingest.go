@@ -590,7 +590,12 @@ func (b *ingestBatch) add(k timeline.Key, sig timeline.Signal, ts time.Time, v f
 }
 
 // timely reports whether p is stamped at or before latest; it counts a
-// point that is not as refused (future).
+// point that is not as refused (future). Every point is checked before its
+// handler reads it (metric, dcgmPoints): a point far ahead would otherwise
+// leave state behind (the newest power sample, throttle or violation
+// totals, a GPM reading, a pod sighting) that keeps its GPU's later points
+// out, as older, until the clock caught up. What the handlers stamp is
+// never later than their point.
 func (b *ingestBatch) timely(p point) bool {
 	if p.ts.After(b.latest) {
 		b.refuse("future")
@@ -599,8 +604,8 @@ func (b *ingestBatch) timely(p point) bool {
 	return true
 }
 
-// admit refuses a point stamped after latest and applies
-// the sources' precedence, per GPU and signal: the gpuviz receiver's points
+// admit applies the sources' precedence, per GPU and signal (a point
+// stamped after latest is refused before: timely): the gpuviz receiver's points
 // are always taken, and once taken (took) mark the signal as the
 // receiver's; DCGM's are taken unless the receiver sent that signal within
 // in.supersede before them. So where both describe a GPU, the receiver's
@@ -608,10 +613,7 @@ func (b *ingestBatch) timely(p point) bool {
 // DCGM fills what the receiver lacks: GPM's activity with complement: dcgm,
 // and whatever the receiver's config switched off.
 func (b *ingestBatch) admit(src source, k timeline.Key, slot timeline.Signal, ts time.Time) bool {
-	switch {
-	case !b.timely(point{ts: ts}):
-		return false
-	case src == sourceReceiver:
+	if src == sourceReceiver {
 		return true
 	}
 	if at := b.state(k).receiverAt[slot]; at != 0 && ts.UnixNano()-at < int64(b.in.supersede) {
@@ -718,6 +720,10 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 			hst = stringAttr(attrs, "host.name")
 		}
 		k := timeline.Key{Host: hst, GPU: id}
+		p := point{key: k, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)}
+		if !b.timely(p) {
+			continue
+		}
 		if backend != "" && k != last {
 			b.state(k).backend = backend
 			if v := b.in.viewOf(k); v != nil {
@@ -725,7 +731,7 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 			}
 			last = k
 		}
-		h(b.in, b, point{key: k, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)})
+		h(b.in, b, p)
 	}
 }
 
@@ -755,6 +761,9 @@ func (b *ingestBatch) dcgmPoints(name string, h handler, dps pmetric.NumberDataP
 		p := point{key: timeline.Key{Host: hst, GPU: id}, attrs: attrs, ts: dp.Timestamp().AsTime(), v: numberValue(dp)}
 		if !(math.Abs(p.v) <= dcgmMaxValue) { // NaN too
 			b.refuse("bad_value")
+			continue
+		}
+		if !b.timely(p) {
 			continue
 		}
 		g := b.state(p.key)

@@ -171,6 +171,48 @@ func TestACounterThatWentBackIsNoBadValue(t *testing.T) {
 	assert.InDelta(t, 0.2, power, 1e-9, "DCGM's share after its restart")
 }
 
+// A point stamped far ahead of the processor's clock is refused before its
+// handler reads it: the newest driver power sample, throttle time or DCGM
+// violation total it left behind kept the GPU's later points out (the
+// tick's power as superseded, the later totals as older) until the clock
+// caught up.
+func TestAPointFarAheadLeavesNothingBehind(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), nil)
+	*now = base.Add(time.Minute)
+	throttled := func(ts time.Time, seconds float64) pmetric.Metrics {
+		md := oneGauge("node-1", "GPU-a", "nvidia.gpu.throttle.time", ts, seconds)
+		md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints().At(0).Attributes().PutStr("nvidia.gpu.throttle.reason", "sw_power_cap")
+		return md
+	}
+	violation := func(ts time.Time, seconds float64) pmetric.Metrics {
+		return dcgmScrape(ts, dcgmSeries{name: "DCGM_FI_DEV_POWER_VIOLATION", counter: true, v: seconds * 1e9})
+	}
+	ahead := base.Add(time.Hour)
+	c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "nvidia.gpu.samples.power", ahead, 300))
+	c.ingest.consume(context.Background(), throttled(ahead, 100))
+	c.ingest.consume(context.Background(), violation(ahead, 100))
+	for i, seconds := range []float64{0, 0.2, 0.4} {
+		ts := base.Add(time.Duration(i) * time.Second)
+		c.ingest.consume(context.Background(), oneGauge("node-1", "GPU-a", "hw.power", ts, 200))
+		c.ingest.consume(context.Background(), throttled(ts, seconds))
+		c.ingest.consume(context.Background(), violation(ts, seconds))
+	}
+	assert.Equal(t, map[string]int64{"future": 3}, refusedPoints(t, tel))
+	k, at := timeline.Key{Host: "node-1", GPU: "GPU-a"}, base.Add(2*time.Second)
+	power, ok := last(c.ingest, k, timeline.Power, at)
+	require.True(t, ok, "the tick's power")
+	assert.InDelta(t, 200, power, 1e-9)
+	share, ok := last(c.ingest, k, timeline.PowerThrottled, at)
+	require.True(t, ok, "the receiver's throttle shares")
+	assert.InDelta(t, 0.2, share, 1e-9)
+	share, ok = last(c.ingest, dcgmKeyOf(0), timeline.PowerThrottled, at)
+	require.True(t, ok, "DCGM's violation shares")
+	assert.InDelta(t, 0.2, share, 1e-9)
+}
+
 // A point stamped before what the timeline keeps of its GPU (more than
 // history.retention behind its newest point: a batch retried after a long
 // outage, a point that lost its timestamp) is refused as too_old, not as

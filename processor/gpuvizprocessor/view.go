@@ -218,12 +218,12 @@ func (v *viewSink) request(r *requestRecord) {
 	}
 }
 
-// viewOnly handlers feed readings the timeline does not keep to the view,
-// refused past the clock as the timeline's are (a reading from the future
-// would blank the GPU in the view).
+// viewOnly handlers feed readings the timeline does not keep to the view
+// (refused past the clock before, as the timeline's are: a reading from
+// the future would blank the GPU in the view).
 func viewGauge(sig view.Signal, scale float64) handler {
 	return func(in *ingest, b *ingestBatch, p point) {
-		if v := in.viewOf(p.key); v != nil && b.timely(p) {
+		if v := in.viewOf(p.key); v != nil {
 			v.add(p.key, sig, p.ts, p.v*scale)
 		}
 	}
@@ -231,14 +231,14 @@ func viewGauge(sig view.Signal, scale float64) handler {
 
 func viewTemperature(in *ingest, b *ingestBatch, p point) {
 	if t := stringAttr(p.attrs, "hw.type"); t == "gpu" || t == "" {
-		if v := in.viewOf(p.key); v != nil && b.timely(p) {
+		if v := in.viewOf(p.key); v != nil {
 			v.add(p.key, view.Temperature, p.ts, p.v)
 		}
 	}
 }
 
 func viewClock(in *ingest, b *ingestBatch, p point) {
-	if v := in.viewOf(p.key); v != nil && stringAttr(p.attrs, "nvidia.gpu.clock.domain") == "sm" && b.timely(p) {
+	if v := in.viewOf(p.key); v != nil && stringAttr(p.attrs, "nvidia.gpu.clock.domain") == "sm" {
 		v.add(p.key, view.SMClock, p.ts, p.v/1e6)
 	}
 }
