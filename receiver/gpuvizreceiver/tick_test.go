@@ -417,8 +417,8 @@ func TestDriverSamplesOneFailingBufferSparesTheOthers(t *testing.T) {
 // A re-partition between ticks can give a new GPU instance the ID of one
 // destroyed (GPU instance 1: MIG-a's 3g, then MIG-x's 4g): no GPM interval
 // is rated across the two, and the new one is measured from its second
-// sample on. A compute instance added to a GPU instance leaves it the same
-// instance.
+// sample on. A compute instance added to a GPU instance, or one of its
+// compute instances destroyed, leaves it the same instance.
 func TestTickMIGInstanceIDReusedIsNotRatedAcrossInstances(t *testing.T) {
 	lib := fixtureServer(1)
 	var dev nvml.Device = device(lib, 0)
@@ -458,6 +458,9 @@ func TestTickMIGInstanceIDReusedIsNotRatedAcrossInstances(t *testing.T) {
 
 	layout(migInstance{uuid: "MIG-x", profile: "4g.40gb", gi: 1}, migInstance{uuid: "MIG-y", profile: "4g.40gb", gi: 1, ci: 1})
 	assert.Equal(t, []string{"MIG-x", "MIG-y"}, tick(), "a compute instance more: the same GPU instance")
+
+	layout(migInstance{uuid: "MIG-y", profile: "4g.40gb", gi: 1, ci: 1})
+	assert.Equal(t, []string{"MIG-y"}, tick(), "its first compute instance gone, the other left: the same GPU instance")
 
 	require.NotEmpty(t, rated)
 	for _, r := range rated {
