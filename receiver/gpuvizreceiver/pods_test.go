@@ -126,8 +126,9 @@ func TestProcessHolder(t *testing.T) {
 		"GPU-0": {{Namespace: "llm", Pod: "whole", Container: "c", Replica: -1}},
 		"MIG-a": {{Namespace: "batch", Pod: "job-a", Container: "c", Replica: -1}},
 		"MIG-b": {{Namespace: "batch", Pod: "x", Container: "c", Replica: 0}, {Namespace: "batch", Pod: "y", Container: "c", Replica: 1}},
+		"MIG-d": {{Namespace: "batch", Pod: "job-d", Container: "c", Replica: -1}},
 	}
-	layout := &[]migInstance{{uuid: "MIG-a", gi: 1, ci: 0}, {uuid: "MIG-b", gi: 2, ci: 0}, {uuid: "MIG-c", gi: 0, ci: 0}}
+	layout := &[]migInstance{{uuid: "MIG-a", gi: 1, ci: 0}, {uuid: "MIG-b", gi: 2, ci: 0}, {uuid: "MIG-c", gi: 0, ci: 0}, {uuid: "MIG-d", gi: 0, ci: 1}}
 	for _, tc := range []struct {
 		name    string
 		layout  *[]migInstance
@@ -137,6 +138,7 @@ func TestProcessHolder(t *testing.T) {
 		{"its MIG device's pod", layout, 1, 0, "batch", "job-a"},
 		{"a shared MIG device", layout, 2, 0, "", ""},
 		{"GPU instance 0, unallocated", layout, 0, 0, "llm", "whole"},
+		{"GPU instance 0, its MIG device's pod", layout, 0, 1, "batch", "job-d"},
 		{"not in the layout", layout, 1, 1, "llm", "whole"},
 		{"no MIG", layout, noInstance, noInstance, "llm", "whole"},
 		{"no layout read", nil, 1, 0, "llm", "whole"},
