@@ -122,6 +122,11 @@ func TestProcessInfoOfAReusedPIDIsReadAgain(t *testing.T) {
 func TestStatStart(t *testing.T) {
 	assert.Equal(t, uint64(5000), statStart([]byte(procStat("1000", "a) 1 2 (b", 5000))))
 	assert.Equal(t, uint64(0), statStart([]byte("1000 (vllm) S 1 2 3")), "too short")
+	// The bound is field 22 itself: a stat that ends there has it, one
+	// that ends a field before has not (and is not read past its end).
+	full := strings.Fields(procStat("1000", "vllm", 5000))
+	assert.Equal(t, uint64(5000), statStart([]byte(strings.Join(full[:22], " "))), "ends at field 22")
+	assert.Equal(t, uint64(0), statStart([]byte(strings.Join(full[:21], " "))), "ends at field 21")
 	assert.Equal(t, uint64(0), statStart([]byte("1000 vllm")), "no comm")
 }
 
