@@ -53,7 +53,11 @@ func TestLoadConfig(t *testing.T) {
 	slurm := defaultConfig()
 	slurm.Slurm = SlurmConfig{Environ: false, JobMappingDir: "/run/gpuviz/slurm-jobs"}
 
-	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep, "fast_samples": fast, "slurm": slurm} {
+	// What the negative initial_delay's error says to use instead.
+	atStart := defaultConfig()
+	atStart.InitialDelay = 0
+
+	for name, want := range map[string]*Config{"": defaultConfig(), "simulated": simulated, "devices": devices, "deep": deep, "fast_samples": fast, "slurm": slurm, "scrape_at_start": atStart} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)
 			require.NoError(t, err)
