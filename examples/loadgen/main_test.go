@@ -108,6 +108,13 @@ func TestFlagErrors(t *testing.T) {
 	// Synthetic mode does not look at the simulation's flags.
 	_, err := parseFlags([]string{"--mode", "synthetic", "--sim-gpus", "0"}, io.Discard)
 	assert.NoError(t, err)
+	// --gpu-uuid is refused beside the other matches only.
+	for _, mode := range []string{"synthetic", "flood"} {
+		cfg, err := parseFlags([]string{"--mode", mode, "--match", "attribute", "--gpu-uuid", "GPU-1"}, io.Discard)
+		if assert.NoError(t, err, mode) {
+			assert.Equal(t, "GPU-1", cfg.GPUUUID, mode)
+		}
+	}
 }
 
 // sink collects what OTLP exports bring.
