@@ -8,12 +8,15 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/ptrace/ptraceotlp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestParseRefusesNonPositive(t *testing.T) {
@@ -74,6 +77,43 @@ func TestRunPrintsJSON(t *testing.T) {
 	assert.Positive(t, s.Offered)
 	assert.Equal(t, s.Offered, s.Accepted+s.Unsent)
 	assert.Empty(t, s.Refused)
+}
+
+// halfReceiver refuses every other request as memory_limiter does.
+type halfReceiver struct {
+	ptraceotlp.UnimplementedGRPCServer
+	n atomic.Int64
+}
+
+func (r *halfReceiver) Export(context.Context, ptraceotlp.ExportRequest) (ptraceotlp.ExportResponse, error) {
+	if r.n.Add(1)%2 == 0 {
+		return ptraceotlp.NewExportResponse(), status.Error(codes.ResourceExhausted, "data refused due to high memory usage")
+	}
+	return ptraceotlp.NewExportResponse(), nil
+}
+
+// A collector that refuses part of what it is offered (the backpressure a
+// run measures) and accepts the rest: the run succeeds, with the refusals
+// counted.
+func TestRunSucceedsWhenSomeIsRefused(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	ptraceotlp.RegisterGRPCServer(srv, &halfReceiver{})
+	go func() { _ = srv.Serve(lis) }()
+	defer srv.Stop()
+
+	o, err := parse([]string{"--endpoint", lis.Addr().String(), "--rate", "1000", "--duration", "200ms", "--batch", "10", "--json"}, io.Discard)
+	require.NoError(t, err)
+	var out bytes.Buffer
+	require.NoError(t, run(context.Background(), o, &out))
+	var s struct {
+		Accepted int64            `json:"accepted_spans"`
+		Refused  map[string]int64 `json:"refused_spans"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	assert.Positive(t, s.Accepted)
+	assert.Positive(t, s.Refused["ResourceExhausted"], out.String())
 }
 
 // A run against an endpoint nothing listens on still prints its counts,
