@@ -550,6 +550,8 @@ func TestViewAnswersAreBuiltAFewAtATime(t *testing.T) {
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/view", nil).WithContext(ctx))
 	assert.Equal(t, http.StatusServiceUnavailable, rec.Code, rec.Body.String())
+	assert.JSONEq(t, `{"error":"the request ended while other view answers were being built"}`, rec.Body.String(),
+		"a request that ended while waiting gets no answer built")
 
 	waiting := make(chan *httptest.ResponseRecorder)
 	go func() {
