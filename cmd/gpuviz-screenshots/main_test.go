@@ -165,8 +165,9 @@ func fakeView() {
 // screenshots runs the tool against fakeView (the page logging consoleError
 // unless it is empty) with out holding the pictures of an earlier run, and
 // returns its exit status, stderr and the work directories it left in its
-// TMPDIR.
-func screenshots(t *testing.T, out, consoleError string) (int, string, []string) {
+// TMPDIR. loadgenScript is the fake load generator, or "" for one
+// that runs until stopped.
+func screenshots(t *testing.T, out, consoleError, loadgenScript string) (int, string, []string) {
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
 		t.Skip("no Chromium at /usr/bin/chromium (make chromium installs it)")
 	}
@@ -176,9 +177,11 @@ func screenshots(t *testing.T, out, consoleError string) (int, string, []string)
 	collector := filepath.Join(dir, "collector")
 	require.NoError(t, os.WriteFile(collector, fmt.Appendf(nil,
 		"#!/bin/sh\nGPUVIZ_SCREENSHOTS_TEST_ROLE=view GPUVIZ_SCREENSHOTS_TEST_CONSOLE=%q exec %s \"$@\"\n", consoleError, self), 0o755))
+	if loadgenScript == "" {
+		loadgenScript = fakeLoadgen(t, "")
+	}
 	loadgen := filepath.Join(dir, "loadgen")
-	require.NoError(t, os.WriteFile(loadgen, fmt.Appendf(nil,
-		"#!/bin/sh\nGPUVIZ_SCREENSHOTS_TEST_ROLE=fake exec %s\n", self), 0o755))
+	require.NoError(t, os.WriteFile(loadgen, []byte(loadgenScript), 0o755))
 	cmd, stderr := start(t, "--collector", collector, "--loadgen", loadgen, "--out", out, "--gpus", "1", "--warmup", "0s")
 	code := wait(t, cmd, 3*time.Minute, stderr)
 	tmp := ""
@@ -192,6 +195,18 @@ func screenshots(t *testing.T, out, consoleError string) (int, string, []string)
 	return code, stderr.String(), work
 }
 
+// fakeLoadgen is a load generator's script that runs until stopped, first
+// writing its PID to pidFile unless that is "".
+func fakeLoadgen(t *testing.T, pidFile string) string {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	script := "#!/bin/sh\n"
+	if pidFile != "" {
+		script += "echo $$ > " + pidFile + "\n"
+	}
+	return script + "GPUVIZ_SCREENSHOTS_TEST_ROLE=fake exec " + self + "\n"
+}
+
 // A page that logged an error fails the run before anything is written:
 // the pictures of the last good run stay as they were (they were
 // overwritten, and then the run exited 1), and the work directory with the
@@ -202,7 +217,7 @@ func TestAPageThatLoggedAnErrorLeavesThePictures(t *testing.T) {
 	for name, b := range old {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), b, 0o644))
 	}
-	code, stderr, work := screenshots(t, out, "the view broke")
+	code, stderr, work := screenshots(t, out, "the view broke", "")
 	assert.Equal(t, 1, code, stderr)
 	assert.Contains(t, stderr, "the page logged errors")
 	assert.Contains(t, stderr, "the view broke")
@@ -220,14 +235,22 @@ func TestAPageThatLoggedAnErrorLeavesThePictures(t *testing.T) {
 }
 
 // A run that passes writes both pictures in place of the old ones, leaves
-// no temporary file beside them and removes its work directory.
+// no temporary file beside them, stops the load generator and the
+// collector, and removes its work directory.
 func TestAGoodRunWritesThePicturesAndRemovesItsWorkDirectory(t *testing.T) {
 	out := t.TempDir()
 	for _, name := range []string{"view.png", "view-requests.png"} {
 		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte("old"), 0o644))
 	}
-	code, stderr, work := screenshots(t, out, "")
+	pidFile := filepath.Join(t.TempDir(), "loadgen.pid")
+	code, stderr, work := screenshots(t, out, "", fakeLoadgen(t, pidFile))
 	require.Equal(t, 0, code, stderr)
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	assert.Error(t, syscall.Kill(pid, 0), "the load generator (pid %d) still runs after the tool ended", pid)
 	for _, name := range []string{"view.png", "view-requests.png"} {
 		got, err := os.ReadFile(filepath.Join(out, name))
 		require.NoError(t, err)
@@ -240,4 +263,33 @@ func TestAGoodRunWritesThePicturesAndRemovesItsWorkDirectory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 2, "a temporary file left in %s", out)
 	assert.Empty(t, work, "the work directory was kept after a good run")
+}
+
+// A load generator that stopped by itself is reported with its log, and
+// the work directory that holds the log is kept, though the pictures were
+// taken.
+func TestAStackProcessThatExitedKeepsItsLog(t *testing.T) {
+	out := t.TempDir()
+	code, stderr, work := screenshots(t, out, "", "#!/bin/sh\necho the load generator broke\nexit 3\n")
+	assert.Equal(t, 0, code, stderr)
+	assert.Contains(t, stderr, "loadgen exited")
+	require.Len(t, work, 1, "the work directory was not kept after a process exited")
+	log := filepath.Join(work[0], "loadgen.log")
+	assert.Contains(t, stderr, log)
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "the load generator broke")
+}
+
+// A picture that cannot be put in place fails the write, and the pictures
+// written beside it are not left as temporary files in the directory.
+func TestWriteFilesLeavesNoTemporaryFileWhenOneFails(t *testing.T) {
+	out := t.TempDir()
+	// A directory, not empty, where view.png goes: the rename fails.
+	require.NoError(t, os.MkdirAll(filepath.Join(out, "view.png", "x"), 0o755))
+	err := writeFiles(out, map[string][]byte{"view.png": []byte("view"), "view-requests.png": []byte("requests")})
+	require.Error(t, err)
+	tmps, err := filepath.Glob(filepath.Join(out, ".*"))
+	require.NoError(t, err)
+	assert.Empty(t, tmps, "temporary files left in %s", out)
 }
