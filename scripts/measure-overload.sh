@@ -165,9 +165,12 @@ run_one() {
   (while kill -0 "$cpid" 2>/dev/null; do awk '/^VmRSS/{print $2}' "/proc/$cpid/status" 2>/dev/null; sleep 0.1; done) > "$rss" &
   rpid=$!
   # The spans the processor holds, once a second (its pending_spans gauge).
+  # A scrape that fails (a slow answer under overload) is skipped: the
+  # subshell inherits errexit and pipefail, and would stop sampling.
   (while kill -0 "$cpid" 2>/dev/null; do
-    curl -sf --max-time 2 "http://127.0.0.1:$telemetry_port/metrics" |
-      awk '$1 ~ /^otelcol_processor_gpuviz_pending_spans/ { s += $NF } END { print s + 0 }'
+    if m=$(curl -sf --max-time 2 "http://127.0.0.1:$telemetry_port/metrics"); then
+      awk '$1 ~ /^otelcol_processor_gpuviz_pending_spans/ { s += $NF } END { print s + 0 }' <<<"$m"
+    fi
     sleep 1
   done) > "$held" &
   hpid=$!
