@@ -73,9 +73,17 @@ run_one() { # topology rate round
   lpid=$!
   sleep "$warmup"
   local a0 g0 s0 t0 a1 g1 s1 t1
-  a0=$(ticks "$apid") g0=$(ticks "$gpid") s0=$(accepted) t0=$(date +%s.%N)
+  # One assignment per line: in a line of several, only the last one's
+  # status counts, and a failed scrape read as 0 spans at the start.
+  s0=$(accepted) || die "$topo: the agent's telemetry scrape failed"
+  a0=$(ticks "$apid") || die "$topo: the agent exited"
+  g0=$(ticks "$gpid") || die "$topo: the gateway exited"
+  t0=$(date +%s.%N)
   sleep "$run_s"
-  a1=$(ticks "$apid") g1=$(ticks "$gpid") s1=$(accepted) t1=$(date +%s.%N)
+  s1=$(accepted) || die "$topo: the agent's telemetry scrape failed"
+  a1=$(ticks "$apid") || die "$topo: the agent exited"
+  g1=$(ticks "$gpid") || die "$topo: the gateway exited"
+  t1=$(date +%s.%N)
   local ahwm ghwm
   ahwm=$(awk '/^VmHWM/{print $2}' "/proc/$apid/status") ghwm=$(awk '/^VmHWM/{print $2}' "/proc/$gpid/status")
   stop "$lpid" || die "$topo: the load generator failed"
