@@ -10,7 +10,7 @@ import (
 
 // migProfile is the layout of a simulated GPU in MIG mode: two 3-slice GPU
 // instances (3g.71gb on an H200), one compute instance each, both running
-// the GPU's workload.
+// the GPU's workload: a worker process each (see GetComputeRunningProcesses).
 const (
 	migProfile   = nvml.GPU_INSTANCE_PROFILE_3_SLICE
 	migInstances = 2
@@ -88,8 +88,11 @@ func (m *MigDevice) GetUUID() (string, nvml.Return) { return m.uuid, nvml.SUCCES
 // GetGpuInstanceId implements nvml.Device.
 func (m *MigDevice) GetGpuInstanceId() (int, nvml.Return) { return m.gi, nvml.SUCCESS }
 
-// GetComputeInstanceId implements nvml.Device: one compute instance each.
-func (m *MigDevice) GetComputeInstanceId() (int, nvml.Return) { return 0, nvml.SUCCESS }
+// GetComputeInstanceId implements nvml.Device.
+func (m *MigDevice) GetComputeInstanceId() (int, nvml.Return) { return m.ci(), nvml.SUCCESS }
+
+// ci is the device's compute instance ID: one compute instance each, 0.
+func (m *MigDevice) ci() int { return 0 }
 
 // IsMigDeviceHandle implements nvml.Device.
 func (m *MigDevice) IsMigDeviceHandle() (bool, nvml.Return) { return true, nvml.SUCCESS }
@@ -102,8 +105,14 @@ func (m *MigDevice) GetDeviceHandleFromMigDeviceHandle() (nvml.Device, nvml.Retu
 // GetMemoryInfo implements nvml.Device: the instances share the GPU's
 // workload, and so its memory use, evenly.
 func (m *MigDevice) GetMemoryInfo() (nvml.Memory, nvml.Return) {
-	used := min(m.parent.memoryUsed()/uint64(len(m.parent.migs)), m.totalBytes)
+	used := m.used(m.parent.memoryUsed())
 	return nvml.Memory{Total: m.totalBytes, Used: used, Free: m.totalBytes - used}, nvml.SUCCESS
+}
+
+// used is the instance's share of gpuUsed, the GPU's memory in use: what
+// its worker holds.
+func (m *MigDevice) used(gpuUsed uint64) uint64 {
+	return min(gpuUsed/uint64(len(m.parent.migs)), m.totalBytes)
 }
 
 // GetUtilizationRates implements nvml.Device: like NVML, not on a MIG

@@ -180,13 +180,32 @@ func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.Value
 // index: one tensor-parallel worker per GPU, as vLLM runs them.
 func simulatedPID(index int) uint32 { return 4100 + uint32(index) }
 
-// GetComputeRunningProcesses implements nvml.Device.
+// simulatedMIGPID is the process ID of the worker on GPU instance gi of
+// simulated GPU index in MIG mode: the first instance's is the GPU's
+// worker's (simulatedPID), the others' follow every GPU's.
+func simulatedMIGPID(index, gi int) uint32 { return simulatedPID(index) + uint32((gi-1)*MaxGPUs) }
+
+// GetComputeRunningProcesses implements nvml.Device. Outside MIG mode the
+// GPU runs one worker, and NVML gives it no GPU or compute instance
+// (math.MaxUint32). In MIG mode each instance runs a worker holding the
+// instance's memory, and NVML, asked on the GPU's handle, names each
+// process's GPU and compute instance.
 func (d *Device) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
 	used := d.memoryUsed()
-	return []nvml.ProcessInfo{{
-		Pid: simulatedPID(d.Index), UsedGpuMemory: used,
-		GpuInstanceId: math.MaxUint32, ComputeInstanceId: math.MaxUint32,
-	}}, nvml.SUCCESS
+	if len(d.migs) == 0 {
+		return []nvml.ProcessInfo{{
+			Pid: simulatedPID(d.Index), UsedGpuMemory: used,
+			GpuInstanceId: math.MaxUint32, ComputeInstanceId: math.MaxUint32,
+		}}, nvml.SUCCESS
+	}
+	procs := make([]nvml.ProcessInfo, 0, len(d.migs))
+	for _, m := range d.migs {
+		procs = append(procs, nvml.ProcessInfo{
+			Pid: simulatedMIGPID(d.Index, m.gi), UsedGpuMemory: m.used(used),
+			GpuInstanceId: uint32(m.gi), ComputeInstanceId: uint32(m.ci()),
+		})
+	}
+	return procs, nvml.SUCCESS
 }
 
 // GetProcessUtilization implements nvml.Device: the worker's SM and memory

@@ -161,6 +161,7 @@ func TestProcessesOfTheSimulatedServer(t *testing.T) {
 	require.Len(t, procs, 1)
 	mem, _ := d.GetMemoryInfo_v2()
 	assert.Equal(t, mem.Used, procs[0].UsedGpuMemory)
+	assert.Equal(t, [2]uint32{math.MaxUint32, math.MaxUint32}, [2]uint32{procs[0].GpuInstanceId, procs[0].ComputeInstanceId}, "no instance outside MIG mode")
 	util, ret := d.GetProcessUtilization(0)
 	require.Equal(t, nvml.SUCCESS, ret)
 	require.Len(t, util, 1)
@@ -213,6 +214,56 @@ func TestMIGMode(t *testing.T) {
 	assert.Equal(t, nvml.ERROR_NOT_SUPPORTED, s.GpmSampleGet(d, s1), "GPM samples GPU instances in MIG mode")
 	require.Equal(t, nvml.SUCCESS, s.GpmMigSampleGet(d, 1, s1))
 	assert.Equal(t, nvml.ERROR_INVALID_ARGUMENT, s.GpmMigSampleGet(d, 5, s1))
+}
+
+// TestMIGProcessesNameTheirInstances: in MIG mode NVML, asked on the GPU's
+// handle, gives each process the GPU and compute instance it runs on. Each
+// instance of a simulated GPU runs a worker holding the instance's memory,
+// the first instance's the GPU's worker (SimulatedPID), every PID on the
+// server its own; the same seed lists the same processes.
+func TestMIGProcessesNameTheirInstances(t *testing.T) {
+	c := newClock()
+	c.advance(90 * time.Second)
+	list := func() map[int][]nvml.ProcessInfo {
+		s, err := New("h200", 2, 3, c.now, WithMIG())
+		require.NoError(t, err)
+		out := map[int][]nvml.ProcessInfo{}
+		for i := range 2 {
+			procs, ret := s.Device(i).GetComputeRunningProcesses()
+			require.Equal(t, nvml.SUCCESS, ret)
+			out[i] = procs
+		}
+		return out
+	}
+	got := list()
+	assert.Equal(t, got, list(), "seeded")
+
+	s, err := New("h200", 2, 3, c.now, WithMIG())
+	require.NoError(t, err)
+	pids := map[uint32]bool{}
+	for i := range 2 {
+		d := s.Device(i)
+		procs := got[i]
+		require.Len(t, procs, 2, "a worker per instance")
+		assert.Equal(t, SimulatedPID(i), procs[0].Pid)
+		var sum uint64
+		for j, p := range procs {
+			assert.False(t, pids[p.Pid], "PID %d twice", p.Pid)
+			pids[p.Pid] = true
+			m, ret := d.GetMigDeviceHandleByIndex(j)
+			require.Equal(t, nvml.SUCCESS, ret)
+			gi, _ := m.GetGpuInstanceId()
+			ci, _ := m.GetComputeInstanceId()
+			assert.Equal(t, [2]uint32{uint32(gi), uint32(ci)}, [2]uint32{p.GpuInstanceId, p.ComputeInstanceId}, "GPU %d process %d", i, p.Pid)
+			mem, _ := m.GetMemoryInfo()
+			assert.Positive(t, p.UsedGpuMemory)
+			assert.Equal(t, mem.Used, p.UsedGpuMemory, "the worker holds its instance's memory")
+			assert.LessOrEqual(t, p.UsedGpuMemory, mem.Total)
+			sum += p.UsedGpuMemory
+		}
+		gpuMem, _ := d.GetMemoryInfo_v2()
+		assert.InDelta(t, float64(gpuMem.Used), float64(sum), 2, "the workers hold the GPU's memory in use")
+	}
 }
 
 // TestNVLinkFields: the link count and the common per-link speed are the

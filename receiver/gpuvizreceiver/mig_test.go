@@ -149,7 +149,10 @@ func TestSimulatedMIG(t *testing.T) {
 	}
 	assert.Empty(t, pointsOf(m, "hw.gpu.utilization", map[string]any{"hw.gpu.task": "general"}), "not in MIG mode")
 	assert.NotEmpty(t, pointsOf(m, "hw.power", nil))
-	assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil), 2, "process memory without process utilisation")
+	assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil), 2, "process memory without process utilisation, on both GPUs")
+	for id, v := range pointsOf(m, "nvidia.gpu.process.memory.usage", nil) {
+		assert.Len(t, v, 2, "%s: a worker per instance", id)
+	}
 }
 
 // A driver with GPM but without GPM samples per GPU instance

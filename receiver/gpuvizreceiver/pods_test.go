@@ -10,6 +10,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
@@ -116,6 +117,75 @@ func TestProcessesOnMIGDevicesTakeTheirDevicesPod(t *testing.T) {
 		}
 	})
 	assert.Equal(t, map[int64]holder{1000: {"batch", "job-a"}, 2000: {"batch", "job-c"}, 3000: {}, 4000: {"llm", "vllm-0"}}, got)
+}
+
+// The simulated backend in MIG mode lists a worker per instance with its
+// GPU and compute instance IDs, as NVML does: each takes the pod holding its
+// MIG device, and a worker on a MIG device no pod holds none.
+func TestSimulatedMIGProcessesTakeTheirDevicesPod(t *testing.T) {
+	cfg := scrapeOnly()
+	cfg.Backend = BackendSimulated
+	cfg.Simulated.GPUs = 2
+	cfg.Simulated.MIG = true
+	lib, err := openSimulated(cfg.Simulated, zap.NewNop())
+	require.NoError(t, err)
+	type holder struct{ namespace, pod string }
+	type instance struct {
+		gpu    int
+		gi, ci uint32
+	}
+	// GPU 0's two instances are two pods'; GPU 1's first is nobody's.
+	held := map[instance]holder{{0, 1, 0}: {"llm", "vllm-0"}, {0, 2, 0}: {"llm", "vllm-1"}, {1, 2, 0}: {"batch", "job-b"}}
+	uuids := map[instance]string{}
+	for i := range 2 {
+		dev, ret := lib.DeviceGetHandleByIndex(i)
+		require.Equal(t, nvml.SUCCESS, ret)
+		for j := range 2 {
+			m, ret := dev.GetMigDeviceHandleByIndex(j)
+			require.Equal(t, nvml.SUCCESS, ret)
+			uuid, _ := m.GetUUID()
+			gi, _ := m.GetGpuInstanceId()
+			ci, _ := m.GetComputeInstanceId()
+			uuids[instance{i, uint32(gi), uint32(ci)}] = uuid
+		}
+	}
+	require.Len(t, uuids, 4)
+	var pods []*podresourcesv1.PodResources
+	for inst, h := range held {
+		pods = append(pods, podresourcestest.Pod(h.namespace, h.pod, podresourcestest.Container("main", "nvidia.com/mig-3g.71gb", uuids[inst])))
+	}
+	k := podresourcestest.New(t)
+	k.Set(pods...)
+	k.Start(t)
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	s := startScraper(t, cfg, lib, BackendSimulated)
+	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+
+	// What each simulated process should take: the pod holding the MIG
+	// device of its GPU and compute instance IDs.
+	want := map[int64]holder{}
+	for i := range 2 {
+		dev, _ := lib.DeviceGetHandleByIndex(i)
+		procs, ret := dev.GetComputeRunningProcesses()
+		require.Equal(t, nvml.SUCCESS, ret)
+		for _, p := range procs {
+			inst := instance{i, p.GpuInstanceId, p.ComputeInstanceId}
+			assert.Contains(t, uuids, inst, "process %d runs on a MIG device of GPU %d", p.Pid, i)
+			want[int64(p.Pid)] = held[inst]
+		}
+	}
+	assert.Len(t, want, 4, "a worker per instance")
+
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	got := map[int64]holder{}
+	forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+		if name == "nvidia.gpu.process.memory.usage" {
+			got[attrs["process.pid"].(int64)] = holder{attrs["k8s.namespace.name"].(string), attrs["k8s.pod.name"].(string)}
+		}
+	})
+	assert.Equal(t, holder{"llm", "vllm-0"}, got[int64(nvmlsim.SimulatedPID(0))], "GPU 0's worker is on its first instance")
+	assert.Equal(t, want, got)
 }
 
 // processHolder: a MIG device in the allocation decides, shared or not; a
