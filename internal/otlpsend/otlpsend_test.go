@@ -2,6 +2,8 @@ package otlpsend
 
 import (
 	"context"
+	"encoding/binary"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -270,4 +272,83 @@ func TestRunCountsPartialSuccess(t *testing.T) {
 	assert.Equal(t, 3*res.Requests, res.Rejected, "three spans of every request rejected")
 	assert.Equal(t, f.spans-res.Rejected, res.Accepted, "accepted is what the receiver took less what it rejected")
 	assert.Equal(t, res.Offered, res.Accepted+res.Rejected+res.RefusedTotal()+res.Unsent)
+}
+
+// stallingReceiver accepts HTTP/2 connections, opens every flow-control
+// window as wide as HTTP/2 allows, and then reads nothing for its first
+// stall: a request larger than the sockets' buffers stays half written,
+// its writer blocked in the middle of it. Then it reads and discards all
+// (so that closing the client does not wait on the blocked writer); it
+// never answers.
+func stallingReceiver(t *testing.T, stall time.Duration) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	t.Cleanup(func() {
+		close(done)
+		lis.Close()
+		wg.Wait()
+	})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			conn, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-done
+				conn.Close()
+			}()
+			go func() {
+				defer wg.Done()
+				const maxWindow = 1<<31 - 1
+				// SETTINGS: INITIAL_WINDOW_SIZE (4) at its maximum; then a
+				// WINDOW_UPDATE on the connection (stream 0) to the same.
+				settings := []byte{0, 0, 6, 0x4, 0, 0, 0, 0, 0, 0, 4}
+				settings = binary.BigEndian.AppendUint32(settings, maxWindow)
+				update := []byte{0, 0, 4, 0x8, 0, 0, 0, 0, 0}
+				update = binary.BigEndian.AppendUint32(update, maxWindow-65535)
+				if _, err := conn.Write(append(settings, update...)); err != nil {
+					return
+				}
+				select {
+				case <-done:
+					return
+				case <-time.After(stall):
+				}
+				_, _ = io.Copy(io.Discard, conn)
+			}()
+		}
+	}()
+	return lis.Addr().String()
+}
+
+// TestRunDoesNotRestampABufferGRPCMayStillBeWriting: gRPC writes a
+// request from the very bytes the codec gives it, and its writer drops a
+// request that timed out only between frames, after Invoke has returned:
+// the frame it is in is read on from the buffer. The next
+// request must not be stamped into that buffer: `go test -race` reports
+// the stamp's write against the gRPC writer's read, and the frame on the
+// wire would mix both requests.
+func TestRunDoesNotRestampABufferGRPCMayStillBeWriting(t *testing.T) {
+	// The first request is sent at once and times out after 100 ms, while
+	// the receiver still stalls it; the second is due 500 ms after the
+	// first, in the same (only) buffer as the old code had it.
+	addr := stallingReceiver(t, 300*time.Millisecond)
+	// 16 MiB, more than a stalled loopback connection's socket buffers
+	// take: the writer is still in the request when its attempt times out.
+	p := &Payload{raw: make([]byte, 16<<20), spans: 1}
+	res, err := Run(context.Background(), Config{
+		Endpoint: addr, Rate: 2, Duration: 800 * time.Millisecond, MaxInFlight: 1, Timeout: 100 * time.Millisecond,
+	}, []*Payload{p})
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), res.Offered)
+	assert.Positive(t, res.Refused[codes.DeadlineExceeded.String()], "the first request timed out, unanswered")
+	assert.Equal(t, res.Offered, res.RefusedTotal()+res.Unsent)
 }

@@ -123,7 +123,10 @@ func Run(ctx context.Context, cfg Config, payloads []*Payload) (Result, error) {
 		size = max(size, len(p.raw))
 	}
 	// The free buffers are the in-flight bound: a send takes one and
-	// gives it back when it is answered.
+	// gives it back when it is answered. One whose last attempt went
+	// unanswered is replaced by a fresh one instead: gRPC writes a request
+	// from the codec's bytes themselves and may still be writing them after
+	// the attempt has timed out.
 	free := make(chan []byte, cfg.MaxInFlight)
 	for range cfg.MaxInFlight {
 		free <- make([]byte, size)
@@ -151,7 +154,9 @@ func Run(ctx context.Context, cfg Config, payloads []*Payload) (Result, error) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s.send(runCtx, buf, p.spans)
+				if !s.send(runCtx, buf, p.spans) {
+					buf = make([]byte, size)
+				}
 				free <- buf[:cap(buf)]
 			}()
 		default:
@@ -179,8 +184,12 @@ func (s *sender) add(f func(*Result)) {
 
 // send exports one request, retrying as cfg says, and counts its outcome.
 // Attempts outlive the run's end by their timeout (an answer on its way
-// is waited for), but no retry starts after it.
-func (s *sender) send(runCtx context.Context, req []byte, spans int) {
+// is waited for), but no retry starts after it. It returns whether the
+// last attempt was answered: if it timed out or was cancelled instead,
+// gRPC's transport may still hold and write req (its writer drops a
+// cancelled stream's queued data only between frames, after Invoke has
+// returned), so req must not be rewritten.
+func (s *sender) send(runCtx context.Context, req []byte, spans int) (answered bool) {
 	for attempt := 0; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), s.cfg.Timeout)
 		var resp []byte
@@ -195,7 +204,7 @@ func (s *sender) send(runCtx context.Context, req []byte, spans int) {
 				r.Accepted += int64(spans) - rejected
 				r.Rejected += rejected
 			})
-			return
+			return true
 		}
 		if !s.cfg.Retry || !retryable(code) || !sleepUntil(runCtx, time.Now().Add(s.cfg.RetryBackoff)) {
 			s.add(func(r *Result) {
@@ -203,7 +212,7 @@ func (s *sender) send(runCtx context.Context, req []byte, spans int) {
 				r.Retries += int64(attempt)
 				r.Refused[code.String()] += int64(spans)
 			})
-			return
+			return code != codes.DeadlineExceeded && code != codes.Canceled
 		}
 	}
 }
