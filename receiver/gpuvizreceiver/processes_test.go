@@ -364,3 +364,20 @@ func TestProcessesTopTiesGoToTheLowerPID(t *testing.T) {
 	})
 	assert.ElementsMatch(t, []int64{2000, 2500}, pids)
 }
+
+// statStart reads field 22 of /proc/<pid>/stat whatever the process named
+// itself (comm may hold spaces, parentheses, anything but a NUL), and
+// never panics on what it is given.
+func FuzzStatStart(f *testing.F) {
+	f.Add([]byte("vllm"), uint64(123456), []byte("1 (sh) S 0"))
+	f.Add([]byte("a) (b ) c"), uint64(0), []byte(")"))
+	f.Add([]byte(""), uint64(1<<63), []byte("9 (x) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 -1"))
+	f.Fuzz(func(t *testing.T, comm []byte, start uint64, raw []byte) {
+		stat := fmt.Appendf(nil, "4242 (%s) S 1 4242 4242 0 -1 4194560 100 0 0 0 7 3 0 0 20 0 1 0 %d 100000 200 18446744073709551615\n", comm, start)
+		require.Equal(t, start, statStart(stat), "%q", stat)
+		if got := statStart(raw); got != 0 {
+			fields := bytes.Fields(raw[bytes.LastIndexByte(raw, ')')+1:])
+			require.Equal(t, strconv.FormatUint(got, 10), strings.TrimLeft(string(fields[19]), "+0"), "%q", raw)
+		}
+	})
+}
