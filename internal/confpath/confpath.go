@@ -7,18 +7,30 @@ package confpath // import "github.com/gpuviz/gpuviz/internal/confpath"
 import "fmt"
 
 // Prefixed returns each error err joins (or err itself) with prefix
-// before it: "history." or "simulated.faults[2].". Nil for a nil err.
+// before it: "history." or "simulated.faults[2].". A join inside a join is
+// taken apart too, so every error it holds gets a line of its own. Nil for
+// a nil err.
 func Prefixed(prefix string, err error) []error {
+	var errs []error
+	for _, e := range leaves(err) {
+		errs = append(errs, fmt.Errorf("%s%w", prefix, e))
+	}
+	return errs
+}
+
+// leaves returns the errors err joins, the joins among them taken apart in
+// turn, or err itself when it joins none; nil errors are left out.
+func leaves(err error) []error {
 	if err == nil {
 		return nil
 	}
-	joined := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		joined = j.Unwrap()
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	errs := make([]error, len(joined))
-	for i, e := range joined {
-		errs[i] = fmt.Errorf("%s%w", prefix, e)
+	var errs []error
+	for _, e := range j.Unwrap() {
+		errs = append(errs, leaves(e)...)
 	}
 	return errs
 }
