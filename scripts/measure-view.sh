@@ -17,7 +17,8 @@
 # Environment (defaults): RATE (200), PAIRS (3), SECONDS (60), WARMUP (15),
 # FILL (900; 0 skips the latency part), LATENCY_N (200), BIN
 # (_build/otelcol-gpuviz), BENCH_OTLP_PORT (4317), BENCH_TELEMETRY_PORT (8888),
-# BENCH_VIEW_PORT (8787).
+# BENCH_VIEW_PORT (8787). A view fetch that fails or takes over 10 s (viewload's
+# -timeout) fails the run.
 #
 #   make build && scripts/measure-view.sh
 #   PAIRS=1 SECONDS=10 FILL=30 scripts/measure-view.sh   # a smoke run
@@ -55,6 +56,14 @@ go build -o "$work/viewload" ./scripts/viewload || die "go build ./scripts/viewl
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 alive() { kill -0 "$1" 2>/dev/null; }
 view() { echo "http://127.0.0.1:$BENCH_VIEW_PORT"; }
+# latency RANGE COLUMNS: one line of latencies of full fetches, or the run
+# fails with the viewer's error.
+latency() {
+  local out
+  out=$("$work/viewload" --url "$(view)" --mode latency --range "$1" --columns "$2" --n "$latency_n" 2> "$work/viewload.err") ||
+    die "latency: the viewer failed (range $1 s, $2 columns): $(cat "$work/viewload.err")"
+  echo "  range $1 s, $2 columns: $out"
+}
 
 # start variant: the collector and the load generator, warmed up.
 start() {
@@ -128,7 +137,7 @@ if ((fill > 0)); then
   start A
   sleep "$fill"
   alive "$cpid" || die "latency: the collector exited while filling"
-  echo "  range 900 s, 900 columns: $("$work/viewload" --url "$(view)" --mode latency --range 900 --columns 900 --n "$latency_n")"
-  echo "  range 300 s, 600 columns: $("$work/viewload" --url "$(view)" --mode latency --range 300 --columns 600 --n "$latency_n")"
+  latency 900 900
+  latency 300 600
   stop_all
 fi

@@ -2,7 +2,8 @@
 // scripts/measure-view.sh: poll, once a second, the increments since the
 // last answer (columns since the newest column, requests after the newest
 // sequence number), after one full fetch; or time a number of full fetches
-// back to back and print their latency percentiles.
+// back to back and print their latency percentiles. A fetch that fails, or
+// gets no whole answer within -timeout, ends it with exit status 1.
 package main
 
 import (
@@ -26,13 +27,18 @@ func main() {
 	interval := flag.Duration("interval", time.Second, "poll interval")
 	duration := flag.Duration("duration", time.Minute, "how long to poll")
 	n := flag.Int("n", 200, "full fetches to time (latency mode)")
+	timeout := flag.Duration("timeout", 10*time.Second, "the most one fetch may take, its whole answer read; a fetch past it fails the run")
 	flag.Parse()
+	if *timeout <= 0 {
+		log.Fatalf("-timeout: %v is not positive", *timeout)
+	}
+	client := &http.Client{Timeout: *timeout}
 	q := url.Values{"range": {fmt.Sprint(*rangeS)}, "columns": {fmt.Sprint(*columns)}}
 	switch *mode {
 	case "poll":
-		poll(*base, q, *interval, *duration)
+		poll(client, *base, q, *interval, *duration)
 	case "latency":
-		latency(*base, q, *n)
+		latency(client, *base, q, *n)
 	default:
 		log.Fatalf("-mode: %q is neither poll nor latency", *mode)
 	}
@@ -46,9 +52,11 @@ type answer struct {
 	} `json:"gpus"`
 }
 
-func fetch(base string, q url.Values) (answer, int, time.Duration, error) {
+// fetch asks the view once; client's timeout bounds the whole exchange, the
+// body's reading included.
+func fetch(client *http.Client, base string, q url.Values) (answer, int, time.Duration, error) {
 	start := time.Now()
-	resp, err := http.Get(base + "/api/v1/view?" + q.Encode())
+	resp, err := client.Get(base + "/api/v1/view?" + q.Encode())
 	if err != nil {
 		return answer{}, 0, 0, err
 	}
@@ -68,8 +76,8 @@ func fetch(base string, q url.Values) (answer, int, time.Duration, error) {
 	return a, len(body), elapsed, nil
 }
 
-func poll(base string, q url.Values, interval, duration time.Duration) {
-	a, size, _, err := fetch(base, q)
+func poll(client *http.Client, base string, q url.Values, interval, duration time.Duration) {
+	a, size, _, err := fetch(client, base, q)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -84,7 +92,7 @@ func poll(base string, q url.Values, interval, duration time.Duration) {
 			inc.Set("since", fmt.Sprint(a.Time[len(a.Time)-1]))
 		}
 		inc.Set("requests_after", fmt.Sprint(a.RequestsSeq))
-		next, size, _, err := fetch(base, inc)
+		next, size, _, err := fetch(client, base, inc)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -98,11 +106,11 @@ func poll(base string, q url.Values, interval, duration time.Duration) {
 	fmt.Printf("polls %d bytes %d gpus %d\n", polls, total, len(a.GPUs))
 }
 
-func latency(base string, q url.Values, n int) {
+func latency(client *http.Client, base string, q url.Values, n int) {
 	var ms []float64
 	size, gpus, cols := 0, 0, 0
 	for range n {
-		a, s, d, err := fetch(base, q)
+		a, s, d, err := fetch(client, base, q)
 		if err != nil {
 			log.Fatal(err)
 		}
