@@ -1,5 +1,6 @@
 # Shared by the measurement scripts (source it): stopping a child process,
-# and reading the collector's own metrics from a Prometheus exposition.
+# reading its CPU time, and reading the collector's own metrics from a
+# Prometheus exposition.
 
 # stop PID [SECONDS]: TERM, then KILL after SECONDS (10); returns the exit
 # status. PID must be a child of the calling shell.
@@ -14,6 +15,14 @@ stop() {
   local rc=0
   wait "$pid" 2>/dev/null || rc=$?
   return "$rc"
+}
+
+# cpu_ticks PID: utime + stime of PID, in clock ticks; status 1, printing
+# nothing, when PID is not running (a child that exited, reaped by bash, has
+# no /proc entry left to read).
+cpu_ticks() {
+  kill -0 "$1" 2>/dev/null || return 1
+  awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || return 1
 }
 
 # metric_sum NAME [FILTER] < exposition: the sum over NAME's series whose

@@ -15,10 +15,11 @@ log=$(mktemp)
 "$bin" --config examples/quickstart/config.yaml "$@" > "$log" 2>&1 &
 pid=$!
 trap 'kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; rm -f "$log"' EXIT
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 # ticks: utime + stime, in clock ticks, of a collector still running.
 ticks() {
-  kill -0 "$pid" 2>/dev/null || { echo "measure-cpu: the collector exited:" >&2; tail -n 20 "$log" >&2; exit 1; }
-  awk '{print $14+$15}' "/proc/$pid/stat"
+  cpu_ticks "$pid" || { echo "measure-cpu: the collector exited:" >&2; tail -n 20 "$log" >&2; exit 1; }
 }
 sleep 10
 t0=$(ticks)

@@ -13,9 +13,13 @@
 # Environment (defaults): BIN (_build/otelcol-gpuviz), INTERVAL (250ms),
 # WINDOW (12), ROUNDS (2), VARIANTS (all: samples_off tick no_energy
 # no_throttle no_power no_gpm), PROFILE (1; 0 skips it), PROFILE_SECONDS
-# (15), OUT (_build; writes OUT/tick-cost/).
+# (15), OUT (_build; writes OUT/tick-cost/). Exits 1, naming the variant and
+# showing its log's last lines, when a collector is not running where its CPU
+# is read or its profile taken (without NVML, the nvml backend fails at start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 bin=${BIN:-_build/otelcol-gpuviz}
 interval=${INTERVAL:-250ms}
 window=${WINDOW:-12}
@@ -49,7 +53,14 @@ config() {
 }
 read -ra order <<<"${VARIANTS:-samples_off tick no_energy no_throttle no_power no_gpm}"
 hz=$(getconf CLK_TCK)
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# ticks RUN LOG: the CPU ticks of the collector $pid, still running; or the
+# script fails, naming the run and showing the end of the collector's log.
+ticks() {
+  cpu_ticks "$pid" && return
+  echo "measure-tick: $1: the collector exited; the end of $2:" >&2
+  tail -n 20 "$2" >&2
+  exit 1
+}
 
 for v in "${order[@]}"; do config "$v" >"$dir/$v.yaml"; done
 printf '%-12s %5s %8s\n' variant round "% core"
@@ -58,9 +69,9 @@ for r in $(seq "$rounds"); do
     "$bin" --config "$dir/$v.yaml" >"$dir/$v-$r.log" 2>&1 &
     pid=$!
     sleep 4
-    a=$(ticks "$pid")
+    a=$(ticks "variant $v, round $r" "$dir/$v-$r.log")
     sleep "$window"
-    b=$(ticks "$pid")
+    b=$(ticks "variant $v, round $r" "$dir/$v-$r.log")
     kill "$pid"
     wait "$pid" || true
     grep -q '"resource metrics"' "$dir/$v-$r.log" || {
@@ -77,8 +88,10 @@ config tick >"$dir/tick.yaml"
 "$bin" --config "$dir/tick.yaml" >"$dir/profile.log" 2>&1 &
 pid=$!
 sleep 4
+ticks "the profile's run" "$dir/profile.log" >/dev/null
 python3 -c "import urllib.request,sys; open(sys.argv[1],'wb').write(urllib.request.urlopen('http://127.0.0.1:17770/debug/pprof/profile?seconds='+sys.argv[2], timeout=int(sys.argv[2])+30).read())" "$dir/tick.pprof" "${PROFILE_SECONDS:-15}" ||
   echo "measure-tick: no profile" >&2
+ticks "the profile's run" "$dir/profile.log" >/dev/null
 kill "$pid"
 wait "$pid" || true
 echo "profile: $dir/tick.pprof"
