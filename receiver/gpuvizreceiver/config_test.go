@@ -1,8 +1,11 @@
 package gpuvizreceiver
 
 import (
+	"fmt"
 	"go/token"
+	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuviz/gpuviz/receiver/gpuvizreceiver/internal/metadata"
 )
@@ -133,4 +137,81 @@ func TestInvalidConfig(t *testing.T) {
 		_, err := loadConfig(t, "float_device")
 		assert.ErrorContains(t, err, "a device is a GPU index or UUID, not 1.5")
 	})
+}
+
+// Every configuration block of the README loads and validates, and the
+// defaults its comments give are the defaults.
+func TestREADMEConfigBlocksLoadAndValidate(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(string(b), -1)
+	require.Len(t, blocks, 3)
+	for _, m := range blocks {
+		var raw map[string]any
+		require.NoError(t, yaml.Unmarshal([]byte(m[1]), &raw))
+		sub, err := confmap.NewFromStringMap(raw).Sub("receivers::gpuviz")
+		require.NoError(t, err)
+		cfg := createDefaultConfig().(*Config)
+		require.NoError(t, sub.Unmarshal(cfg), m[1])
+		require.NoError(t, confmap.Validate(cfg), m[1])
+	}
+	def := createDefaultConfig().(*Config)
+	assert.Contains(t, string(b), fmt.Sprintf("environ: %v                            # default", def.Slurm.Environ))
+	assert.Contains(t, string(b), fmt.Sprintf("# default %q: none", def.Slurm.JobMappingDir))
+	assert.Contains(t, string(b), fmt.Sprintf("complement: dcgm     # %q (default)", string(def.Complement)))
+}
+
+// The project README's receiver block ("Adding gpuviz to a collector
+// config") gives every setting at its default, but for the one metric it
+// switches off as an example: it validates and is createDefaultConfig.
+func TestProjectREADMEReceiverBlockIsTheDefaults(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	i := strings.Index(doc, "## Adding gpuviz to a collector config")
+	require.GreaterOrEqual(t, i, 0)
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(doc[i:])
+	require.NotNil(t, m)
+	var raw map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(m[1]), &raw))
+	sub, err := confmap.NewFromStringMap(raw).Sub("receivers::gpuviz")
+	require.NoError(t, err)
+	cfg := createDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	want := createDefaultConfig().(*Config)
+	want.Metrics.NvidiaGpuClockFrequency.Enabled = false
+	if diff := cmp.Diff(want, cfg, cmpopts.EquateEmpty(), ignoreUnexported()); diff != "" {
+		t.Errorf("the README's receiver block is not the defaults (-want +got):\n%s", diff)
+	}
+}
+
+// The project README's "Bad settings fail validation naming the field"
+// names every field the receiver's validation names (the fields its
+// errors start with, in the sources that validate the configuration).
+func TestProjectREADMENamesEveryValidatedField(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?s)\n- Bad settings fail validation naming the field: (.*?)\n- `).FindSubmatch(b)
+	require.NotNil(t, m, "README lists the fields validation names")
+	list := string(m[1])
+	errStart := regexp.MustCompile(`(?:Errorf|errors\.New)\("([a-z_.\[\]%d]+): `)
+	prefixed := regexp.MustCompile(`confpath\.Prefixed\("([a-z_.]+)\."`)
+	found := 0
+	for _, f := range []string{"config.go", "complement.go"} {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		var fields []string
+		for _, fm := range errStart.FindAllSubmatch(src, -1) {
+			fields = append(fields, strings.ReplaceAll(string(fm[1]), "[%d]", "[i]"))
+		}
+		for _, pm := range prefixed.FindAllSubmatch(src, -1) {
+			fields = append(fields, string(pm[1])+".*")
+		}
+		for _, field := range fields {
+			found++
+			assert.Contains(t, list, "`"+field+"`", "%s validates %s: the README's list names it", f, field)
+		}
+	}
+	assert.Greater(t, found, 10)
 }
