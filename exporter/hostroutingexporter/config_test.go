@@ -1,7 +1,10 @@
 package hostroutingexporter
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestConfigLoadsAndValidates(t *testing.T) {
@@ -65,4 +69,48 @@ func TestDNSDefaultsApplyWhenDNSIsNamed(t *testing.T) {
 	assert.Equal(t, time.Second, d.Timeout)
 	assert.Equal(t, []string{"host.name"}, cfg.RoutingAttributes)
 	assert.Equal(t, 15*time.Second, cfg.DownFor)
+}
+
+// The README's example loads and validates, and every "default X" its
+// comments give is the default.
+func TestREADMEExampleLoadsAndItsDefaultsAreTheDefaults(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindStringSubmatch(string(b))
+	require.NotNil(t, m, "README has a yaml block")
+	var raw map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(m[1]), &raw))
+	sub, err := confmap.NewFromStringMap(raw).Sub("exporters::hostrouting")
+	require.NoError(t, err)
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	dns := cfg.Resolver.DNS.Get()
+	require.NotNil(t, dns)
+
+	def := NewFactory().CreateDefaultConfig().(*Config)
+	defDNS := def.Resolver.DNS.Get()
+	if defDNS == nil { // the default is there for a dns resolver once named
+		require.NoError(t, confmap.NewFromStringMap(map[string]any{"resolver": map[string]any{"dns": map[string]any{}}}).Unmarshal(def))
+		defDNS = def.Resolver.DNS.Get()
+	}
+	require.NotNil(t, defDNS)
+	defaults := map[string]string{
+		"routing_attributes": strings.Join(def.RoutingAttributes, ", "),
+		"interval":           defDNS.Interval.String(),
+		"timeout":            defDNS.Timeout.String(),
+		"down_for":           def.DownFor.String(),
+	}
+	found := 0
+	for _, l := range strings.Split(m[1], "\n") {
+		dm := regexp.MustCompile(`^\s*([a-z_]+):.*#.*\bdefault ([^;,]+)`).FindStringSubmatch(l)
+		if dm == nil {
+			continue
+		}
+		want, ok := defaults[dm[1]]
+		require.True(t, ok, "README gives a default of %s: add it to this test", dm[1])
+		found++
+		assert.Equal(t, want, strings.TrimSpace(dm[2]), "README's default of %s", dm[1])
+	}
+	assert.Equal(t, len(defaults), found, "README's defaults")
 }

@@ -1,7 +1,9 @@
 package gpuvizprocessor
 
 import (
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
 )
@@ -104,5 +107,72 @@ func TestInvalidConfigPaths(t *testing.T) {
 					"no error line starts with %q:\n%v", p, err)
 			}
 		})
+	}
+}
+
+// readmeYAML returns the README's ```yaml blocks that follow heading.
+func readmeYAML(t *testing.T, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	doc := string(b)
+	i := strings.Index(doc, "\n"+heading+"\n")
+	require.GreaterOrEqual(t, i, 0, "README has %q", heading)
+	doc = doc[i+len(heading)+2:]
+	if j := strings.Index(doc, "\n## "); j >= 0 {
+		doc = doc[:j]
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(doc, -1) {
+		out = append(out, m[1])
+	}
+	require.NotEmpty(t, out, "README's %q has a yaml block", heading)
+	return out
+}
+
+// The README's Configuration block gives every knob at its default (and
+// one rule as an example): it loads, validates and, less the rule, is
+// createDefaultConfig.
+func TestREADMEConfigurationIsTheDefaults(t *testing.T) {
+	blocks := readmeYAML(t, "## Configuration")
+	require.Len(t, blocks, 1)
+	var raw map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(blocks[0]), &raw))
+	conf := confmap.NewFromStringMap(raw)
+	sub, err := conf.Sub("processors::gpuviz")
+	require.NoError(t, err)
+	// Every knob of the configuration is in the block.
+	var keys []string
+	for _, k := range sub.AllKeys() {
+		if !strings.HasPrefix(k, "rules") {
+			keys = append(keys, k)
+		}
+	}
+	defaults := confmap.New()
+	require.NoError(t, defaults.Marshal(createDefaultConfig()))
+	var want []string
+	for _, k := range defaults.AllKeys() {
+		if !strings.HasPrefix(k, "rules") {
+			want = append(want, k)
+		}
+	}
+	assert.ElementsMatch(t, want, keys, "the README's configuration block lists every knob")
+
+	cfg := createDefaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, confmap.Validate(cfg))
+	require.Len(t, cfg.Rules, 1)
+	cfg.Rules = nil
+	assert.Equal(t, createDefaultConfig(), cfg, "the README's configuration block gives the defaults")
+
+	// The other blocks load into the configuration and validate.
+	for _, h := range []string{"### Accounting (charge-back)"} {
+		for _, b := range readmeYAML(t, h) {
+			var raw map[string]any
+			require.NoError(t, yaml.Unmarshal([]byte(b), &raw))
+			cfg := createDefaultConfig()
+			require.NoError(t, confmap.NewFromStringMap(raw).Unmarshal(cfg), h)
+			require.NoError(t, confmap.Validate(cfg), h)
+		}
 	}
 }
