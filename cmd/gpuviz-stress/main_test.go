@@ -55,25 +55,43 @@ func (*okReceiver) Export(context.Context, ptraceotlp.ExportRequest) (ptraceotlp
 	return ptraceotlp.NewExportResponse(), nil
 }
 
-func TestRunPrintsJSON(t *testing.T) {
+// serve runs recv as an OTLP/gRPC receiver until the test ends and
+// returns its address.
+func serve(t *testing.T, recv ptraceotlp.GRPCServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	srv := grpc.NewServer()
-	ptraceotlp.RegisterGRPCServer(srv, &okReceiver{})
+	ptraceotlp.RegisterGRPCServer(srv, recv)
 	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
 
-	o, err := parse([]string{"--endpoint", lis.Addr().String(), "--rate", "1000", "--duration", "200ms", "--batch", "10", "--json"}, io.Discard)
+// jsonSummary is what a --json run printed.
+type jsonSummary struct {
+	Offered  int64            `json:"offered_spans"`
+	Accepted int64            `json:"accepted_spans"`
+	Unsent   int64            `json:"unsent_spans"`
+	Refused  map[string]int64 `json:"refused_spans"`
+}
+
+// runJSON runs 200 ms at 1,000 spans/s against endpoint with --json and
+// returns the summary it printed and the run's error.
+func runJSON(t *testing.T, endpoint string, flags ...string) (jsonSummary, error) {
+	t.Helper()
+	o, err := parse(append([]string{"--endpoint", endpoint, "--rate", "1000", "--duration", "200ms", "--batch", "10", "--json"}, flags...), io.Discard)
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), o, &out))
-	var s struct {
-		Offered  int64            `json:"offered_spans"`
-		Accepted int64            `json:"accepted_spans"`
-		Unsent   int64            `json:"unsent_spans"`
-		Refused  map[string]int64 `json:"refused_spans"`
-	}
+	runErr := run(context.Background(), o, &out)
+	var s jsonSummary
 	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
+	return s, runErr
+}
+
+func TestRunPrintsJSON(t *testing.T) {
+	s, err := runJSON(t, serve(t, &okReceiver{}))
+	require.NoError(t, err)
 	assert.Positive(t, s.Offered)
 	assert.Equal(t, s.Offered, s.Accepted+s.Unsent)
 	assert.Empty(t, s.Refused)
@@ -96,24 +114,10 @@ func (r *halfReceiver) Export(context.Context, ptraceotlp.ExportRequest) (ptrace
 // run measures) and accepts the rest: the run succeeds, with the refusals
 // counted.
 func TestRunSucceedsWhenSomeIsRefused(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	s, err := runJSON(t, serve(t, &halfReceiver{}))
 	require.NoError(t, err)
-	srv := grpc.NewServer()
-	ptraceotlp.RegisterGRPCServer(srv, &halfReceiver{})
-	go func() { _ = srv.Serve(lis) }()
-	defer srv.Stop()
-
-	o, err := parse([]string{"--endpoint", lis.Addr().String(), "--rate", "1000", "--duration", "200ms", "--batch", "10", "--json"}, io.Discard)
-	require.NoError(t, err)
-	var out bytes.Buffer
-	require.NoError(t, run(context.Background(), o, &out))
-	var s struct {
-		Accepted int64            `json:"accepted_spans"`
-		Refused  map[string]int64 `json:"refused_spans"`
-	}
-	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
 	assert.Positive(t, s.Accepted)
-	assert.Positive(t, s.Refused["ResourceExhausted"], out.String())
+	assert.Positive(t, s.Refused["ResourceExhausted"], "%+v", s)
 }
 
 // A run against an endpoint nothing listens on still prints its counts,
@@ -124,16 +128,8 @@ func TestRunFailsWhenNothingIsAccepted(t *testing.T) {
 	addr := lis.Addr().String()
 	require.NoError(t, lis.Close())
 
-	o, err := parse([]string{"--endpoint", addr, "--rate", "1000", "--duration", "200ms", "--batch", "10", "--timeout", "100ms", "--json"}, io.Discard)
-	require.NoError(t, err)
-	var out bytes.Buffer
-	err = run(context.Background(), o, &out)
+	s, err := runJSON(t, addr, "--timeout", "100ms")
 	require.ErrorContains(t, err, "was accepted by "+addr)
-	var s struct {
-		Offered  int64 `json:"offered_spans"`
-		Accepted int64 `json:"accepted_spans"`
-	}
-	require.NoError(t, json.Unmarshal(out.Bytes(), &s), out.String())
 	assert.Positive(t, s.Offered)
 	assert.Zero(t, s.Accepted)
 }
