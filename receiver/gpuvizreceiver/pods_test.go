@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -45,21 +46,36 @@ func TestSoleHolder(t *testing.T) {
 	assert.Empty(t, ns+pod)
 }
 
+// startWithKubelet starts a scraper of lib whose kubelet lists pods, and
+// waits for its first listing.
+func startWithKubelet(t *testing.T, cfg *Config, lib nvml.Interface, backend Backend, pods ...*podresourcesv1.PodResources) *gpuScraper {
+	t.Helper()
+	k := podresourcestest.New(t)
+	k.Set(pods...)
+	k.Start(t)
+	cfg.Kubernetes.PodResources.Socket = k.Path
+	s := startScraper(t, cfg, lib, backend)
+	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	return s
+}
+
+// migPods are withMIG's GPU 0's MIG-a and MIG-c, held by job-a and job-c,
+// and GPU 1, whole, by vllm-0.
+func migPods(lib *server.Server) []*podresourcesv1.PodResources {
+	return []*podresourcesv1.PodResources{
+		podresourcestest.Pod("batch", "job-a", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-a")),
+		podresourcestest.Pod("batch", "job-c", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-c")),
+		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 1).UUID)),
+	}
+}
+
 // MIG devices allocated to pods (the mixed strategy's nvidia.com/mig-*
 // resources name them by MIG UUID) are reported on their parent GPU with
 // their own nvidia.gpu.mig.id; a whole GPU's allocation has none.
 func TestMIGAllocationsAreReportedOnTheParentGPU(t *testing.T) {
 	lib := fixtureServer(2)
 	withMIG(lib)
-	k := podresourcestest.New(t)
-	k.Set(podresourcestest.Pod("batch", "job-a", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-a")),
-		podresourcestest.Pod("batch", "job-c", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-c")),
-		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 1).UUID)))
-	k.Start(t)
-	cfg := scrapeOnly()
-	cfg.Kubernetes.PodResources.Socket = k.Path
-	s := startScraper(t, cfg, lib, BackendNVML)
-	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	s := startWithKubelet(t, scrapeOnly(), lib, BackendNVML, migPods(lib)...)
 	// The first scrape learns the MIG layout; the second reports on it.
 	_, err := s.scrape(context.Background())
 	require.NoError(t, err)
@@ -97,15 +113,7 @@ func TestProcessesOnMIGDevicesTakeTheirDevicesPod(t *testing.T) {
 	device(lib, 1).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
 		return []nvml.ProcessInfo{{Pid: 4000, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
 	}
-	k := podresourcestest.New(t)
-	k.Set(podresourcestest.Pod("batch", "job-a", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-a")),
-		podresourcestest.Pod("batch", "job-c", podresourcestest.Container("main", "nvidia.com/mig-3g.40gb", "MIG-c")),
-		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 1).UUID)))
-	k.Start(t)
-	cfg := scrapeOnly()
-	cfg.Kubernetes.PodResources.Socket = k.Path
-	s := startScraper(t, cfg, lib, BackendNVML)
-	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	s := startWithKubelet(t, scrapeOnly(), lib, BackendNVML, migPods(lib)...)
 
 	m, err := s.scrape(context.Background())
 	require.NoError(t, err)
@@ -154,12 +162,7 @@ func TestSimulatedMIGProcessesTakeTheirDevicesPod(t *testing.T) {
 	for inst, h := range held {
 		pods = append(pods, podresourcestest.Pod(h.namespace, h.pod, podresourcestest.Container("main", "nvidia.com/mig-3g.71gb", uuids[inst])))
 	}
-	k := podresourcestest.New(t)
-	k.Set(pods...)
-	k.Start(t)
-	cfg.Kubernetes.PodResources.Socket = k.Path
-	s := startScraper(t, cfg, lib, BackendSimulated)
-	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	s := startWithKubelet(t, cfg, lib, BackendSimulated, pods...)
 
 	// What each simulated process should take: the pod holding the MIG
 	// device of its GPU and compute instance IDs.
@@ -234,15 +237,9 @@ func TestDRADeviceNamesAreMinorNumbers(t *testing.T) {
 				}
 				return nil
 			}
-			k := podresourcestest.New(t)
-			k.Set(podresourcestest.Pod("llm", "vllm-0", &podresourcesv1.ContainerResources{Name: "vllm", DynamicResources: []*podresourcesv1.DynamicResource{{
+			s := startWithKubelet(t, scrapeOnly(), lib, BackendNVML, podresourcestest.Pod("llm", "vllm-0", &podresourcesv1.ContainerResources{Name: "vllm", DynamicResources: []*podresourcesv1.DynamicResource{{
 				ClaimName: "gpu", ClaimResources: []*podresourcesv1.ClaimResource{{DriverName: "gpu.nvidia.com", DeviceName: "gpu-0"}},
 			}}}))
-			k.Start(t)
-			cfg := scrapeOnly()
-			cfg.Kubernetes.PodResources.Socket = k.Path
-			s := startScraper(t, cfg, lib, BackendNVML)
-			require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
 			if !hasMinor {
 				assert.Empty(t, s.allocation())
 				return
@@ -296,22 +293,17 @@ func TestIndexAllocationOfAGPUFoundLater(t *testing.T) {
 // reported, though the processes still take their pod from the listing.
 func TestPodResourcesOnlyForTheSeriesThatNeedThem(t *testing.T) {
 	lib := fixtureServer(1)
-	k := podresourcestest.New(t)
-	k.Set(podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 0).UUID)))
-	k.Start(t)
-
 	cfg := scrapeOnly()
-	cfg.Kubernetes.PodResources.Socket = k.Path
 	cfg.Metrics.NvidiaGpuK8sAllocation.Enabled = false
-	s := startScraper(t, cfg, lib, BackendNVML)
-	require.Eventually(t, func() bool { return s.allocation() != nil }, 5*time.Second, 5*time.Millisecond)
+	s := startWithKubelet(t, cfg, lib, BackendNVML, podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", device(lib, 0).UUID)))
 	m, err := s.scrape(context.Background())
 	require.NoError(t, err)
 	assert.Empty(t, pointsOf(m, "nvidia.gpu.k8s.allocation", nil))
 	assert.NotEmpty(t, pointsOf(m, "nvidia.gpu.process.memory.usage", map[string]any{"k8s.pod.name": "vllm-0"}))
 
+	socket := cfg.Kubernetes.PodResources.Socket
 	cfg = scrapeOnly()
-	cfg.Kubernetes.PodResources.Socket = k.Path
+	cfg.Kubernetes.PodResources.Socket = socket
 	cfg.Metrics.NvidiaGpuK8sAllocation.Enabled = false
 	cfg.Metrics.NvidiaGpuProcessMemoryUsage.Enabled = false
 	cfg.Metrics.NvidiaGpuProcessUtilization.Enabled = false
