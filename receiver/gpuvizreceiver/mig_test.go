@@ -124,15 +124,23 @@ func TestNoMIGOnGPUsWithoutIt(t *testing.T) {
 	assert.Len(t, device(lib, 0).GetMigModeCalls(), 1, "asked once")
 }
 
-func TestSimulatedMIG(t *testing.T) {
+// simulatedMIG is the scrape-only configuration of two simulated GPUs in
+// MIG mode, and their driver.
+func simulatedMIG(t *testing.T) (*Config, nvml.Interface) {
+	t.Helper()
 	cfg := scrapeOnly()
 	cfg.Backend = BackendSimulated
 	cfg.Simulated.GPUs = 2
 	cfg.Simulated.MIG = true
 	lib, err := openSimulated(cfg.Simulated, zap.NewNop())
 	require.NoError(t, err)
+	return cfg, lib
+}
+
+func TestSimulatedMIG(t *testing.T) {
+	cfg, lib := simulatedMIG(t)
 	s := startScraper(t, cfg, lib, BackendSimulated)
-	_, err = s.scrape(context.Background())
+	_, err := s.scrape(context.Background())
 	require.NoError(t, err, "MIG mode's unsupported readings are not errors")
 	time.Sleep(gpmMinInterval)
 	m, err := s.scrape(context.Background())

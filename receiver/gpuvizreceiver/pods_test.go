@@ -11,7 +11,6 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuviz/gpuviz/internal/nvmlsim"
@@ -131,12 +130,7 @@ func TestProcessesOnMIGDevicesTakeTheirDevicesPod(t *testing.T) {
 // GPU and compute instance IDs, as NVML does: each takes the pod holding its
 // MIG device, and a worker on a MIG device no pod holds none.
 func TestSimulatedMIGProcessesTakeTheirDevicesPod(t *testing.T) {
-	cfg := scrapeOnly()
-	cfg.Backend = BackendSimulated
-	cfg.Simulated.GPUs = 2
-	cfg.Simulated.MIG = true
-	lib, err := openSimulated(cfg.Simulated, zap.NewNop())
-	require.NoError(t, err)
+	cfg, lib := simulatedMIG(t)
 	type holder struct{ namespace, pod string }
 	type instance struct {
 		gpu    int
