@@ -210,3 +210,36 @@ func TestAnEmptyDNSAnswerKeepsTheReplicas(t *testing.T) {
 	}
 	d.resolve(func(e []string) { t.Errorf("updated to %v", e) })
 }
+
+// pickExcept skips only the replicas an export has failed on, wherever
+// they are listed: a host goes to the replica it would have on a router
+// listing the others alone, whether they are up or every one is marked
+// down, and to none once every replica has failed.
+func TestPickExceptSkipsOnlyTheReplicasThatFailed(t *testing.T) {
+	endpoints := []string{"gw-0:4317", "gw-1:4317", "gw-2:4317"}
+	rt := testRouter(t, endpoints...)
+	hosts := hostNames(64)
+	for _, allDown := range []bool{false, true} {
+		if allDown {
+			for _, r := range *rt.replicas.Load() {
+				rt.markDown(context.Background(), r, 0, errors.New("connection refused"))
+			}
+		}
+		for i, failed := range *rt.replicas.Load() {
+			others := testRouter(t, append(append([]string{}, endpoints[:i]...), endpoints[i+1:]...)...)
+			for _, h := range hosts {
+				r, up := rt.pickExcept(keyOf(rt, h), 1, map[*replica]bool{failed: true})
+				require.NotNil(t, r, "%s with %s failed (all down: %v)", h, failed.endpoint, allDown)
+				want, _ := others.pick(keyOf(others, h), 1)
+				assert.Equal(t, want.endpoint, r.endpoint, "%s with %s failed (all down: %v)", h, failed.endpoint, allDown)
+				assert.Equal(t, !allDown, up)
+			}
+		}
+		every := map[*replica]bool{}
+		for _, r := range *rt.replicas.Load() {
+			every[r] = true
+		}
+		r, _ := rt.pickExcept(keyOf(rt, "gpu-node-07"), 1, every)
+		assert.Nil(t, r, "every replica has failed")
+	}
+}
