@@ -342,3 +342,31 @@ func TestReceiverHandlersFeedTheirSignals(t *testing.T) {
 		})
 	}
 }
+
+// A GPU point stamped at the bound (the processor's clock plus
+// max_future) is taken; one a nanosecond past it is refused before it
+// leaves anything, the receiver's or DCGM's: not its backend, nor a slot of history.max_gpus that
+// kept the next GPU out.
+func TestAGPUPointPastTheFutureBoundTakesNoSlot(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	tel := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tel.Shutdown(context.Background())) })
+	c, now, _ := virtualCoreWith(t, metadatatest.NewSettings(tel), func(cfg *Config) { cfg.History.MaxGPUs = 1 })
+	*now = base
+	bound := base.Add(c.ingest.maxFuture)
+	withBackend := func(md pmetric.Metrics, backend string) pmetric.Metrics {
+		md.ResourceMetrics().At(0).Resource().Attributes().PutStr("gpuviz.backend", backend)
+		return md
+	}
+	ahead, taken := timeline.Key{Host: "node-1", GPU: "GPU-b"}, timeline.Key{Host: "node-1", GPU: "GPU-a"}
+	c.ingest.consume(context.Background(), withBackend(oneGauge(ahead.Host, ahead.GPU, "hw.power", bound.Add(time.Nanosecond), 300), "simulated"))
+	assert.Equal(t, map[string]int64{"future": 1}, refusedPoints(t, tel))
+	assert.Empty(t, c.ingest.backend(ahead), "the refused point's backend")
+	c.ingest.consume(context.Background(), dcgmScrape(bound.Add(time.Nanosecond), dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300}))
+	assert.Equal(t, map[string]int64{"future": 2}, refusedPoints(t, tel))
+	assert.Empty(t, c.ingest.backend(dcgmKeyOf(0)), "the refused DCGM point's backend")
+	c.ingest.consume(context.Background(), withBackend(oneGauge(taken.Host, taken.GPU, "hw.power", bound, 300), "nvml"))
+	assert.Equal(t, map[string]int64{"future": 2}, refusedPoints(t, tel), "the point at the bound is taken")
+	assert.Equal(t, "nvml", c.ingest.backend(taken))
+	assert.True(t, c.ingest.store.Has(taken, timeline.Power))
+}
