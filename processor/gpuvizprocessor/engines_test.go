@@ -307,6 +307,9 @@ func TestEngineCountsStampedFarAheadAreNotTaken(t *testing.T) {
 
 	scrape(t0.Add(time.Hour), 40, false)
 	assert.Empty(t, held(), "an hour ahead: not taken")
+	metadatatest.AssertEqualProcessorGpuvizEngineCounts(t, tel, []metricdata.DataPoint[int64]{
+		{Attributes: attribute.NewSet(attribute.String("outcome", countFuture)), Value: 1},
+	}, metricdatatest.IgnoreTimestamp())
 	for i := 1; i <= 3; i++ {
 		*now = t0.Add(time.Duration(i) * time.Second)
 		scrape(*now, float64(i), false)
@@ -314,10 +317,12 @@ func TestEngineCountsStampedFarAheadAreNotTaken(t *testing.T) {
 	}
 	scrape(now.Add(time.Hour), 0, true)
 	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: now.UnixNano(), n: 3}}, held(), "a staleness marker an hour ahead leaves the count")
+	scrape(now.Add(time.Minute+time.Nanosecond), 5, false)
+	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: now.UnixNano(), n: 3}}, held(), "a nanosecond past the minute: not taken")
 	scrape(now.Add(time.Minute), 4, false)
 	assert.Equal(t, engineSources{"vllm\x00a:8000": {ts: now.Add(time.Minute).UnixNano(), n: 4}}, held(), "a minute ahead is taken")
 	metadatatest.AssertEqualProcessorGpuvizEngineCounts(t, tel, []metricdata.DataPoint[int64]{
-		{Attributes: attribute.NewSet(attribute.String("outcome", countFuture)), Value: 1},
+		{Attributes: attribute.NewSet(attribute.String("outcome", countFuture)), Value: 2},
 		{Attributes: attribute.NewSet(attribute.String("outcome", countNoBooks)), Value: 4},
 	}, metricdatatest.IgnoreTimestamp())
 }
