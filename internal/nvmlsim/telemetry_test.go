@@ -254,6 +254,7 @@ func TestMIGProcessesNameTheirInstances(t *testing.T) {
 			require.Equal(t, nvml.SUCCESS, ret)
 			gi, _ := m.GetGpuInstanceId()
 			ci, _ := m.GetComputeInstanceId()
+			assert.Zero(t, ci, "one compute instance each, numbered 0 as NVML numbers an instance's first")
 			assert.Equal(t, [2]uint32{uint32(gi), uint32(ci)}, [2]uint32{p.GpuInstanceId, p.ComputeInstanceId}, "GPU %d process %d", i, p.Pid)
 			mem, _ := m.GetMemoryInfo()
 			assert.Positive(t, p.UsedGpuMemory)
