@@ -78,11 +78,15 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 	// lastSeen: a running process without one did none since the last read,
 	// and is 0, not its last busy sample again.
 	var util map[uint32]nvml.ProcessUtilizationSample
+	// failed is a failing utilisation reading: the processes' memory series
+	// are still recorded, the utilisation series skipped this scrape, and
+	// the failure returned after them, for the scrape to report.
+	failed := nvml.SUCCESS
 	sampled := s.cfg.Metrics.NvidiaGpuProcessUtilization.Enabled && !st.noUtil
 	if sampled {
 		samples, ret := g.dev.GetProcessUtilization(st.lastSeen)
-		switch ret {
-		case nvml.SUCCESS:
+		switch {
+		case ret == nvml.SUCCESS:
 			util = make(map[uint32]nvml.ProcessUtilizationSample, len(samples))
 			for _, smp := range samples {
 				st.lastSeen = max(st.lastSeen, smp.TimeStamp)
@@ -90,11 +94,13 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 					util[smp.Pid] = smp
 				}
 			}
-		case nvml.ERROR_NOT_FOUND: // no sample newer than lastSeen: no process did any work
-		case nvml.ERROR_NOT_SUPPORTED:
+		case ret == nvml.ERROR_NOT_FOUND: // no sample newer than lastSeen: no process did any work
+		case ret == nvml.ERROR_NOT_SUPPORTED:
 			st.noUtil, sampled = true, false
+		case gpuLost(ret):
+			return ret // the whole GPU is gone: the scrape reports it failed
 		default:
-			return ret
+			failed, sampled = ret, false
 		}
 	}
 
@@ -142,7 +148,7 @@ func (s *gpuScraper) readProcesses(g *gpu, ts pcommon.Timestamp) nvml.Return {
 			delete(st.info, pid)
 		}
 	}
-	return nvml.SUCCESS
+	return failed
 }
 
 // procStart reads a process's start time, in clock ticks after boot: field

@@ -15,6 +15,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
 )
 
 // fakeProc writes a /proc/<pid> directory of the given files under root.
@@ -342,6 +343,51 @@ func TestProcessUtilizationNotSupportedIsAskedOnce(t *testing.T) {
 		assert.Empty(t, pointsOf(m, "nvidia.gpu.process.utilization", nil))
 	}
 	assert.Equal(t, 1, calls)
+}
+
+// A process-utilisation reading that fails (not NOT_FOUND, not
+// NOT_SUPPORTED) costs the utilisation series only: the processes' memory
+// series and Slurm jobs, from the process list that was read, are still
+// reported, and the failure is still the scrape's error and the GPU's
+// degraded status. The next scrape asks again.
+func TestProcessUtilizationFailureKeepsTheMemorySeries(t *testing.T) {
+	lib := fixtureServer(1)
+	calls := 0
+	device(lib, 0).GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		calls++
+		return nil, nvml.ERROR_UNKNOWN
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	gpu := device(lib, 0).UUID
+	for range 2 {
+		m, err := s.scrape(context.Background())
+		require.Error(t, err)
+		assert.True(t, scrapererror.IsPartialScrapeError(err), "%v", err)
+		assert.ErrorContains(t, err, "reading processes: ERROR_UNKNOWN")
+		assert.Equal(t, "degraded", stateOf(m, gpu))
+
+		assert.Len(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil)[gpu], 2)
+		assert.Empty(t, pointsOf(m, "nvidia.gpu.process.utilization", nil))
+		assert.Equal(t, "4242", processJobs(m)[2000].job, "process 2000's job, from its environment")
+		assert.Contains(t, slurmJobPoints(m), jobPoint{gpu, "", "4242", "4240", "2", "0"})
+	}
+	assert.Equal(t, 2, calls)
+}
+
+// A GPU lost under the process-utilisation reading is lost, as from any
+// other reading: reported failed, with no process series of that scrape.
+func TestProcessUtilizationOfALostGPU(t *testing.T) {
+	lib := fixtureServer(1)
+	device(lib, 0).GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
+		return nil, nvml.ERROR_GPU_IS_LOST
+	}
+	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
+	m, err := s.scrape(context.Background())
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "is lost")
+	assert.Equal(t, "failed", stateOf(m, device(lib, 0).UUID))
+	assert.Empty(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil))
+	assert.Empty(t, pointsOf(m, "nvidia.gpu.process.utilization", nil))
 }
 
 // processes.top keeps the largest users of memory; between equals, the
