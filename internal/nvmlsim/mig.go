@@ -115,6 +115,23 @@ func (m *MigDevice) used(gpuUsed uint64) uint64 {
 	return min(gpuUsed/uint64(len(m.parent.migs)), m.totalBytes)
 }
 
+// GetComputeRunningProcesses implements nvml.Device: like NVML asked on a
+// MIG device's handle, the processes of its own GPU and compute instance,
+// as the GPU's handle lists them.
+func (m *MigDevice) GetComputeRunningProcesses() ([]nvml.ProcessInfo, nvml.Return) {
+	procs, ret := m.parent.GetComputeRunningProcesses()
+	if ret != nvml.SUCCESS {
+		return nil, ret
+	}
+	own := procs[:0]
+	for _, p := range procs {
+		if p.GpuInstanceId == uint32(m.gi) && p.ComputeInstanceId == uint32(m.ci()) {
+			own = append(own, p)
+		}
+	}
+	return own, nvml.SUCCESS
+}
+
 // GetUtilizationRates implements nvml.Device: like NVML, not on a MIG
 // device.
 func (m *MigDevice) GetUtilizationRates() (nvml.Utilization, nvml.Return) {

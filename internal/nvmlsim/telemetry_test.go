@@ -267,6 +267,47 @@ func TestMIGProcessesNameTheirInstances(t *testing.T) {
 	}
 }
 
+// TestMIGDeviceListsItsOwnProcesses: NVML asked on a MIG device's handle
+// lists the processes of that instance only: in the simulation each MIG
+// device its own worker, the one the GPU's handle names with its GPU and
+// compute instance.
+func TestMIGDeviceListsItsOwnProcesses(t *testing.T) {
+	c := newClock()
+	c.advance(90 * time.Second)
+	s, err := New("h200", 2, 3, c.now, WithMIG())
+	require.NoError(t, err)
+	for i := range 2 {
+		d := s.Device(i)
+		all, ret := d.GetComputeRunningProcesses()
+		require.Equal(t, nvml.SUCCESS, ret)
+		n, _ := d.GetMaxMigDeviceCount()
+		seen := 0
+		for j := range n {
+			m, ret := d.GetMigDeviceHandleByIndex(j)
+			if ret != nvml.SUCCESS {
+				continue
+			}
+			seen++
+			gi, _ := m.GetGpuInstanceId()
+			ci, _ := m.GetComputeInstanceId()
+			var want []nvml.ProcessInfo
+			for _, p := range all {
+				if p.GpuInstanceId == uint32(gi) && p.ComputeInstanceId == uint32(ci) {
+					want = append(want, p)
+				}
+			}
+			require.Len(t, want, 1, "GPU %d instance %d runs one worker", i, gi)
+			var procs []nvml.ProcessInfo
+			require.NotPanics(t, func() { procs, ret = m.GetComputeRunningProcesses() })
+			require.Equal(t, nvml.SUCCESS, ret)
+			assert.Equal(t, want, procs, "GPU %d MIG device %d", i, j)
+		}
+		assert.Equal(t, 2, seen)
+		again, _ := d.GetComputeRunningProcesses()
+		assert.Equal(t, all, again, "the GPU's handle still lists every instance's worker")
+	}
+}
+
 // TestNVLinkFields: the link count and the common per-link speed are the
 // model's, as NVML types them, and the capacity they make bounds what the
 // simulated traffic moves: the engine's all-reduce runs against the nominal
