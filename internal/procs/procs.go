@@ -32,6 +32,7 @@ type Proc struct {
 	Name string
 	Log  string // its stdout and stderr
 	cmd  *exec.Cmd
+	pgid int // its process group, its own PID from the start
 	done chan struct{}
 	err  error
 }
@@ -70,7 +71,7 @@ func (g *Group) SpawnEnv(name string, env []string, bin string, args ...string) 
 		logFile.Close()
 		return nil, fmt.Errorf("starting %s (%s): %w", name, bin, err)
 	}
-	p := &Proc{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
+	p := &Proc{Name: name, Log: logPath, cmd: cmd, pgid: cmd.Process.Pid, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		logFile.Close()
@@ -84,7 +85,14 @@ func (g *Group) SpawnEnv(name string, env []string, bin string, args ...string) 
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Signal sends sig to p's process group.
-func (p *Proc) Signal(sig syscall.Signal) error { return syscall.Kill(-p.cmd.Process.Pid, sig) }
+func (p *Proc) Signal(sig syscall.Signal) error {
+	// Never -0 (our own group) or -1 (every process we may signal), nor
+	// the group this process is in.
+	if p.pgid <= 1 || p.pgid == syscall.Getpgrp() {
+		return fmt.Errorf("%s: process group %d is not its own", p.Name, p.pgid)
+	}
+	return syscall.Kill(-p.pgid, sig)
+}
 
 // Done is closed when p has exited.
 func (p *Proc) Done() <-chan struct{} { return p.done }
@@ -172,21 +180,86 @@ func (g *Group) Wait(ctx context.Context, name string) error {
 }
 
 // Stop stops every process, newest first: SIGTERM to its group, SIGKILL
-// after 10 s.
+// after 10 s if it or anything left in its group still runs. A process
+// that has exited is no exception: what it started may still run.
 func (g *Group) Stop() {
 	for i := len(g.procs) - 1; i >= 0; i-- {
-		p := g.procs[i]
-		if done, _ := p.Exited(); done {
-			continue
-		}
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+		g.procs[i].stop(10 * time.Second)
+	}
+}
+
+// stop sends SIGTERM to p's group and waits for p and the rest of the
+// group until grace ends, then sends SIGKILL to the group.
+func (p *Proc) stop(grace time.Duration) {
+	if p.Signal(syscall.SIGTERM) != nil && !p.exited() {
+		// Not a group of its own (or gone): the process alone.
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	deadline := time.After(grace)
+	select {
+	case <-p.done:
+	case <-deadline:
+		_ = p.Signal(syscall.SIGKILL)
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return
+	}
+	for groupRunning(p.pgid) {
 		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-			<-p.done
+		case <-deadline:
+			_ = p.Signal(syscall.SIGKILL)
+			return
+		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+func (p *Proc) exited() bool {
+	done, _ := p.Exited()
+	return done
+}
+
+// groupRunning reports whether process group pgid has a member that has
+// not exited. A zombie has exited: one left by a process that had the
+// group's leader as its parent waits for an init to reap it, and an init
+// in a container may never do so.
+func groupRunning(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		return false
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		state, group, ok := procStat(e.Name())
+		if ok && group == pgid && state != "Z" {
+			return true
+		}
+	}
+	return false
+}
+
+// procStat reads a process's state and process group from
+// /proc/PID/stat: "PID (comm) STATE PPID PGRP ...".
+func procStat(pid string) (state string, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return "", 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 3 {
+		return "", 0, false
+	}
+	pgrp, err = strconv.Atoi(f[2])
+	return f[0], pgrp, err == nil
 }
 
 // WaitReady polls ready every 250 ms until it succeeds, p exits or a minute
