@@ -2242,3 +2242,37 @@ func TestDashboardPowerLimitJoin(t *testing.T) {
 		{"labels": labels("gpuviz/otelcol-gpuviz", "0.2.0", "n2", "GPU-b"), "value": 0.25},
 	}})
 }
+
+// TestGrafanaREADMENamesTheDashboardsVariables holds grafana/README.md's
+// row of each dashboard to the variables the dashboard has: a variable
+// added to a dashboard (the GPU fleet's namespace and pod) is named there.
+func TestGrafanaREADMENamesTheDashboardsVariables(t *testing.T) {
+	b, err := os.ReadFile("grafana/README.md")
+	require.NoError(t, err)
+	rows := map[string]string{}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if m := regexp.MustCompile("^\\| `(dashboards/[^`]+\\.json)` \\|").FindStringSubmatch(line); m != nil {
+			rows[filepath.Join("grafana", m[1])] = line
+		}
+	}
+	for f, d := range loadDashboards(t) {
+		row, ok := rows[f]
+		if !assert.True(t, ok, "grafana/README.md has no row for %s", f) {
+			continue
+		}
+		_, vars, ok := strings.Cut(row, "; variables ")
+		if !assert.True(t, ok, "%s: the README's row names no variables", f) {
+			continue
+		}
+		var named, have []string
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(vars, -1) {
+			named = append(named, m[1])
+		}
+		for _, v := range d.Templating.List {
+			have = append(have, v.Name)
+		}
+		slices.Sort(named)
+		slices.Sort(have)
+		assert.Equal(t, have, named, "%s: the variables grafana/README.md names", f)
+	}
+}
