@@ -1642,6 +1642,36 @@ func TestSigNoz(t *testing.T) {
 	b, err := os.ReadFile("signoz/README.md")
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "gpuviz.bottleneck = 'memory_bound'")
+
+	// The attribute table's values are the processor's: every family of
+	// its README's "Recognised spans" table, every bottleneck label.
+	row := func(attr string) []string {
+		m := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(attr) + "` \\|(.*)\\|$").FindStringSubmatch(string(b))
+		require.NotNil(t, m, "signoz/README.md has no row for %s", attr)
+		var vals []string
+		for _, v := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(m[1], -1) {
+			vals = append(vals, v[1])
+		}
+		return vals
+	}
+	pr, err := os.ReadFile("../processor/gpuvizprocessor/README.md")
+	require.NoError(t, err)
+	_, recognised, ok := strings.Cut(string(pr), "## Recognised spans\n\n")
+	require.True(t, ok)
+	recognised, _, _ = strings.Cut(recognised, "\n\n") // its table
+	var families []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([^`]+)` \\|").FindAllStringSubmatch(recognised, -1) {
+		families = append(families, m[1])
+	}
+	require.NotEmpty(t, families)
+	assert.ElementsMatch(t, families, row("gpuviz.request.family"), "the families signoz/README.md names")
+	var md struct {
+		Attributes map[string]struct {
+			Enum []string `yaml:"enum"`
+		} `yaml:"attributes"`
+	}
+	readYAML(t, processorMetadataPath, &md)
+	assert.ElementsMatch(t, md.Attributes["bottleneck"].Enum, row("gpuviz.bottleneck"), "the bottleneck labels signoz/README.md names")
 }
 
 // --- exposure: published ports, Grafana, TLS ------------------------------------
