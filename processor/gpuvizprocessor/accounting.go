@@ -31,8 +31,8 @@ type AccountingConfig struct {
 	// processor_gpuviz_requests_folded) until a tenant has had no request
 	// for metrics.idle_expiry. Default 256: a fleet's teams or projects,
 	// with room; with metrics.max_models it bounds a host's series at
-	// (max_models + 1) × (max_tenants + 1) + 2 (docs/attribution.md gives
-	// the bytes).
+	// (max_models + 2) × (max_tenants + 2): "unknown" and "other" take no
+	// slot (bounded.go; docs/attribution.md gives the bytes).
 	MaxTenants int `mapstructure:"max_tenants"`
 
 	_ struct{}
