@@ -376,10 +376,15 @@ func TestProcessUtilizationFailureKeepsTheMemorySeries(t *testing.T) {
 
 // A GPU lost under the process-utilisation reading is lost, as from any
 // other reading: reported failed, with no process series of that scrape.
+// Back, its process utilisation is read again: a loss is no NOT_SUPPORTED.
 func TestProcessUtilizationOfALostGPU(t *testing.T) {
 	lib := fixtureServer(1)
+	lost := true
 	device(lib, 0).GetProcessUtilizationFunc = func(uint64) ([]nvml.ProcessUtilizationSample, nvml.Return) {
-		return nil, nvml.ERROR_GPU_IS_LOST
+		if lost {
+			return nil, nvml.ERROR_GPU_IS_LOST
+		}
+		return []nvml.ProcessUtilizationSample{{Pid: 1000, TimeStamp: 9, SmUtil: 80}}, nvml.SUCCESS
 	}
 	s := startScraper(t, scrapeOnly(), lib, BackendNVML)
 	m, err := s.scrape(context.Background())
@@ -388,6 +393,9 @@ func TestProcessUtilizationOfALostGPU(t *testing.T) {
 	assert.Equal(t, "failed", stateOf(m, device(lib, 0).UUID))
 	assert.Empty(t, pointsOf(m, "nvidia.gpu.process.memory.usage", nil))
 	assert.Empty(t, pointsOf(m, "nvidia.gpu.process.utilization", nil))
+
+	lost = false
+	assert.Equal(t, map[int64]float64{1000: 0.8, 2000: 0}, processSM(t, s))
 }
 
 // processes.top keeps the largest users of memory; between equals, the
