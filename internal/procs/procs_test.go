@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -110,4 +111,100 @@ func TestStopKillsWhatIgnoresTermInAnExitedProcessGroup(t *testing.T) {
 			t.Fatalf("the sleep (PID %d) still runs after stop", sleep)
 		}
 	}
+}
+
+// Signal never signals group 0 (our own), -1 (every process we may signal)
+// or the group we are in: a process without a group of its own is refused.
+// Signal 0 only asks, so a wrong answer here signals nothing.
+func TestSignalRefusesGroupsNotItsOwn(t *testing.T) {
+	for _, pgid := range []int{0, 1, syscall.Getpgrp()} {
+		p := &Proc{Name: "x", pgid: pgid}
+		assert.Error(t, p.Signal(0), "process group %d", pgid)
+	}
+	g, err := NewGroup(t.TempDir())
+	require.NoError(t, err)
+	p, err := g.Spawn("sleep", "sleep", "60")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL); <-p.Done() })
+	assert.NoError(t, p.Signal(0), "its own group")
+}
+
+// A process that ignores SIGTERM, and what it started, get SIGKILL when
+// the grace ends, and stop returns once the process has exited.
+func TestStopKillsALeaderThatIgnoresTermAndItsGroup(t *testing.T) {
+	dir := t.TempDir()
+	g, err := NewGroup(dir)
+	require.NoError(t, err)
+	pidFile := filepath.Join(dir, "sleep.pid")
+	p, err := g.Spawn("leader", "/bin/sh", "-c", `trap '' TERM; sleep 60 & echo $! > "$0.tmp"; mv "$0.tmp" "$0"; wait`, pidFile)
+	require.NoError(t, err)
+	var b []byte
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		if b, err = os.ReadFile(pidFile); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.NoError(t, err)
+	sleep, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = syscall.Kill(sleep, syscall.SIGKILL); _ = p.Signal(syscall.SIGKILL) })
+
+	p.stop(100 * time.Millisecond)
+	select {
+	case <-p.Done():
+	default:
+		t.Fatal("stop returned before the process exited")
+	}
+	for deadline := time.Now().Add(30 * time.Second); running(sleep); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleep (PID %d) still runs after stop", sleep)
+		}
+	}
+}
+
+// A group whose only member is a zombie runs nothing: the zombie has
+// exited (an init in a container may never reap it). A group with a
+// running member runs, whatever its name: /proc/PID/stat's comm may hold
+// ") Z 1 1" itself.
+func TestGroupRunningCountsAZombieAsExited(t *testing.T) {
+	cmd := exec.Command("true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, cmd.Start())
+	zombie := cmd.Process.Pid
+	t.Cleanup(func() { _ = cmd.Wait() })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		state, _, ok := procStat(strconv.Itoa(zombie))
+		require.True(t, ok)
+		if state == "Z" {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "process %d is not a zombie", zombie)
+	}
+	assert.False(t, groupRunning(zombie), "a zombie's group")
+
+	dir := t.TempDir()
+	sleepBin, err := exec.LookPath("sleep")
+	require.NoError(t, err)
+	bin, err := os.ReadFile(sleepBin)
+	require.NoError(t, err)
+	odd := filepath.Join(dir, "x) Z 1 1")
+	require.NoError(t, os.WriteFile(odd, bin, 0o755))
+	g, err := NewGroup(dir)
+	require.NoError(t, err)
+	p, err := g.Spawn("odd", odd, "60")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Signal(syscall.SIGKILL); <-p.Done() })
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid()) + "/comm")
+		require.NoError(t, err)
+		if strings.TrimSpace(string(comm)) == "x) Z 1 1" {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "process %d has not run %s", p.Pid(), odd)
+	}
+	state, pgrp, ok := procStat(strconv.Itoa(p.Pid()))
+	require.True(t, ok)
+	assert.NotEqual(t, "Z", state)
+	assert.Equal(t, p.Pid(), pgrp)
+	assert.True(t, groupRunning(p.Pid()), "a running process's group")
 }
