@@ -47,11 +47,25 @@ func TestFreePortsAreOutsideTheEphemeralRangeAndNotRepeated(t *testing.T) {
 // Stop stops what a process left running in its group after it exited:
 // here a shell that starts a sleep in the background and exits.
 func TestStopStopsWhatAnExitedProcessLeftInItsGroup(t *testing.T) {
+	g, _, sleep := leaveASleep(t, `sleep 60 & echo $! > "$0"`)
+	g.Stop()
+	for deadline := time.Now().Add(30 * time.Second); running(sleep); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleep (PID %d) still runs after Stop", sleep)
+		}
+	}
+}
+
+// leaveASleep runs script, a shell that starts a sleep in the background
+// and writes its PID to the file $0 names, until it exits; it returns the
+// group, the exited shell and the sleep's PID, still running.
+func leaveASleep(t *testing.T, script string) (*Group, *Proc, int) {
+	t.Helper()
 	dir := t.TempDir()
 	g, err := NewGroup(dir)
 	require.NoError(t, err)
 	pidFile := filepath.Join(dir, "sleep.pid")
-	p, err := g.Spawn("leader", "/bin/sh", "-c", `sleep 60 & echo $! > "$0"`, pidFile)
+	p, err := g.Spawn("leader", "/bin/sh", "-c", script, pidFile)
 	require.NoError(t, err)
 	select {
 	case <-p.Done():
@@ -64,13 +78,7 @@ func TestStopStopsWhatAnExitedProcessLeftInItsGroup(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = syscall.Kill(sleep, syscall.SIGKILL) })
 	require.True(t, running(sleep), "the sleep runs after the shell exited")
-
-	g.Stop()
-	for deadline := time.Now().Add(30 * time.Second); running(sleep); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sleep (PID %d) still runs after Stop", sleep)
-		}
-	}
+	return g, p, sleep
 }
 
 // running reports whether process pid exists and is not a zombie (an init
@@ -86,25 +94,8 @@ func running(pid int) bool {
 // What ignores SIGTERM in an exited process's group gets SIGKILL when the
 // grace ends.
 func TestStopKillsWhatIgnoresTermInAnExitedProcessGroup(t *testing.T) {
-	dir := t.TempDir()
-	g, err := NewGroup(dir)
-	require.NoError(t, err)
-	pidFile := filepath.Join(dir, "sleep.pid")
 	// An ignored signal stays ignored across exec.
-	p, err := g.Spawn("leader", "/bin/sh", "-c", `(trap '' TERM; exec sleep 60) & echo $! > "$0"`, pidFile)
-	require.NoError(t, err)
-	select {
-	case <-p.Done():
-	case <-time.After(time.Minute):
-		t.Fatal("the shell did not exit")
-	}
-	b, err := os.ReadFile(pidFile)
-	require.NoError(t, err)
-	sleep, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = syscall.Kill(sleep, syscall.SIGKILL) })
-	require.True(t, running(sleep), "the sleep runs after the shell exited")
-
+	_, p, sleep := leaveASleep(t, `(trap '' TERM; exec sleep 60) & echo $! > "$0"`)
 	p.stop(100 * time.Millisecond)
 	for deadline := time.Now().Add(30 * time.Second); running(sleep); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
