@@ -139,7 +139,14 @@ func simulateChecked(hw Hardware, sc Scenario, ei int, seed uint64, k int64, che
 		t = s.step(t)
 	}
 	// What is still in the engine at the episode's end is aborted, in its
-	// last nanosecond: Finished stays inside the episode.
+	// last nanosecond: Finished stays inside the episode. That includes
+	// the requests queued while a step that would have run past the end
+	// was skipped (a drain shorter than a step); one whose tokenisation
+	// ends past the episode was never queued in it and is not part of it.
+	for next < len(arrivals) && arrivals[next].Queued < s.end {
+		s.waiting = append(s.waiting, arrivals[next])
+		next++
+	}
 	for _, r := range append(s.running, s.waiting...) {
 		r.Finished, r.Finish = s.end-1, FinishAbort
 		s.out.reqs = append(s.out.reqs, r.Request)

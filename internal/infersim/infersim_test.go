@@ -388,3 +388,35 @@ func TestAStepEndingAtTheEpisodesEndStaysInIt(t *testing.T) {
 	all := len(ep.Requests()) + len(n.Episode(1).Requests())
 	assert.Len(t, append(n.Finished(0, ep.End), n.Finished(ep.End, 2*ep.End)...), all, "every request once")
 }
+
+// TestEveryArrivalIsAccountedForWithoutADrain: with no drain, arrivals go
+// on to the episode's end, so some are queued while the step that runs
+// into the end is skipped. Each request queued inside the episode is
+// still in it, aborted in its last nanosecond if it did not finish; one
+// whose tokenisation would end past the episode is not part of it.
+func TestEveryArrivalIsAccountedForWithoutADrain(t *testing.T) {
+	sc := mustScenario(t, "host_starved", 1)
+	sc.Episode, sc.Drain = time.Minute, 0
+	start, end := episode*int64(sc.Episode), (episode+1)*int64(sc.Episode)
+	lateQueued := 0
+	for seed := uint64(1); seed <= 30; seed++ {
+		r := simulate(h200, sc, 0, seed, episode)
+		want := 0
+		for _, a := range generate(sc.Engines[0], seed, episode, 0, start, end) {
+			if a.Queued < end {
+				want++
+			}
+		}
+		require.Equal(t, want, len(r.reqs), "seed %d: every request queued in the episode is accounted for", seed)
+		last := r.segs[len(r.segs)-1]
+		for _, q := range r.reqs {
+			require.True(t, q.Arrival < q.Queued && q.Queued <= q.Finished && q.Finished < end, "seed %d: %+v", seed, q)
+			if q.Queued > last.Start {
+				lateQueued++
+				assert.Equal(t, FinishAbort, q.Finish)
+				assert.Equal(t, end-1, q.Finished)
+			}
+		}
+	}
+	assert.Positive(t, lateQueued, "some request is queued while the engine's last step would run past the end")
+}
