@@ -91,7 +91,14 @@ func (r *Registry) AppendSources(b []byte) []byte {
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 func (r *Registry) serveView(w http.ResponseWriter, req *http.Request) {
-	q, src, err := r.ParseQuery(req.URL.Query())
+	// url.URL.Query drops the pairs it cannot parse (a bad escape, a ';'),
+	// which would answer as if they were absent: refuse them instead.
+	v, err := url.ParseQuery(req.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "query: "+err.Error())
+		return
+	}
+	q, src, err := r.ParseQuery(v)
 	if err != nil {
 		code := http.StatusBadRequest
 		if src == nil && err == errNoSource {

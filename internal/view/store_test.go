@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -291,6 +292,24 @@ func TestBadParametersNameThemselves(t *testing.T) {
 	rec := httptest.NewRecorder()
 	r.Handler(fstest.MapFS{}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/view", nil))
 	assert.Equal(t, http.StatusMethodNotAllowed, rec.Code)
+}
+
+// A query that does not parse is refused, not answered as if the pairs
+// that did not parse were absent (url.URL.Query drops them).
+func TestAMalformedQueryIsRefused(t *testing.T) {
+	r := NewRegistry(testLimits(), "", time.Now)
+	r.RegisterSource("gpuviz")
+	for _, target := range []string{
+		"/api/v1/view?range=%zz",
+		"/api/v1/view?range=60;columns=10",
+		"/api/v1/view?columns=10&since=%",
+	} {
+		code, _, body := query(t, r, target)
+		assert.Equal(t, http.StatusBadRequest, code, target)
+		var e struct{ Error string }
+		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+		assert.True(t, strings.HasPrefix(e.Error, "query: "), "%s: %s", target, e.Error)
+	}
 }
 
 func countSpaces(s string) int {
