@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,12 +125,30 @@ func (r *Registry) serveView(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
+// queryParams are the parameters of /api/v1/view.
+var queryParams = []string{"source", "range", "columns", "since", "requests_after"}
+
 var errNoSource = fmt.Errorf("no source: no gpuviz processor has registered with this view (is one in a pipeline?)")
 
 // ParseQuery validates the parameters of /api/v1/view and finds the
 // source; an error names the parameter.
 func (r *Registry) ParseQuery(v url.Values) (Query, *Source, error) {
 	q := Query{Range: DefaultRange, Columns: DefaultColumns}
+	// A misspelt parameter would otherwise be answered with the default of
+	// the one meant, and a repeated one with its first value.
+	names := make([]string, 0, len(v))
+	for name := range v {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		switch {
+		case !slices.Contains(queryParams, name):
+			return q, nil, fmt.Errorf("%s: no such parameter (there are: %s)", strconv.Quote(name), strings.Join(queryParams, ", "))
+		case len(v[name]) > 1:
+			return q, nil, fmt.Errorf("%s: given %d times", name, len(v[name]))
+		}
+	}
 	sources := r.Sources()
 	var src *Source
 	if id := v.Get("source"); id != "" {

@@ -312,6 +312,27 @@ func TestAMalformedQueryIsRefused(t *testing.T) {
 	}
 }
 
+// A parameter that is not one of /api/v1/view's, or one given twice, is
+// refused, naming it, not answered with the default or the first value.
+func TestUnknownAndRepeatedParametersAreRefused(t *testing.T) {
+	r := NewRegistry(testLimits(), "", time.Now)
+	r.RegisterSource("gpuviz")
+	for target, want := range map[string]string{
+		"/api/v1/view?rnage=60":                     `"rnage": no such parameter`,
+		"/api/v1/view?range=60&column=100":          `"column": no such parameter`,
+		"/api/v1/view?range=60&range=900":           "range: given 2 times",
+		"/api/v1/view?columns=10&columns=&range=60": "columns: given 2 times",
+	} {
+		code, _, body := query(t, r, target)
+		assert.Equal(t, http.StatusBadRequest, code, target)
+		var e struct{ Error string }
+		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+		assert.True(t, strings.HasPrefix(e.Error, want), "%s: %s", target, e.Error)
+	}
+	code, _, body := query(t, r, "/api/v1/view?source=gpuviz&range=60&columns=60&since=0&requests_after=0")
+	assert.Equal(t, http.StatusOK, code, body)
+}
+
 func countSpaces(s string) int {
 	n := 0
 	for i := len(s) - 1; i >= 0 && s[i] == ' '; i-- {
