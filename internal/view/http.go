@@ -23,7 +23,13 @@ func (r *Registry) Handler(assets fs.FS) http.Handler {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint %q: /api/v1/sources and /api/v1/view are", req.URL.Path))
 	})
 	files := http.FileServerFS(assets)
-	mux.HandleFunc("/assets/", files.ServeHTTP)
+	mux.HandleFunc("/assets/", func(w http.ResponseWriter, req *http.Request) {
+		if strings.HasSuffix(req.URL.Path, "/") { // a folder: no listing
+			http.NotFound(w, req)
+			return
+		}
+		files.ServeHTTP(w, req)
+	})
 	mux.HandleFunc("/{$}", files.ServeHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet {

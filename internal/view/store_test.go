@@ -333,6 +333,23 @@ func TestUnknownAndRepeatedParametersAreRefused(t *testing.T) {
 	assert.Equal(t, http.StatusOK, code, body)
 }
 
+// /assets/ serves the page's files, not a listing of them.
+func TestAssetsAreServedNotListed(t *testing.T) {
+	h := NewRegistry(testLimits(), "", time.Now).Handler(fstest.MapFS{
+		"index.html": {Data: []byte("<html>")}, "assets/app.js": {Data: []byte("x")}, "assets/sub/a.css": {Data: []byte("y")}})
+	for target, want := range map[string]int{
+		"/assets/app.js":    http.StatusOK,
+		"/assets/sub/a.css": http.StatusOK,
+		"/assets/":          http.StatusNotFound,
+		"/assets/sub/":      http.StatusNotFound,
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, target, nil))
+		assert.Equal(t, want, rec.Code, target)
+		assert.NotContains(t, rec.Body.String(), "app.js", target)
+	}
+}
+
 func countSpaces(s string) int {
 	n := 0
 	for i := len(s) - 1; i >= 0 && s[i] == ' '; i-- {
