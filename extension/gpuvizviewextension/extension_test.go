@@ -97,7 +97,7 @@ func TestServesPageAndAPI(t *testing.T) {
 		for _, p := range []string{"/", "/api/v1/view", "/api/v1/sources"} {
 			code, h, _ := get(t, m, base+p)
 			assert.Equal(t, http.StatusMethodNotAllowed, code, m+" "+p)
-			assert.Equal(t, http.MethodGet, h.Get("Allow"))
+			assert.Equal(t, "GET, HEAD", h.Get("Allow"))
 		}
 	}
 	code, _, _ = get(t, http.MethodGet, base+"/api/v2/nothing")

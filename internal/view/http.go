@@ -13,7 +13,9 @@ import (
 )
 
 // Handler serves the page (assets: index.html at its root, the rest under
-// assets/) and the JSON API. GET only: anything else is 405; unknown paths
+// assets/) and the JSON API. GET and HEAD only (RFC 9110 §9.1: a server
+// that has GET has HEAD; net/http sends HEAD the headers of the GET without
+// its body): anything else is 405; unknown paths
 // 404; bad parameters 400 with {"error": "..."} naming the parameter.
 func (r *Registry) Handler(assets fs.FS) http.Handler {
 	mux := http.NewServeMux()
@@ -32,9 +34,9 @@ func (r *Registry) Handler(assets fs.FS) http.Handler {
 	})
 	mux.HandleFunc("/{$}", files.ServeHTTP)
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet {
-			w.Header().Set("Allow", http.MethodGet)
-			writeError(w, http.StatusMethodNotAllowed, req.Method+" is not allowed: the view is read-only (GET)")
+		if req.Method != http.MethodGet && req.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			writeError(w, http.StatusMethodNotAllowed, req.Method+" is not allowed: the view is read-only (GET, HEAD)")
 			return
 		}
 		w.Header().Set("X-Content-Type-Options", "nosniff")

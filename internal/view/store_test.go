@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -348,6 +349,33 @@ func TestAssetsAreServedNotListed(t *testing.T) {
 		assert.Equal(t, want, rec.Code, target)
 		assert.NotContains(t, rec.Body.String(), "app.js", target)
 	}
+}
+
+// HEAD is answered as GET is, without the body (curl -I, uptime checks);
+// other methods are refused with Allow naming both.
+func TestHeadIsAnsweredAsGet(t *testing.T) {
+	r := NewRegistry(testLimits(), "", time.Now)
+	s, _ := r.RegisterSource("gpuviz")
+	s.GPU("h", "GPU-0")
+	srv := httptest.NewServer(r.Handler(fstest.MapFS{"index.html": {Data: []byte("<html>")}, "assets/app.js": {Data: []byte("x")}}))
+	defer srv.Close()
+	for path, ctype := range map[string]string{
+		"/": "text/html", "/assets/app.js": "javascript", "/api/v1/sources": "application/json",
+		"/api/v1/view?range=60": "application/json",
+	} {
+		resp, err := http.Head(srv.URL + path)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		assert.Contains(t, resp.Header.Get("Content-Type"), ctype, path)
+		assert.Empty(t, b, path)
+	}
+	resp, err := http.Post(srv.URL+"/api/v1/view", "text/plain", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusMethodNotAllowed, resp.StatusCode)
+	assert.Equal(t, "GET, HEAD", resp.Header.Get("Allow"))
 }
 
 func countSpaces(s string) int {
