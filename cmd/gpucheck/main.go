@@ -132,14 +132,18 @@ part of it, could not run.`)
 		fmt.Fprintln(os.Stderr, "gpucheck:", err)
 		return 2
 	}
+	if res.joinErr != nil {
+		fmt.Fprintln(os.Stderr, "gpucheck: the join check could not run:", res.joinErr)
+	}
 	return res.exitStatus()
 }
 
 // result is what a check found: the phase report, and the join report when
-// the join check ran.
+// the join check ran, or why it could not (joinErr).
 type result struct {
-	phases gpucheck.Report
-	join   *gpucheck.JoinReport
+	phases  gpucheck.Report
+	join    *gpucheck.JoinReport
+	joinErr error
 }
 
 // exitStatus: a failure says more than a part that could not run.
@@ -147,7 +151,7 @@ func (r result) exitStatus() int {
 	switch {
 	case !r.phases.OK() || (r.join != nil && r.join.Failed() > 0):
 		return 1
-	case r.join != nil && r.join.Incomplete():
+	case r.joinErr != nil || (r.join != nil && r.join.Incomplete()):
 		return 2
 	}
 	return 0
@@ -155,8 +159,11 @@ func (r result) exitStatus() int {
 
 func (r result) table() string {
 	t := r.phases.Table()
-	if r.join != nil {
+	switch {
+	case r.join != nil:
 		t += "\n" + r.join.Table()
+	case r.joinErr != nil:
+		t += "\nJOIN: COULD NOT RUN: " + r.joinErr.Error() + "\n"
 	}
 	return t
 }
@@ -279,14 +286,15 @@ func check(ctx context.Context, opts options) (result, error) {
 		return result{}, wlErr
 	case len(points) == 0:
 		return result{}, fmt.Errorf("the collector exported no metrics; see %s", col.log)
-	case runErr != nil:
-		// The phases ran: their table is still worth printing.
-		fmt.Print(gpucheck.Analyze(points, wl.Phases, wl.GPUUUID).Table())
-		return result{}, fmt.Errorf("the join check could not run: %w", runErr)
 	}
 
+	// The phases ran: their verdict stands, and is printed and saved, even
+	// when the join check could not run.
 	res := result{phases: gpucheck.Analyze(points, wl.Phases, wl.GPUUUID)}
-	if opts.requests != "" {
+	switch {
+	case runErr != nil:
+		res.joinErr = runErr
+	case opts.requests != "":
 		join := gpucheck.AnalyzeJoin(capture.Spans(), points, run)
 		res.join = &join
 	}

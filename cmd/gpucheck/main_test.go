@@ -1,23 +1,114 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/ptrace"
 
 	"github.com/gpuviz/gpuviz/internal/gpucheck"
 )
 
 // SYNTHETIC: reports and runs made up here; nothing was recorded on hardware.
+
+// fakeCollectorEnv makes the test binary a stand-in for otelcol-gpuviz:
+// it reads the exporter's endpoint from the config gpucheck wrote and
+// exports an idle GPU's utilisation there every 200 ms until SIGTERM.
+const fakeCollectorEnv = "GPUCHECK_FAKE_COLLECTOR"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(fakeCollectorEnv) == "1" {
+		os.Exit(fakeCollector(os.Args[len(os.Args)-1]))
+	}
+	os.Exit(m.Run())
+}
+
+func fakeCollector(configPath string) int {
+	config, err := os.ReadFile(configPath)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	ends := regexp.MustCompile(`endpoint: "(http://[^"]+)"`).FindAllStringSubmatch(string(config), -1)
+	if len(ends) == 0 {
+		fmt.Fprintln(os.Stderr, "no exporter endpoint in", configPath)
+		return 1
+	}
+	url := ends[len(ends)-1][1] + "/v1/metrics"
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
+	for {
+		md := pmetric.NewMetrics()
+		m := md.ResourceMetrics().AppendEmpty().ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+		m.SetName("hw.gpu.utilization")
+		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+		dp.SetTimestamp(pcommon.NewTimestampFromTime(time.Now()))
+		dp.SetDoubleValue(0)
+		dp.Attributes().PutStr("hw.gpu.task", "general")
+		body, _ := (&pmetric.ProtoMarshaler{}).MarshalMetrics(md)
+		if resp, err := http.Post(url, "application/x-protobuf", bytes.NewReader(body)); err == nil {
+			resp.Body.Close()
+		}
+		select {
+		case <-term:
+			return 0
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// fakeRun is a check against the fake collector, with shell scripts for
+// the workloads: the phase workload prints phases and the request
+// workload exits 1. The check takes a few seconds (the collector's
+// warm-up, the last export's wait).
+func fakeRun(t *testing.T, out string) options {
+	t.Helper()
+	t.Setenv(fakeCollectorEnv, "1")
+	dir := t.TempDir()
+	// Phases over the last minute, before any point exported: each has no
+	// data in its window, and fails.
+	workload := filepath.Join(dir, "workload.sh")
+	script := "now=$(date +%s)\n"
+	for i, name := range gpucheck.ExpectedPhases {
+		script += fmt.Sprintf(`echo "{\"phase\": \"%s\", \"start_unix_nano\": $(( (now - %d) * 1000000000 )), \"end_unix_nano\": $(( (now - %d) * 1000000000 ))}"`+"\n",
+			name, 100-20*i, 80-20*i)
+	}
+	require.NoError(t, os.WriteFile(workload, []byte(script), 0o644))
+	requests := filepath.Join(dir, "requests.sh")
+	require.NoError(t, os.WriteFile(requests, []byte("echo 'no transformers here' >&2\nexit 1\n"), 0o644))
+	return options{collector: os.Args[0], workload: workload, requests: requests, out: out, python: "sh",
+		interval: time.Second, sampleInterval: 250 * time.Millisecond, flushInterval: time.Second, phaseSeconds: 20, prefillDuty: 1}
+}
+
+// The join check's failure to run does not hide the phases' verdict: the
+// phases failed, so the check failed (1, not 2, "could not run"), and the
+// summary with the phases' table is saved for scripts/hardware-report.
+func TestCheckWhoseJoinCouldNotRunStillFailsOnItsPhases(t *testing.T) {
+	out := t.TempDir()
+	res, err := check(context.Background(), fakeRun(t, out))
+	require.NoError(t, err)
+	assert.Equal(t, 1, res.exitStatus())
+	summary, err := os.ReadFile(filepath.Join(out, summaryFile))
+	require.NoError(t, err)
+	assert.Contains(t, string(summary), "RESULT: FAIL")
+	assert.Contains(t, string(summary), "JOIN: COULD NOT RUN: ")
+}
 
 func TestExitStatus(t *testing.T) {
 	pass := gpucheck.Report{}
@@ -36,6 +127,8 @@ func TestExitStatus(t *testing.T) {
 		{"the join failed", result{phases: pass, join: joinFail}, 1},
 		{"part could not run", result{phases: pass, join: joinSkipped}, 2},
 		{"a failure outranks a part that could not run", result{phases: fail, join: joinSkipped}, 1},
+		{"the join could not run", result{phases: pass, joinErr: errors.New("no transformers")}, 2},
+		{"a phase failed and the join could not run", result{phases: fail, joinErr: errors.New("no transformers")}, 1},
 	} {
 		assert.Equal(t, tt.want, tt.res.exitStatus(), tt.name)
 	}
