@@ -207,6 +207,15 @@ func check(ctx context.Context, opts options) (result, error) {
 	if err := os.MkdirAll(opts.out, 0o755); err != nil {
 		return result{}, err
 	}
+	// An earlier run's files would pass for this one's: its summary in
+	// scripts/hardware-report's report when this run stops before writing
+	// one, its spans and requests joined with this run's capture by
+	// --analyze when this one saves none.
+	for _, name := range []string{captureFile, spansFile, phasesFile, requestsFile, summaryFile} {
+		if err := os.Remove(filepath.Join(opts.out, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return result{}, err
+		}
+	}
 
 	capture := &gpucheck.Capture{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -269,3 +269,21 @@ func TestCheckRefusesBadFlagsBeforeStarting(t *testing.T) {
 	_, err := check(context.Background(), o)
 	assert.ErrorContains(t, err, "starting the collector")
 }
+
+// A run that stops early leaves no earlier run's files behind to pass for
+// its own: scripts/hardware-report pasted the old summary.txt under the new
+// exit status, and --analyze joined old spans with a new capture.
+func TestCheckRemovesAnEarlierRunsFiles(t *testing.T) {
+	out := t.TempDir()
+	old := []string{captureFile, spansFile, phasesFile, requestsFile, summaryFile}
+	for _, name := range old {
+		require.NoError(t, os.WriteFile(filepath.Join(out, name), []byte("from an earlier run\n"), 0o644))
+	}
+	o := options{collector: filepath.Join(t.TempDir(), "no-collector"), out: out,
+		interval: time.Second, sampleInterval: 250 * time.Millisecond, flushInterval: time.Second, phaseSeconds: 20, prefillDuty: 1}
+	_, err := check(context.Background(), o)
+	require.ErrorContains(t, err, "starting the collector")
+	for _, name := range old {
+		assert.NoFileExists(t, filepath.Join(out, name))
+	}
+}
