@@ -105,6 +105,9 @@ func latencyCmd(args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if err := removeEarlier(*out); err != nil {
+		return err
+	}
 	if *calls < 1 {
 		return fmt.Errorf("%w: --calls %d: want at least 1", errCouldNotRun, *calls)
 	}
@@ -138,6 +141,9 @@ func (c *cpuFlags) register(fs *flag.FlagSet, name string, window time.Duration)
 }
 
 func (c *cpuFlags) check() error {
+	if err := removeEarlier(c.out); err != nil {
+		return err
+	}
 	if c.window <= 0 || c.warmup < 0 || c.rounds < 1 || c.gpus < 1 {
 		return fmt.Errorf("%w: need --window > 0, --warmup >= 0, --rounds >= 1, --gpus >= 1", errCouldNotRun)
 	}
@@ -414,6 +420,17 @@ func renderCmd(args []string) error {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "gpuviz-hwreport: wrote", path)
+	return nil
+}
+
+// removeEarlier removes an earlier run's results at path before a
+// measurement starts: render reads whatever is there, and a run that cannot
+// measure (no NVML, bad flags) must not leave the last one's figures to be
+// reported as its own.
+func removeEarlier(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
 	return nil
 }
 

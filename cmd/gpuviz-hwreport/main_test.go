@@ -103,3 +103,25 @@ func TestCommandLine(t *testing.T) {
 		assert.NotContains(t, stderr.String(), "help requested", "%v", tc.args)
 	}
 }
+
+// A measurement that cannot run leaves no earlier run's results for render
+// to report as its own: hardware-report on a host whose NVML failed to load
+// pasted the last run's latency table.
+func TestAMeasurementThatCannotRunRemovesTheEarlierResults(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		file string
+		args []string
+	}{
+		{"latency.json", []string{"latency", "--library-path", filepath.Join(dir, "no-libnvidia-ml.so.1")}},
+		{"cpu-tick.json", []string{"cpu-tick", "--rounds", "0", "--logs", filepath.Join(dir, "logs")}},
+		{"cpu-pynvml.json", []string{"cpu-pynvml", "--window", "0", "--logs", filepath.Join(dir, "logs")}},
+	} {
+		out := filepath.Join(dir, tc.file)
+		require.NoError(t, os.WriteFile(out, []byte("{}\n"), 0o644))
+		var stderr strings.Builder
+		code := run(context.Background(), append(tc.args, "--out", out), &stderr)
+		assert.Equal(t, 2, code, "%v: %s", tc.args, stderr.String())
+		assert.NoFileExists(t, out, "%v", tc.args)
+	}
+}
