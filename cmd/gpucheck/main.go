@@ -151,7 +151,7 @@ func (r result) exitStatus() int {
 	switch {
 	case !r.phases.OK() || (r.join != nil && r.join.Failed() > 0):
 		return 1
-	case r.joinErr != nil || (r.join != nil && r.join.Incomplete()):
+	case r.phases.Incomplete() || r.joinErr != nil || (r.join != nil && r.join.Incomplete()):
 		return 2
 	}
 	return 0

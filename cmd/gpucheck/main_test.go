@@ -113,6 +113,7 @@ func TestCheckWhoseJoinCouldNotRunStillFailsOnItsPhases(t *testing.T) {
 func TestExitStatus(t *testing.T) {
 	pass := gpucheck.Report{}
 	fail := gpucheck.Report{Phases: []gpucheck.PhaseReport{{Name: "idle", Rows: []gpucheck.Row{{Status: gpucheck.Fail}}}}}
+	notChecked := gpucheck.Report{Phases: []gpucheck.PhaseReport{{Name: "matmul", Ran: true, Rows: []gpucheck.Row{{Status: gpucheck.NA}}}}}
 	joinPass := &gpucheck.JoinReport{Ticks: []gpucheck.Row{{Status: gpucheck.Pass}}}
 	joinFail := &gpucheck.JoinReport{Ticks: []gpucheck.Row{{Status: gpucheck.Fail}}}
 	joinSkipped := &gpucheck.JoinReport{Skipped: []gpucheck.Skip{{Part: "hf_generate"}}, Ticks: []gpucheck.Row{{Status: gpucheck.Pass}}}
@@ -127,6 +128,9 @@ func TestExitStatus(t *testing.T) {
 		{"the join failed", result{phases: pass, join: joinFail}, 1},
 		{"part could not run", result{phases: pass, join: joinSkipped}, 2},
 		{"a failure outranks a part that could not run", result{phases: fail, join: joinSkipped}, 1},
+		// Without the join check (--requests ""), a GPU without GPM: its
+		// tensor rows n/a, not held.
+		{"a phase's expectation could not be checked", result{phases: notChecked}, 2},
 		{"the join could not run", result{phases: pass, joinErr: errors.New("no transformers")}, 2},
 		{"a phase failed and the join could not run", result{phases: fail, joinErr: errors.New("no transformers")}, 1},
 	} {

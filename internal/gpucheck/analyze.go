@@ -238,6 +238,17 @@ func (r Report) Failed() int {
 // OK tells whether no expectation failed.
 func (r Report) OK() bool { return r.Failed() == 0 }
 
+// Incomplete tells whether some expectation could not be evaluated: its
+// signals are not in the capture (n/a; no GPM on the GPU, say).
+func (r Report) Incomplete() bool {
+	for _, p := range r.Phases {
+		if slices.ContainsFunc(p.Rows, func(row Row) bool { return row.Status == NA }) {
+			return true
+		}
+	}
+	return false
+}
+
 // Analyze computes, per phase, every signal over the phase's window less
 // EdgeTrim at both ends, and evaluates the expected signatures. When gpuUUID
 // is set only the points of that GPU (hw.id) count; else all do, averaged over
@@ -527,9 +538,12 @@ func (r Report) Table() string {
 		}
 	}
 	b.WriteString(rule)
-	if n := r.Failed(); n > 0 {
+	switch n := r.Failed(); {
+	case n > 0:
 		fmt.Fprintf(&b, "RESULT: FAIL (%d failed)\n", n)
-	} else {
+	case r.Incomplete():
+		b.WriteString("RESULT: INCOMPLETE (some expectations could not be checked; see n/a)\n")
+	default:
 		b.WriteString("RESULT: PASS\n")
 	}
 	return b.String()

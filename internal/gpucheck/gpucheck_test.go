@@ -364,6 +364,13 @@ func TestTable(t *testing.T) {
 
 	pass := Analyze(synth(synthGPU, goodLevels()), synthPhases(), synthGPU).Table()
 	assert.True(t, strings.HasSuffix(pass, "\nRESULT: PASS\n"), pass)
+
+	// Without GPM nothing fails, but the tensor rows were not checked: not
+	// a PASS.
+	noGPM := Analyze(synth(synthGPU, goodLevels().without("sm", "tensor", "dram")), synthPhases(), synthGPU)
+	assert.True(t, noGPM.OK())
+	assert.True(t, noGPM.Incomplete())
+	assert.True(t, strings.HasSuffix(noGPM.Table(), "\nRESULT: INCOMPLETE (some expectations could not be checked; see n/a)\n"), noGPM.Table())
 }
 
 func TestFromMetrics(t *testing.T) {
