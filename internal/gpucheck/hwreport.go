@@ -247,8 +247,9 @@ type ReportInfo struct {
 	// Commands maps a section (latency, tick, pynvml, gpu-check) to the
 	// command that produced it.
 	Commands map[string]string
-	// GPUCheckStatus is scripts/gpu-check's exit status; GPUCheckSummary its
-	// summary table (empty when it did not get that far).
+	// GPUCheckStatus is scripts/gpu-check's exit status, -1 when it was not
+	// run; GPUCheckSummary its summary table (empty when it did not get that
+	// far).
 	GPUCheckStatus  int
 	GPUCheckSummary string
 }
@@ -290,7 +291,7 @@ func Markdown(info ReportInfo, latency []GPULatency, tick, pynvml *CPUComparison
 	writeCommand(&b, info, "pynvml")
 
 	b.WriteString("#### gpu-check\n\n")
-	status := map[int]string{0: "PASS", 1: "FAIL", 2: "could not run (or part of it)"}[info.GPUCheckStatus]
+	status := map[int]string{-1: "not run", 0: "PASS", 1: "FAIL", 2: "could not run (or part of it)"}[info.GPUCheckStatus]
 	if status == "" {
 		status = "unexpected"
 	}

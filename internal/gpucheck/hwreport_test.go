@@ -166,4 +166,8 @@ func TestMarkdown(t *testing.T) {
 	md = Markdown(info, nil, nil, &CPUComparison{Skipped: "pynvml is not installed"})
 	assert.Contains(t, md, "could not run: pynvml is not installed")
 	assert.Equal(t, 2, strings.Count(md, "not measured (see the report's log)"))
+
+	// render's --gpu-check-status default, -1, is documented as "not run".
+	info.GPUCheckStatus, info.GPUCheckSummary = -1, ""
+	assert.Contains(t, Markdown(info, nil, nil, nil), "exit status -1: not run")
 }
