@@ -14,6 +14,9 @@ import (
 //	0, 1, ...             a GPU by NVML index (the plugin's index strategy)
 //	gpu-0, gpu-1, ...     a whole GPU by its device minor number, /dev/nvidia<N>
 //	                      (the gpu.nvidia.com DRA driver's device name)
+//	nvidia0, nvidia1, ... a whole GPU by its device minor number (GKE's device
+//	                      plugin, which names a GPU by its /dev file)
+//	nvidia0/vgpu3         replica 3 of a GPU GKE time-shares or shares by MPS
 type DeviceID struct {
 	// UUID is the GPU or MIG UUID; "" when the ID names a number.
 	UUID string
@@ -39,6 +42,13 @@ func ParseDeviceID(id string) (DeviceID, bool) {
 		}
 		d.Replica, id = n, base
 	}
+	if base, rep, found := strings.Cut(id, "/vgpu"); found && d.Replica < 0 && strings.HasPrefix(base, "nvidia") {
+		n, err := strconv.Atoi(rep)
+		if err != nil || n < 0 {
+			return d, false
+		}
+		d.Replica, id = n, base
+	}
 	switch {
 	case strings.HasPrefix(id, "GPU-") || strings.HasPrefix(id, "MIG-"):
 		if len(id) <= len("GPU-") {
@@ -50,6 +60,13 @@ func ParseDeviceID(id string) (DeviceID, bool) {
 		// DRA: the driver names a whole GPU gpu-<minor> (GpuInfo.CanonicalName
 		// in NVIDIA's dra-driver-nvidia-gpu).
 		n, ok := number(id[len("gpu-"):])
+		d.Minor = n
+		return d, ok
+	case strings.HasPrefix(id, "nvidia"):
+		// GKE: the device plugin names a GPU by its device file, nvidia<minor>
+		// (a MIG partition nvidia<minor>/gi<N>, not read: it names a GPU
+		// instance, not a UUID).
+		n, ok := number(id[len("nvidia"):])
 		d.Minor = n
 		return d, ok
 	default:

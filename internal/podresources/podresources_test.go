@@ -30,6 +30,11 @@ func TestParseDeviceID(t *testing.T) {
 		{"2", DeviceID{Index: 2, Minor: -1, Replica: -1}, true},
 		{"1::0", DeviceID{Index: 1, Minor: -1, Replica: 0}, true},
 		{"gpu-5", DeviceID{Index: -1, Minor: 5, Replica: -1}, true},
+		{"nvidia2", DeviceID{Index: -1, Minor: 2, Replica: -1}, true},
+		{"nvidia2/vgpu7", DeviceID{Index: -1, Minor: 2, Replica: 7}, true},
+		{"nvidia0/gi1", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia0/vgpux", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidiactl", DeviceID{Index: -1, Replica: -1}, false},
 		{"GPU-", DeviceID{Index: -1, Replica: -1}, false},
 		{"GPU-8f6c::x", DeviceID{Index: -1, Replica: -1}, false},
 		{"-1", DeviceID{Index: -1, Replica: -1}, false},
@@ -117,6 +122,27 @@ func TestFromList(t *testing.T) {
 
 	_, unresolved = FromList(resp, nil)
 	assert.Equal(t, 3, unresolved, "two index IDs and the DRA name need a resolver")
+}
+
+// GKE's device plugin names a GPU nvidia<minor>, after its device file, and
+// a time-shared (or MPS-shared) GPU's replicas nvidia<minor>/vgpu<N>, all
+// under nvidia.com/gpu: they are the GPUs with those minor numbers.
+func TestGKEDeviceIDs(t *testing.T) {
+	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
+		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "nvidia0", "nvidia1")),
+		podresourcestest.Pod("llm", "small-a", podresourcestest.Container("srv", "nvidia.com/gpu", "nvidia2/vgpu0")),
+		podresourcestest.Pod("llm", "small-b", podresourcestest.Container("srv", "nvidia.com/gpu", "nvidia2/vgpu3")),
+		// A MIG partition names a GPU instance, not a UUID: not read.
+		podresourcestest.Pod("batch", "mig", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia3/gi1")),
+	}}
+	a, unresolved := FromList(resp, resolveNumber)
+	assert.Equal(t, 1, unresolved, "the MIG partition")
+	// Minor numbers run opposite to NVML indexes on resolveNumber's node.
+	assert.Equal(t, Allocation{
+		"GPU-3": {{"llm", "vllm-0", "vllm", -1}},
+		"GPU-2": {{"llm", "vllm-0", "vllm", -1}},
+		"GPU-1": {{"llm", "small-a", "srv", 0}, {"llm", "small-b", "srv", 3}},
+	}, a)
 }
 
 func TestHistoryIsTimeVersionedAndBounded(t *testing.T) {
