@@ -261,3 +261,43 @@ func TestHistoryTakesEveryChange(t *testing.T) {
 		assert.Equal(t, next, latest, name)
 	}
 }
+
+// A kubelet killed or restarting leaves its socket behind, refusing
+// connections: each List fails while it is down, and the first List once it
+// serves again answers. gRPC on its own retries a refused connection on its
+// backoff (1 s, then 1.6 s, ... up to 2 minutes) and fails every List in
+// between: here the kubelet is back 1.5 s after it went, while the second
+// retry is 2.3 s to 3 s after.
+func TestWatcherRedialsAKubeletBackFromARestart(t *testing.T) {
+	k := podresourcestest.New(t)
+	k.Set(podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "GPU-0")))
+	k.Start(t)
+	// Driven by hand, one refresh per interval, without Start's goroutine.
+	w := NewWatcher(Config{Socket: k.Path, Interval: time.Hour, Timeout: 5 * time.Second, Horizon: time.Hour, MaxVersions: 100},
+		nil, zap.NewNop())
+	defer w.closeConn()
+	holder := func() string {
+		a, _ := w.History().Latest()
+		if len(a["GPU-0"]) != 1 {
+			return ""
+		}
+		return a["GPU-0"][0].Pod
+	}
+	w.refresh()
+	require.Equal(t, "vllm-0", holder())
+
+	k.Kill()
+	for range 3 {
+		w.refresh()
+		err, _ := w.Status()
+		require.Error(t, err, "the kubelet is down")
+		assert.NotErrorIs(t, err, fs.ErrNotExist, "its socket is still there")
+		time.Sleep(500 * time.Millisecond)
+	}
+	k.Set(podresourcestest.Pod("llm", "vllm-1", podresourcestest.Container("vllm", "nvidia.com/gpu", "GPU-0")))
+	k.Start(t)
+	w.refresh()
+	err, _ := w.Status()
+	require.NoError(t, err, "the kubelet is back")
+	assert.Equal(t, "vllm-1", holder())
+}

@@ -73,6 +73,10 @@ type Watcher struct {
 	failing    bool
 	lastErr    error
 
+	// conn is the kubelet connection, nil until dialled and after a
+	// failed List; only refresh touches it once started.
+	conn *grpc.ClientConn
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -91,6 +95,33 @@ func (w *Watcher) History() *History { return w.history }
 
 // Start lists once, then every interval, until Shutdown.
 func (w *Watcher) Start() error {
+	// A target the client refuses is a configuration error, said now.
+	conn, err := w.dial()
+	if err != nil {
+		return err
+	}
+	w.conn = conn
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(w.done)
+		defer w.closeConn()
+		t := time.NewTicker(w.cfg.Interval)
+		defer t.Stop()
+		for {
+			w.refresh()
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// dial returns a client connection to the socket; it connects on the first
+// call.
+func (w *Watcher) dial() (*grpc.ClientConn, error) {
 	path := strings.TrimPrefix(w.cfg.Socket, "unix://")
 	// The passthrough resolver hands the path to the dialer as is; the
 	// kubelet serves plain gRPC on its local socket.
@@ -101,25 +132,39 @@ func (w *Watcher) Start() error {
 			return d.DialContext(ctx, "unix", path)
 		}))
 	if err != nil {
-		return fmt.Errorf("pod resources: %w", err)
+		return nil, fmt.Errorf("pod resources: %w", err)
 	}
-	client := podresourcesv1.NewPodResourcesListerClient(conn)
-	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(w.done)
-		defer conn.Close()
-		t := time.NewTicker(w.cfg.Interval)
-		defer t.Stop()
-		for {
-			w.refresh(client)
-			select {
-			case <-w.stop:
-				return
-			case <-t.C:
-			}
+	return conn, nil
+}
+
+// closeConn closes the connection, if any.
+func (w *Watcher) closeConn() {
+	if w.conn != nil {
+		_ = w.conn.Close()
+		w.conn = nil
+	}
+}
+
+// list lists the pod resources. A connection whose List failed is closed
+// and the next list dials anew: gRPC would retry it on its own backoff, up
+// to 2 minutes apart once the kubelet has been down a while, failing every
+// List in between, so that a kubelet back from a restart would be listed
+// again only then, not within the interval.
+func (w *Watcher) list() (*podresourcesv1.ListPodResourcesResponse, error) {
+	if w.conn == nil {
+		conn, err := w.dial()
+		if err != nil {
+			return nil, err
 		}
-	}()
-	return nil
+		w.conn = conn
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
+	defer cancel()
+	resp, err := podresourcesv1.NewPodResourcesListerClient(w.conn).List(ctx, &podresourcesv1.ListPodResourcesRequest{})
+	if err != nil {
+		w.closeConn()
+	}
+	return resp, err
 }
 
 // Shutdown stops the watcher and waits for it.
@@ -134,15 +179,14 @@ func (w *Watcher) Shutdown() {
 
 // refresh lists the pod resources once and records them. Where the socket
 // does not exist it is not dialled: gRPC would log every reconnect of its
-// backoff as a warning, on every machine outside Kubernetes.
-func (w *Watcher) refresh(client podresourcesv1.PodResourcesListerClient) {
+// backoff as a warning, on every machine outside Kubernetes. Only the
+// watcher's goroutine (or a test, without Start) calls it.
+func (w *Watcher) refresh() {
 	var resp *podresourcesv1.ListPodResourcesResponse
 	_, err := os.Stat(strings.TrimPrefix(w.cfg.Socket, "unix://"))
 	absent := errors.Is(err, fs.ErrNotExist)
 	if !absent {
-		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.Timeout)
-		resp, err = client.List(ctx, &podresourcesv1.ListPodResourcesRequest{})
-		cancel()
+		resp, err = w.list()
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

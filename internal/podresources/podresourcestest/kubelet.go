@@ -24,6 +24,7 @@ type Kubelet struct {
 	mu   sync.Mutex
 	pods []*podresourcesv1.PodResources
 	srv  *grpc.Server
+	l    *net.UnixListener
 	done chan struct{}
 }
 
@@ -60,6 +61,7 @@ func (k *Kubelet) Start(t testing.TB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	k.l = l.(*net.UnixListener)
 	k.srv = grpc.NewServer()
 	podresourcesv1.RegisterPodResourcesListerServer(k.srv, k)
 	k.done = make(chan struct{})
@@ -76,6 +78,19 @@ func (k *Kubelet) Stop() {
 	<-k.done
 	k.srv = nil
 	_ = os.Remove(k.Path)
+}
+
+// Kill stops serving and leaves the socket behind, as a kubelet that was
+// killed (or crashes, or is restarting) does: dialling it is refused until
+// Start.
+func (k *Kubelet) Kill() {
+	if k.srv == nil {
+		return
+	}
+	k.l.SetUnlinkOnClose(false)
+	k.srv.Stop()
+	<-k.done
+	k.srv = nil
 }
 
 // Pod is a pod with containers.
