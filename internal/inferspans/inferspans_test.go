@@ -412,8 +412,18 @@ func TestSGLangThreads(t *testing.T) {
 		pid, _ := sched.Attributes().Get("pid")
 		assert.Equal(t, int64(nvmlsim.SimulatedPID(gpu)), pid.Int(), "the scheduler is the GPU's process")
 	}
-	_, ok := byName[fmt.Sprintf("Tokenizer(host:%s | pid:%d)", host[:8], serverPID(e))]
-	assert.True(t, ok)
+	tok, ok := byName[fmt.Sprintf("Tokenizer(host:%s | pid:%d)", host[:8], serverPID(e))]
+	require.True(t, ok)
+	// The tokenizer's stages under its thread span, named as SGLang's
+	// python/sglang/srt/observability/req_time_stats.py (sgl-project/sglang)
+	// names RequestStage.TOKENIZE and API_SERVER_DISPATCH.
+	var stages []string
+	for _, sp := range allSpans(td) {
+		if sp.ParentSpanID() == tok.SpanID() {
+			stages = append(stages, sp.Name())
+		}
+	}
+	assert.Equal(t, []string{"tokenize", "api_server_dispatch"}, stages)
 	// The stages follow each other and the engine's timestamps.
 	for _, s := range []struct {
 		name       string

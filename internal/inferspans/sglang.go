@@ -15,7 +15,10 @@ import (
 )
 
 // SGLang (--enable-trace), as python/sglang/srt/observability/trace.py
-// (TraceReqContext), observability/req_time_stats.py (the stages) and
+// (TraceReqContext), observability/req_time_stats.py (the stages: the
+// tokenizer's are RequestStage.TOKENIZE, "tokenize", and
+// API_SERVER_DISPATCH, "api_server_dispatch", whose end is the dispatch the
+// gen_ai.latency.time_in_model_* latencies count from) and
 // managers/tokenizer_manager_components/request_tracing.py (make_span_attrs)
 // have it, in a unified (not disaggregated) server at trace level 2 ("all
 // slices except nested ones"): the per-chunk chunked_prefill and per-step
@@ -64,7 +67,7 @@ func appendSGLang(td ptrace.Traces, r infersim.Request, e infersim.Engine, env E
 	received := min(dispatched+20*us, r.Queued)
 	tok := t.thread(root, "Tokenizer", -1, serverPID(e), r.Arrival, dispatched)
 	last := t.slice(tok, "tokenize", r.Arrival, tokenized, pcommon.SpanID{})
-	last = t.slice(tok, "dispatch", tokenized, dispatched, last)
+	last = t.slice(tok, "api_server_dispatch", tokenized, dispatched, last)
 	if r.Finish == infersim.FinishAbort {
 		return true
 	}

@@ -106,7 +106,7 @@ func checkSimulated(t *testing.T, r *Recognizer, q infersim.Request, e infersim.
 	td := ptrace.NewTraces()
 	exported := inferspans.Append(td, q, e, env)
 	requests := 0
-	var dispatched int64 // SGLang's dispatch slice's end: the request reaches the scheduler
+	var dispatched int64 // SGLang's api_server_dispatch slice's end: the request reaches the scheduler
 	type found struct {
 		span ptrace.Span
 		res  pcommon.Resource
@@ -116,7 +116,7 @@ func checkSimulated(t *testing.T, r *Recognizer, q infersim.Request, e infersim.
 		for _, ss := range rs.ScopeSpans().All() {
 			for _, sp := range ss.Spans().All() {
 				all = append(all, found{sp, rs.Resource()})
-				if sp.Name() == "dispatch" {
+				if sp.Name() == "api_server_dispatch" {
 					dispatched = int64(sp.EndTimestamp())
 				}
 			}
