@@ -20,7 +20,9 @@ type Allocation map[string][]Holder
 
 // Resolver turns a device ID that names a GPU by number (its Index or its
 // Minor) into the GPU's UUID, for the device plugin's index strategy and
-// DRA device names; ok false when no such GPU.
+// DRA device names, and one that names a GPU instance of the GPU of that
+// Minor (GKE's MIG partitions) into that MIG device's UUID; ok false when
+// no such GPU or MIG device.
 type Resolver func(d DeviceID) (uuid string, ok bool)
 
 // FromList builds the allocation the kubelet listed; unresolved counts the

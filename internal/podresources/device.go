@@ -17,6 +17,10 @@ import (
 //	nvidia0, nvidia1, ... a whole GPU by its device minor number (GKE's device
 //	                      plugin, which names a GPU by its /dev file)
 //	nvidia0/vgpu3         replica 3 of a GPU GKE time-shares or shares by MPS
+//	nvidia0/gi2           a MIG partition on GKE: GPU instance 2 (the ID NVML
+//	                      gives it, read from /proc/driver/nvidia/capabilities/
+//	                      gpu<minor>/mig/gi<N>) of the GPU with device minor 0
+//	nvidia0/gi2/vgpu1     replica 1 of that partition, time-shared
 type DeviceID struct {
 	// UUID is the GPU or MIG UUID; "" when the ID names a number.
 	UUID string
@@ -26,6 +30,10 @@ type DeviceID struct {
 	// -1. It is not the NVML index: NVML orders GPUs by PCI bus, the
 	// kernel numbers them as it probes them.
 	Minor int
+	// GPUInstance is the NVML GPU instance ID of a MIG partition on the
+	// GPU of that Minor when the ID names one (GKE's nvidia<minor>/gi<N>),
+	// else -1.
+	GPUInstance int
 	// Replica is the time-slicing replica, else -1.
 	Replica int
 }
@@ -33,7 +41,7 @@ type DeviceID struct {
 // ParseDeviceID parses a device ID; ok is false for an ID that names no
 // NVIDIA GPU in a known form.
 func ParseDeviceID(id string) (DeviceID, bool) {
-	d := DeviceID{Index: -1, Minor: -1, Replica: -1}
+	d := DeviceID{Index: -1, Minor: -1, GPUInstance: -1, Replica: -1}
 	id = strings.TrimSpace(id)
 	if base, rep, found := strings.Cut(id, "::"); found {
 		n, err := strconv.Atoi(rep)
@@ -63,12 +71,21 @@ func ParseDeviceID(id string) (DeviceID, bool) {
 		d.Minor = n
 		return d, ok
 	case strings.HasPrefix(id, "nvidia"):
-		// GKE: the device plugin names a GPU by its device file, nvidia<minor>
-		// (a MIG partition nvidia<minor>/gi<N>, not read: it names a GPU
-		// instance, not a UUID).
-		n, ok := number(id[len("nvidia"):])
+		// GKE: the device plugin names a GPU by its device file, nvidia<minor>,
+		// and a MIG partition nvidia<minor>/gi<N> after the GPU instance's
+		// capability directory, whose N is the instance's NVML ID
+		// (container-engine-accelerators' pkg/gpu/nvidia/mig).
+		gpu, gi, isMIG := strings.Cut(id[len("nvidia"):], "/gi")
+		n, ok := number(gpu)
+		if isMIG && ok {
+			d.GPUInstance, ok = number(gi)
+		}
+		if !ok {
+			d.GPUInstance = -1
+			return d, false
+		}
 		d.Minor = n
-		return d, ok
+		return d, true
 	default:
 		n, ok := number(id)
 		d.Index = n

@@ -24,15 +24,23 @@ func TestParseDeviceID(t *testing.T) {
 		want DeviceID
 		ok   bool
 	}{
-		{"GPU-8f6c2a1e-0000-4000-8000-000000000001", DeviceID{UUID: "GPU-8f6c2a1e-0000-4000-8000-000000000001", Index: -1, Minor: -1, Replica: -1}, true},
-		{"MIG-1d2e3f40-0000-4000-8000-000000000002", DeviceID{UUID: "MIG-1d2e3f40-0000-4000-8000-000000000002", Index: -1, Minor: -1, Replica: -1}, true},
-		{"GPU-8f6c::3", DeviceID{UUID: "GPU-8f6c", Index: -1, Minor: -1, Replica: 3}, true},
-		{"2", DeviceID{Index: 2, Minor: -1, Replica: -1}, true},
-		{"1::0", DeviceID{Index: 1, Minor: -1, Replica: 0}, true},
-		{"gpu-5", DeviceID{Index: -1, Minor: 5, Replica: -1}, true},
-		{"nvidia2", DeviceID{Index: -1, Minor: 2, Replica: -1}, true},
-		{"nvidia2/vgpu7", DeviceID{Index: -1, Minor: 2, Replica: 7}, true},
-		{"nvidia0/gi1", DeviceID{Index: -1, Replica: -1}, false},
+		{"GPU-8f6c2a1e-0000-4000-8000-000000000001", DeviceID{UUID: "GPU-8f6c2a1e-0000-4000-8000-000000000001", Index: -1, Minor: -1, GPUInstance: -1, Replica: -1}, true},
+		{"MIG-1d2e3f40-0000-4000-8000-000000000002", DeviceID{UUID: "MIG-1d2e3f40-0000-4000-8000-000000000002", Index: -1, Minor: -1, GPUInstance: -1, Replica: -1}, true},
+		{"GPU-8f6c::3", DeviceID{UUID: "GPU-8f6c", Index: -1, Minor: -1, GPUInstance: -1, Replica: 3}, true},
+		{"2", DeviceID{Index: 2, Minor: -1, GPUInstance: -1, Replica: -1}, true},
+		{"1::0", DeviceID{Index: 1, Minor: -1, GPUInstance: -1, Replica: 0}, true},
+		{"gpu-5", DeviceID{Index: -1, Minor: 5, GPUInstance: -1, Replica: -1}, true},
+		{"nvidia2", DeviceID{Index: -1, Minor: 2, GPUInstance: -1, Replica: -1}, true},
+		{"nvidia2/vgpu7", DeviceID{Index: -1, Minor: 2, GPUInstance: -1, Replica: 7}, true},
+		{"nvidia0/gi1", DeviceID{Index: -1, Minor: 0, GPUInstance: 1, Replica: -1}, true},
+		{"nvidia3/gi0", DeviceID{Index: -1, Minor: 3, GPUInstance: 0, Replica: -1}, true},
+		{"nvidia1/gi2/vgpu4", DeviceID{Index: -1, Minor: 1, GPUInstance: 2, Replica: 4}, true},
+		{"nvidia0/gi", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia0/gix", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia0/gi-1", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia0/gi1/ci0", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia/gi1", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia0/vgpu1/gi2", DeviceID{Index: -1, Replica: -1}, false},
 		{"nvidia0/vgpux", DeviceID{Index: -1, Replica: -1}, false},
 		{"nvidiactl", DeviceID{Index: -1, Replica: -1}, false},
 		{"GPU-", DeviceID{Index: -1, Replica: -1}, false},
@@ -50,7 +58,7 @@ func TestParseDeviceID(t *testing.T) {
 }
 
 func FuzzParseDeviceID(f *testing.F) {
-	for _, s := range []string{"GPU-1", "MIG-2::1", "3", "gpu-0", "::", "GPU-::-1"} {
+	for _, s := range []string{"GPU-1", "MIG-2::1", "3", "gpu-0", "::", "GPU-::-1", "nvidia0/gi1/vgpu2"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
@@ -72,11 +80,16 @@ func FuzzParseDeviceID(f *testing.F) {
 		if d.Replica < -1 {
 			t.Fatalf("%q: replica %d", id, d.Replica)
 		}
+		// A GPU instance is one of the GPU a minor number names.
+		if d.GPUInstance < -1 || d.GPUInstance >= 0 && d.Minor < 0 {
+			t.Fatalf("%q: GPU instance %d of %+v", id, d.GPUInstance, d)
+		}
 	})
 }
 
 // resolveNumber is a node of 4 GPUs whose minor numbers run opposite to
-// their NVML indexes, as the kernel may number them.
+// their NVML indexes, as the kernel may number them; GPU 0 is in MIG mode,
+// its GPU instances 1 and 2 MIG-0-1 and MIG-0-2.
 func resolveNumber(d DeviceID) (string, bool) {
 	i := d.Index
 	if d.Minor >= 0 {
@@ -84,6 +97,12 @@ func resolveNumber(d DeviceID) (string, bool) {
 	}
 	if i < 0 || i >= 4 {
 		return "", false
+	}
+	if d.GPUInstance >= 0 {
+		if i != 0 || d.GPUInstance < 1 || d.GPUInstance > 2 {
+			return "", false
+		}
+		return fmt.Sprintf("MIG-%d-%d", i, d.GPUInstance), true
 	}
 	return fmt.Sprintf("GPU-%d", i), true
 }
@@ -124,24 +143,31 @@ func TestFromList(t *testing.T) {
 	assert.Equal(t, 3, unresolved, "two index IDs and the DRA name need a resolver")
 }
 
-// GKE's device plugin names a GPU nvidia<minor>, after its device file, and
-// a time-shared (or MPS-shared) GPU's replicas nvidia<minor>/vgpu<N>, all
-// under nvidia.com/gpu: they are the GPUs with those minor numbers.
+// GKE's device plugin names a GPU nvidia<minor>, after its device file, a
+// time-shared (or MPS-shared) GPU's replicas nvidia<minor>/vgpu<N>, and a
+// MIG partition nvidia<minor>/gi<N> (its replicas .../gi<N>/vgpu<R>), all
+// under nvidia.com/gpu: they are the GPUs with those minor numbers, and the
+// MIG devices of those GPU instances.
 func TestGKEDeviceIDs(t *testing.T) {
 	resp := &podresourcesv1.ListPodResourcesResponse{PodResources: []*podresourcesv1.PodResources{
 		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "nvidia0", "nvidia1")),
 		podresourcestest.Pod("llm", "small-a", podresourcestest.Container("srv", "nvidia.com/gpu", "nvidia2/vgpu0")),
 		podresourcestest.Pod("llm", "small-b", podresourcestest.Container("srv", "nvidia.com/gpu", "nvidia2/vgpu3")),
-		// A MIG partition names a GPU instance, not a UUID: not read.
 		podresourcestest.Pod("batch", "mig", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia3/gi1")),
+		podresourcestest.Pod("batch", "mig-a", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia3/gi2/vgpu0")),
+		podresourcestest.Pod("batch", "mig-b", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia3/gi2/vgpu1")),
+		// A GPU instance the GPU does not have.
+		podresourcestest.Pod("batch", "gone", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia3/gi5")),
 	}}
 	a, unresolved := FromList(resp, resolveNumber)
-	assert.Equal(t, 1, unresolved, "the MIG partition")
+	assert.Equal(t, 1, unresolved, "GPU instance 5")
 	// Minor numbers run opposite to NVML indexes on resolveNumber's node.
 	assert.Equal(t, Allocation{
-		"GPU-3": {{"llm", "vllm-0", "vllm", -1}},
-		"GPU-2": {{"llm", "vllm-0", "vllm", -1}},
-		"GPU-1": {{"llm", "small-a", "srv", 0}, {"llm", "small-b", "srv", 3}},
+		"GPU-3":   {{"llm", "vllm-0", "vllm", -1}},
+		"GPU-2":   {{"llm", "vllm-0", "vllm", -1}},
+		"GPU-1":   {{"llm", "small-a", "srv", 0}, {"llm", "small-b", "srv", 3}},
+		"MIG-0-1": {{"batch", "mig", "main", -1}},
+		"MIG-0-2": {{"batch", "mig-a", "main", 0}, {"batch", "mig-b", "main", 1}},
 	}, a)
 }
 

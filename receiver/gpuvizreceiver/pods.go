@@ -19,22 +19,46 @@ func (s *gpuScraper) startPods() error {
 	}
 	// GPUs found after start resolve too: the kubelet is listed anew
 	// every interval.
-	w := podresources.NewWatcher(pr.watcher(), func(d podresources.DeviceID) (string, bool) {
-		ids, n := &s.gpuIDs, d.Index
-		if d.Minor >= 0 {
-			ids, n = &s.gpuMinors, d.Minor
-		}
-		id, ok := ids.Load(n)
-		if !ok {
-			return "", false
-		}
-		return id.(string), true
-	}, s.logger)
+	w := podresources.NewWatcher(pr.watcher(), s.resolveDevice, s.logger)
 	if err := w.Start(); err != nil {
 		return err
 	}
 	s.pods = w
 	return nil
+}
+
+// resolveDevice turns a kubelet device ID that names a GPU by number into
+// its UUID: an NVML index, a device minor number, or (GKE's MIG partitions)
+// a minor number and a GPU instance ID, which name the MIG device of that
+// GPU instance in the layout the scrape last read. GKE's device plugin
+// gives a partition's container its GPU instance's compute instance 0
+// only (pkg/gpu/nvidia/mig), so that is the MIG device; a GPU whose layout
+// is not read yet leaves it unresolved until a listing after the scrape
+// has read it.
+func (s *gpuScraper) resolveDevice(d podresources.DeviceID) (string, bool) {
+	if d.Minor < 0 {
+		id, ok := s.gpuIDs.Load(d.Index)
+		if !ok {
+			return "", false
+		}
+		return id.(string), true
+	}
+	v, ok := s.gpuMinors.Load(d.Minor)
+	if !ok {
+		return "", false
+	}
+	g := v.(*gpu)
+	if d.GPUInstance < 0 {
+		return g.id, true
+	}
+	if layout := g.tick.migLayout.Load(); layout != nil {
+		for _, inst := range *layout {
+			if inst.gi == int64(d.GPUInstance) && inst.ci == 0 {
+				return inst.uuid, true
+			}
+		}
+	}
+	return "", false
 }
 
 // allocation returns the kubelet's latest allocation; nil when there is

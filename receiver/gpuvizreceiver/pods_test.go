@@ -126,6 +126,95 @@ func TestProcessesOnMIGDevicesTakeTheirDevicesPod(t *testing.T) {
 	assert.Equal(t, map[int64]holder{1000: {"batch", "job-a"}, 2000: {"batch", "job-c"}, 3000: {}, 4000: {"llm", "vllm-0"}}, got)
 }
 
+// GKE's device plugin names a MIG partition nvidia<minor>/gi<N>, under
+// nvidia.com/gpu: GPU instance N (NVML's ID) of the GPU with that minor
+// number, whose container gets compute instance 0. Once the scrape has read
+// the layout, the next listing resolves it to that MIG device: the
+// allocation series names it, and its processes take its pod; a process on
+// another compute instance of the GPU instance does not.
+func TestGKEMIGPartitionsAreTheirGPUInstancesMIGDevice(t *testing.T) {
+	lib := fixtureServer(2)
+	withMIG(lib) // GPU 0: MIG-a (GI 1, CI 0), MIG-b (GI 1, CI 1), MIG-c (GI 2, CI 0)
+	device(lib, 0).Minor, device(lib, 1).Minor = 1, 0
+	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{
+			{Pid: 1000, UsedGpuMemory: 3 << 30, GpuInstanceId: 1, ComputeInstanceId: 0},
+			{Pid: 2000, UsedGpuMemory: 2 << 30, GpuInstanceId: 2, ComputeInstanceId: 0},
+			{Pid: 3000, UsedGpuMemory: 1 << 30, GpuInstanceId: 1, ComputeInstanceId: 1},
+		}, nvml.SUCCESS
+	}
+	device(lib, 1).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 4000, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
+	}
+	cfg := scrapeOnly()
+	cfg.Kubernetes.PodResources.Interval = 100 * time.Millisecond
+	cfg.Kubernetes.PodResources.Timeout = 100 * time.Millisecond
+	s := startWithKubelet(t, cfg, lib, BackendNVML,
+		podresourcestest.Pod("batch", "job-a", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia1/gi1")),
+		podresourcestest.Pod("batch", "job-c", podresourcestest.Container("main", "nvidia.com/gpu", "nvidia1/gi2")),
+		podresourcestest.Pod("llm", "vllm-0", podresourcestest.Container("vllm", "nvidia.com/gpu", "nvidia0")))
+	// The first scrape reads the layout; a listing after it resolves the
+	// partitions.
+	_, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { a := s.allocation(); return len(a["MIG-a"]) == 1 && len(a["MIG-c"]) == 1 },
+		3*time.Second, 5*time.Millisecond, "nvidia1/gi1 and nvidia1/gi2 are GPU 0's MIG-a and MIG-c")
+	_, unresolved := s.pods.Status()
+	assert.Zero(t, unresolved)
+
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	type holder struct{ gpu, mig, pod string }
+	var allocated []holder
+	type pod struct{ namespace, pod string }
+	procs := map[int64]pod{}
+	forEachPoint(m, func(name string, attrs map[string]any, _ float64) {
+		switch name {
+		case "nvidia.gpu.k8s.allocation":
+			allocated = append(allocated, holder{attrs["hw.id"].(string), attrs["nvidia.gpu.mig.id"].(string), attrs["k8s.pod.name"].(string)})
+		case "nvidia.gpu.process.memory.usage":
+			procs[attrs["process.pid"].(int64)] = pod{attrs["k8s.namespace.name"].(string), attrs["k8s.pod.name"].(string)}
+		}
+	})
+	assert.ElementsMatch(t, []holder{
+		{device(lib, 0).UUID, "MIG-a", "job-a"}, {device(lib, 0).UUID, "MIG-c", "job-c"}, {device(lib, 1).UUID, "", "vllm-0"},
+	}, allocated)
+	assert.Equal(t, map[int64]pod{1000: {"batch", "job-a"}, 2000: {"batch", "job-c"}, 3000: {}, 4000: {"llm", "vllm-0"}}, procs)
+}
+
+// resolveDevice: a GKE partition is the compute instance 0 of its GPU
+// instance, wherever the layout lists it; a GPU instance the layout lacks,
+// a GPU whose layout is not read, or a minor number no GPU has resolve to
+// nothing.
+func TestResolveDevice(t *testing.T) {
+	s := &gpuScraper{}
+	mig, whole := &gpu{id: "GPU-m", tick: &tickState{}}, &gpu{id: "GPU-w", tick: &tickState{}}
+	mig.tick.migLayout.Store(&[]migInstance{{uuid: "MIG-1-1", gi: 1, ci: 1}, {uuid: "MIG-1-0", gi: 1, ci: 0}, {uuid: "MIG-0-0", gi: 0, ci: 0}, {uuid: "MIG-3-1", gi: 3, ci: 1}})
+	s.gpuMinors.Store(4, mig)
+	s.gpuMinors.Store(5, whole)
+	s.gpuIDs.Store(0, "GPU-w")
+	for _, tc := range []struct {
+		id, want string
+	}{
+		{"nvidia4/gi1", "MIG-1-0"},
+		{"nvidia4/gi0/vgpu2", "MIG-0-0"},
+		{"nvidia4/gi3", ""}, // no compute instance 0
+		{"nvidia4/gi2", ""},
+		{"nvidia5/gi0", ""}, // no layout read
+		{"nvidia6/gi0", ""},
+		{"nvidia4", "GPU-m"},
+		{"gpu-5", "GPU-w"},
+		{"0", "GPU-w"},
+		{"1", ""},
+	} {
+		d, ok := podresources.ParseDeviceID(tc.id)
+		require.True(t, ok, tc.id)
+		uuid, ok := s.resolveDevice(d)
+		assert.Equal(t, tc.want != "", ok, tc.id)
+		assert.Equal(t, tc.want, uuid, tc.id)
+	}
+}
+
 // The simulated backend in MIG mode lists a worker per instance with its
 // GPU and compute instance IDs, as NVML does: each takes the pod holding its
 // MIG device, and a worker on a MIG device no pod holds none.

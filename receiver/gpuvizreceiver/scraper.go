@@ -58,10 +58,11 @@ type gpuScraper struct {
 	environDenied atomic.Bool
 	mapping       mappingState
 
-	// gpuIDs and gpuMinors map the NVML index and the device minor number
-	// of each GPU read, found at start or since, to its UUID (int →
-	// string): the pod watcher's goroutine resolves the kubelet's device
-	// IDs that name a GPU by number through them.
+	// gpuIDs maps the NVML index of each GPU read, found at start or
+	// since, to its UUID (int → string), gpuMinors its device minor number
+	// to the GPU (int → *gpu; its MIG layout resolves GKE's partitions):
+	// the pod watcher's goroutine resolves the kubelet's device IDs that
+	// name a GPU by number through them.
 	gpuIDs, gpuMinors sync.Map
 }
 
@@ -185,7 +186,7 @@ func (s *gpuScraper) adopt(lib nvml.Interface, idx int) error {
 	s.gpuIDs.Store(g.index, g.id)
 	if s.syms.minorNumber {
 		if minor, ret := g.dev.GetMinorNumber(); ret == nvml.SUCCESS {
-			s.gpuMinors.Store(minor, g.id)
+			s.gpuMinors.Store(minor, g)
 		}
 	}
 	if s.found != nil {
