@@ -174,12 +174,15 @@ func (s *errorSample) stats() ErrorStats {
 }
 
 // quantile of sorted values, interpolated linearly between the closest
-// ranks.
+// ranks. A quantile that falls on a rank is that value, and one between
+// equal values is that value: an infinite error (an estimate of +Inf) is
+// the ranks it holds, not NaN from Inf − Inf or 0 × Inf at its neighbours.
 func quantile(sorted []float64, q float64) float64 {
 	pos := q * float64(len(sorted)-1)
 	lo := int(pos)
-	if lo+1 >= len(sorted) {
+	frac := pos - float64(lo)
+	if lo+1 >= len(sorted) || frac == 0 || sorted[lo] == sorted[lo+1] {
 		return sorted[lo]
 	}
-	return sorted[lo] + (pos-float64(lo))*(sorted[lo+1]-sorted[lo])
+	return sorted[lo] + frac*(sorted[lo+1]-sorted[lo])
 }

@@ -2,6 +2,7 @@ package score
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -264,6 +265,12 @@ func TestQuantile(t *testing.T) {
 		{[]float64{1, 2, 3}, 0.5, 2},
 		{[]float64{7}, 0.9, 7},
 		{[]float64{1, 2, 3, 4}, 1, 4},
+		// A span's +Inf energy is an infinite error: it takes its ranks
+		// and leaves the others' as they are.
+		{[]float64{1, 2, math.Inf(1)}, 0.5, 2},
+		{[]float64{1, math.Inf(1), math.Inf(1)}, 0.5, math.Inf(1)},
+		{[]float64{1, math.Inf(1)}, 0.5, math.Inf(1)},
+		{append(slices.Repeat([]float64{0.1}, 10), math.Inf(1)), 0.9, 0.1},
 	} {
 		if got := quantile(tc.sorted, tc.q); !cmp.Equal(got, tc.want, approx) {
 			t.Errorf("quantile(%v, %g) = %g, want %g", tc.sorted, tc.q, got, tc.want)
