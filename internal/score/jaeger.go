@@ -18,8 +18,11 @@ import (
 )
 
 // maxJaegerTraces bounds one search: Jaeger's in-memory store holds a run's
-// traces; a larger run should export to a file.
-const maxJaegerTraces = 100_000
+// traces; a larger run should export to a file. Jaeger answers a search
+// with at most the traces asked for and says nothing of the rest, so one
+// more is asked for: a service with more is an error, not a score of some
+// of its requests (the rest would read as spans gpuviz never exported).
+var maxJaegerTraces = 100_000
 
 // FetchJaeger reads from Jaeger v2's API v3 (base, e.g.
 // http://127.0.0.1:16686) every trace of every service that started in
@@ -42,7 +45,7 @@ func FetchJaeger(ctx context.Context, client *http.Client, base string, from, to
 			"query.service_name":   {svc},
 			"query.start_time_min": {from.UTC().Format(time.RFC3339Nano)},
 			"query.start_time_max": {to.UTC().Format(time.RFC3339Nano)},
-			"query.num_traces":     {strconv.Itoa(maxJaegerTraces)},
+			"query.num_traces":     {strconv.Itoa(maxJaegerTraces + 1)},
 		}
 		var resp struct{ Result json.RawMessage }
 		switch err := getJaeger(ctx, client, base+"/api/v3/traces?"+q.Encode(), &resp); {
@@ -56,10 +59,27 @@ func FetchJaeger(ctx context.Context, client *http.Client, base string, from, to
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", svc, err)
 		}
+		if n := traceCount(td); n > maxJaegerTraces {
+			return nil, fmt.Errorf("service %s: more than %d traces between %s and %s: Jaeger returns only as many as asked for; export the run's spans to a file and score it with --spans",
+				svc, maxJaegerTraces, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+		}
 		removeSeen(td, seen)
 		out = append(out, td)
 	}
 	return out, nil
+}
+
+// traceCount is the number of distinct traces in td.
+func traceCount(td ptrace.Traces) int {
+	ids := map[pcommon.TraceID]struct{}{}
+	for _, rs := range td.ResourceSpans().All() {
+		for _, ss := range rs.ScopeSpans().All() {
+			for _, s := range ss.Spans().All() {
+				ids[s.TraceID()] = struct{}{}
+			}
+		}
+	}
+	return len(ids)
 }
 
 // removeSeen drops the spans of td already in seen, and adds the rest.

@@ -2,8 +2,11 @@ package score
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +96,45 @@ func TestFetchJaegerRefusesWhatIsNotItsAPI(t *testing.T) {
 		_, err := FetchJaeger(context.Background(), srv.Client(), srv.URL, time.Now(), time.Now())
 		srv.Close()
 		assert.ErrorContains(t, err, "GET "+srv.URL+tc.want)
+	}
+}
+
+// Jaeger answers a search with at most query.num_traces traces and says
+// nothing of the rest: a service with more than the scorer reads is an
+// error, not a score of some of its requests; one with exactly as many is
+// read whole.
+func TestFetchJaegerRefusesATruncatedSearch(t *testing.T) {
+	defer func(n int) { maxJaegerTraces = n }(maxJaegerTraces)
+	maxJaegerTraces = 2
+	for _, tc := range []struct {
+		stored  int
+		wantErr string
+	}{
+		{2, ""},
+		{3, "service vllm: more than 2 traces between 2026-12-01T10:00:00Z and 2026-12-01T10:01:00Z"},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/api/v3/services" {
+				_, _ = w.Write([]byte(`{"services":["vllm"]}`))
+				return
+			}
+			n, err := strconv.Atoi(r.URL.Query().Get("query.num_traces"))
+			require.NoError(t, err)
+			var spans []string
+			for i := range min(n, tc.stored) {
+				spans = append(spans, fmt.Sprintf(`{"traceId":"%032x","spanId":"0000000000000001","name":"llm_request","startTimeUnixNano":"1000","endTimeUnixNano":"2000"}`, i+1))
+			}
+			fmt.Fprintf(w, `{"result":{"resourceSpans":[{"resource":{},"scopeSpans":[{"scope":{},"spans":[%s]}]}]}}`, strings.Join(spans, ","))
+		}))
+		from := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+		got, err := FetchJaeger(context.Background(), srv.Client(), srv.URL, from, from.Add(time.Minute))
+		srv.Close()
+		if tc.wantErr == "" {
+			require.NoError(t, err)
+			require.Len(t, got, 1)
+			assert.Equal(t, tc.stored, got[0].SpanCount())
+			continue
+		}
+		assert.ErrorContains(t, err, tc.wantErr)
 	}
 }
