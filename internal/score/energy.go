@@ -37,6 +37,10 @@ type EnergyErrors struct {
 	// shortest first; 0 for a quartile with none. A slope says it prices
 	// prompt tokens wrongly against generated ones.
 	ByPrompt [4]float64 `json:"by_prompt_quartile"`
+	// ByPromptRequests counts the requests each share is over: a share of
+	// 0 over some requests is an estimator that gave them nothing, over
+	// none a quartile without requests.
+	ByPromptRequests [4]int `json:"by_prompt_quartile_requests"`
 }
 
 // estimate is an estimator's energy for one request, J: NaN where it has
@@ -90,8 +94,9 @@ func energyErrors(reqs []request, est []estimate) EnergyErrors {
 			costliest.add(est[i].total, r.truth.Energy)
 		}
 	}
+	shares, counts := byPrompt(reqs, est, scored)
 	return EnergyErrors{Request: total.stats(), Prefill: prefill.stats(), Decode: decode.stats(), Costliest: costliest.stats(),
-		ByPrompt: byPrompt(reqs, est, scored)}
+		ByPrompt: shares, ByPromptRequests: counts}
 }
 
 // withEnergy returns the indexes of the enriched requests with true
@@ -107,25 +112,26 @@ func withEnergy(reqs []request) []int {
 	return idx
 }
 
-// byPrompt is EnergyErrors.ByPrompt over the requests scored (indexes into
-// reqs), in quartiles by prompt tokens, ties in the order of reqs.
-func byPrompt(reqs []request, est []estimate, scored []int) [4]float64 {
+// byPrompt is EnergyErrors.ByPrompt and ByPromptRequests over the requests
+// scored (indexes into reqs), in quartiles by prompt tokens, ties in the
+// order of reqs.
+func byPrompt(reqs []request, est []estimate, scored []int) (shares [4]float64, counts [4]int) {
 	idx := slices.Clone(scored)
 	slices.SortStableFunc(idx, func(a, b int) int { return reqs[a].truth.PromptTokens - reqs[b].truth.PromptTokens })
-	var shares [4]float64
 	for q := range shares {
 		var got, truth float64
 		for _, i := range idx[len(idx)*q/4 : len(idx)*(q+1)/4] {
 			if !math.IsNaN(est[i].total) {
 				got += est[i].total
 				truth += reqs[i].truth.Energy
+				counts[q]++
 			}
 		}
 		if truth > 0 {
 			shares[q] = got / truth
 		}
 	}
-	return shares
+	return shares, counts
 }
 
 // costliestCut is the least true energy among the costliest tenth (rounded

@@ -52,7 +52,7 @@ func (r Report) MarkdownSection() string {
 		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %s | %d | %d |\n", row.name, s.Count, orDash(s, s.Median), orDash(s, s.P90), orDash(s, s.Max), weighted(s), s.Missing, s.ZeroTruth)
 	}
 	fmt.Fprintf(&b, "\nShare of the true energy taken, by quartile of prompt tokens (shortest first): gpuviz %s, baseline %s.\n",
-		quartiles(r.Energy.ByPrompt), quartiles(r.Baseline.ByPrompt))
+		quartiles(r.Energy), quartiles(r.Baseline))
 
 	b.WriteString("\n| label | spans | GPU s | agreement | trivial label | trivial agreement | one-label ceiling | no label |\n|---|---|---|---|---|---|---|---|\n")
 	for _, row := range r.labelRows() {
@@ -98,7 +98,7 @@ func (r Report) Text() string {
 	for _, row := range r.energyRows() {
 		fmt.Fprintf(w, "  %s\t%s\t%s\t(n=%d)\n", row.name, spread(row.stats), weighted(row.stats), row.stats.Count)
 	}
-	fmt.Fprintf(w, "  by prompt quartile\tshare of the true energy: gpuviz %s, baseline %s\n", quartiles(r.Energy.ByPrompt), quartiles(r.Baseline.ByPrompt))
+	fmt.Fprintf(w, "  by prompt quartile\tshare of the true energy: gpuviz %s, baseline %s\n", quartiles(r.Energy), quartiles(r.Baseline))
 	fmt.Fprintf(w, "label agreement\tgpuviz, trivial, one-label ceiling\n")
 	for _, row := range r.labelRows() {
 		fmt.Fprintf(w, "  %s\t%s, %s %s, %s\n", row.name, agreement(row.score), row.score.Trivial, trivial(row.score), ceiling(row.score))
@@ -185,12 +185,14 @@ func median(s ErrorStats) string { return orDash(s, s.Median) }
 
 func weighted(s ErrorStats) string { return orDash(s, s.Weighted) }
 
-// quartiles writes EnergyErrors.ByPrompt, a dash for an empty quartile.
-func quartiles(q [4]float64) string {
-	cells := make([]string, len(q))
-	for i, v := range q {
+// quartiles writes EnergyErrors.ByPrompt, a dash for a quartile without
+// requests: a share of 0 over requests is written, it is the estimator's
+// worst.
+func quartiles(e EnergyErrors) string {
+	cells := make([]string, len(e.ByPrompt))
+	for i, v := range e.ByPrompt {
 		cells[i] = "–"
-		if v > 0 {
+		if e.ByPromptRequests[i] > 0 {
 			cells[i] = fmt.Sprintf("%.3f", v)
 		}
 	}

@@ -1,8 +1,12 @@
 package score
 
 import (
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gpuviz/gpuviz/internal/infersim"
 )
 
 func sampleReport() Report {
@@ -10,11 +14,12 @@ func sampleReport() Report {
 		Scenario: "steady", Seed: 7, GPUModel: "H200", BaselineIntervalS: 10,
 		Coverage: Coverage{Requests: 42, Aborted: 2, WithSpan: 40, Enriched: 39, Share: 39.0 / 40, ExtraEnriched: 1},
 		Energy: EnergyErrors{
-			Request:   ErrorStats{Count: 39, Median: 0.031, P90: 0.08, Max: 0.4, Weighted: 0.027},
-			Prefill:   ErrorStats{Count: 39, Median: 0.05},
-			Decode:    ErrorStats{Count: 39, Median: 0.032},
-			Costliest: ErrorStats{Count: 4, Median: 0.012, P90: 0.02, Max: 0.03, Weighted: 0.011},
-			ByPrompt:  [4]float64{0.81, 0.9, 1.0004, 1.08},
+			Request:          ErrorStats{Count: 39, Median: 0.031, P90: 0.08, Max: 0.4, Weighted: 0.027},
+			Prefill:          ErrorStats{Count: 39, Median: 0.05},
+			Decode:           ErrorStats{Count: 39, Median: 0.032},
+			Costliest:        ErrorStats{Count: 4, Median: 0.012, P90: 0.02, Max: 0.03, Weighted: 0.011},
+			ByPrompt:         [4]float64{0.81, 0.9, 1.0004, 1.08},
+			ByPromptRequests: [4]int{9, 10, 10, 10},
 		},
 		Baseline: EnergyErrors{
 			Request: ErrorStats{Count: 39, Median: 0.12, P90: 0.301, Max: 2.005, Weighted: 0.14},
@@ -99,5 +104,27 @@ func TestPooledSeedsAreNamed(t *testing.T) {
 	}
 	if got := r.Text(); !strings.Contains(got, "steady (seeds 100, 101, 102, H200)") {
 		t.Errorf("a pooled report's text: %q", got[:strings.Index(got, "\n")])
+	}
+}
+
+// A quartile whose requests an estimator gave no energy reads 0.000, its
+// worst; a dash is a quartile without requests.
+func TestQuartileGivenNothingIsNotEmpty(t *testing.T) {
+	f := newFixture(engine(infersim.MatchAttribute, 0))
+	f.bins(0, t0, 10, 0, slices.Repeat([]string{compute}, 10)...)
+	// Of two requests, the second quartile holds the short prompt, which
+	// gpuviz gave 0 J, the fourth the long one.
+	f.request(1, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0, Scheduled: t0, FirstToken: t0 + 100*ms, Finished: t0 + 500*ms, PromptTokens: 10, Energy: 40})
+	f.span(1, 1, "llm_request", t0, t0+500*ms, enriched(0))
+	f.request(2, infersim.TruthRequest{GPUs: []int{0}, Arrival: t0 + 500*ms, Scheduled: t0 + 500*ms, FirstToken: t0 + 600*ms, Finished: t0 + 1000*ms, PromptTokens: 900, Energy: 60})
+	f.span(2, 2, "llm_request", t0+500*ms, t0+1000*ms, enriched(60))
+
+	rep := f.score(t, Options{BaselineInterval: time.Second})
+
+	want := "gpuviz – / 0.000 / – / 1.000, baseline – / 1.250 / – / 0.833"
+	for name, got := range map[string]string{"text": rep.Text(), "markdown": rep.MarkdownSection()} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%s lacks %q:\n%s", name, want, got)
+		}
 	}
 }

@@ -68,11 +68,12 @@ func TestCoverageAndSpanChoice(t *testing.T) {
 	// request 4 alone. By prompt, request 4's 100 tokens come first: of
 	// two requests, the second and fourth quartiles hold one each.
 	want := EnergyErrors{
-		Request:   ErrorStats{Count: 2, Median: 0.2, P90: 0.24, Max: 0.25, Weighted: 5.0 / 28},
-		Prefill:   ErrorStats{Count: 1, ZeroTruth: 1, Median: 0.5, P90: 0.5, Max: 0.5, Weighted: 0.5},
-		Decode:    ErrorStats{Count: 2, Median: 0.05, P90: 0.09, Max: 0.1, Weighted: 2.0 / 26},
-		Costliest: ErrorStats{Count: 1, Median: 0.15, P90: 0.15, Max: 0.15, Weighted: 0.15},
-		ByPrompt:  [4]float64{0, 23.0 / 20, 0, 10.0 / 8},
+		Request:          ErrorStats{Count: 2, Median: 0.2, P90: 0.24, Max: 0.25, Weighted: 5.0 / 28},
+		Prefill:          ErrorStats{Count: 1, ZeroTruth: 1, Median: 0.5, P90: 0.5, Max: 0.5, Weighted: 0.5},
+		Decode:           ErrorStats{Count: 2, Median: 0.05, P90: 0.09, Max: 0.1, Weighted: 2.0 / 26},
+		Costliest:        ErrorStats{Count: 1, Median: 0.15, P90: 0.15, Max: 0.15, Weighted: 0.15},
+		ByPrompt:         [4]float64{0, 23.0 / 20, 0, 10.0 / 8},
+		ByPromptRequests: [4]int{0, 1, 0, 1},
 	}
 	if diff := cmp.Diff(want, rep.Energy, approx); diff != "" {
 		t.Errorf("energy errors (-want +got):\n%s", diff)
@@ -226,7 +227,8 @@ func TestBaselineSplitsIntervalsByOverlap(t *testing.T) {
 		Decode:    ErrorStats{Count: 2, Median: 1.0 / 12, P90: 0.15, Max: 1.0 / 6, Weighted: 8.0 / 183},
 		Costliest: ErrorStats{Count: 1, Median: 1.0 / 6, P90: 1.0 / 6, Max: 1.0 / 6, Weighted: 1.0 / 6},
 		// Equal prompts keep the truth's order: A, then B.
-		ByPrompt: [4]float64{0, 7.0 / 6, 0, 5.0 / 6},
+		ByPrompt:         [4]float64{0, 7.0 / 6, 0, 5.0 / 6},
+		ByPromptRequests: [4]int{0, 1, 0, 1},
 	}
 	if diff := cmp.Diff(wantErr, f.score(t, Options{BaselineInterval: time.Second}).Baseline, approx); diff != "" {
 		t.Errorf("baseline errors (-want +got):\n%s", diff)
