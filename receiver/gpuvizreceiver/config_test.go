@@ -112,6 +112,10 @@ func TestInvalidConfig(t *testing.T) {
 		"negative_initial_delay":     "initial_delay: -1s is negative: use 0 to scrape at start",
 		"slurm_relative_dir":         `slurm.job_mapping_dir: "run/slurm" is not an absolute path`,
 		"unmarked_simulation":        "resource_attributes::gpuviz.backend::enabled: false would leave simulated data unmarked",
+		// Semantic conventions require these on hw.gpu.io and hw.errors:
+		// a metric's attributes setting must not drop them.
+		"gpu_io_without_direction": "network.io.direction is a required attribute for hw.gpu.io metric and must be included",
+		"errors_without_type":      "error.type is a required attribute for hw.errors metric and must be included",
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := loadConfig(t, name)

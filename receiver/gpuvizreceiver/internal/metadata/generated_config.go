@@ -119,6 +119,9 @@ func (ms *HwErrorsMetricConfig) Validate() error {
 	if !slices.Contains(ms.EnabledAttributes, HwErrorsMetricAttributeKeyHwType) {
 		return fmt.Errorf("hw.type is a required attribute for hw.errors metric and must be included")
 	}
+	if !slices.Contains(ms.EnabledAttributes, HwErrorsMetricAttributeKeyErrorType) {
+		return fmt.Errorf("error.type is a required attribute for hw.errors metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -174,6 +177,9 @@ func (ms *HwGpuIoMetricConfig) Validate() error {
 	}
 	if !slices.Contains(ms.EnabledAttributes, HwGpuIoMetricAttributeKeyHwID) {
 		return fmt.Errorf("hw.id is a required attribute for hw.gpu.io metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, HwGpuIoMetricAttributeKeyNetworkIoDirection) {
+		return fmt.Errorf("network.io.direction is a required attribute for hw.gpu.io metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -1602,6 +1608,9 @@ func (ms *NvidiaGpuNvlinkIoMetricConfig) Validate() error {
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyHwID) {
 		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.nvlink.io metric and must be included")
 	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkIoMetricAttributeKeyNetworkIoDirection) {
+		return fmt.Errorf("network.io.direction is a required attribute for nvidia.gpu.nvlink.io metric and must be included")
+	}
 
 	switch ms.AggregationStrategy {
 	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
@@ -1654,6 +1663,9 @@ func (ms *NvidiaGpuNvlinkThroughputMetricConfig) Validate() error {
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyHwID) {
 		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.nvlink.throughput metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuNvlinkThroughputMetricAttributeKeyNetworkIoDirection) {
+		return fmt.Errorf("network.io.direction is a required attribute for nvidia.gpu.nvlink.throughput metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {
@@ -1865,6 +1877,9 @@ func (ms *NvidiaGpuPcieThroughputMetricConfig) Validate() error {
 	}
 	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyHwID) {
 		return fmt.Errorf("hw.id is a required attribute for nvidia.gpu.pcie.throughput metric and must be included")
+	}
+	if !slices.Contains(ms.EnabledAttributes, NvidiaGpuPcieThroughputMetricAttributeKeyNetworkIoDirection) {
+		return fmt.Errorf("network.io.direction is a required attribute for nvidia.gpu.pcie.throughput metric and must be included")
 	}
 
 	switch ms.AggregationStrategy {

@@ -131,13 +131,13 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordHwErrorsDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeHwTypeGpu, AttributeErrorTypeCorrected)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeErrorTypeUncorrected)
+				mb.RecordHwErrorsDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeHwTypeGpu, AttributeErrorTypeCorrected)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordHwGpuIoDataPoint(ts, 1, "hw.id-val", "hw.name-val", "hw.vendor-val", "hw.model-val", "hw.driver_version-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordHwGpuIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordHwGpuIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", "hw.vendor-val-2", "hw.model-val-2", "hw.driver_version-val-2", AttributeNetworkIoDirectionReceive)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -293,13 +293,13 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordNvidiaGpuNvlinkIoDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionReceive)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordNvidiaGpuNvlinkThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionReceive)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -323,7 +323,7 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount++
 			mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 1, "hw.id-val", "hw.name-val", AttributeNetworkIoDirectionReceive)
 			if tt.name == "reaggregate_set" {
-				mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionTransmit)
+				mb.RecordNvidiaGpuPcieThroughputDataPoint(ts, 3, "hw.id-val", "hw.name-val-2", AttributeNetworkIoDirectionReceive)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -631,7 +631,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.type")
 						assert.True(t, ok)
 						_, ok = dp.Attributes().Get("error.type")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "hw.gpu.io":
 					if tt.name != "reaggregate_set" {
@@ -700,7 +700,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.driver_version")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "hw.gpu.memory.limit":
 					if tt.name != "reaggregate_set" {
@@ -2225,7 +2225,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "nvidia.gpu.nvlink.throughput":
 					if tt.name != "reaggregate_set" {
@@ -2275,7 +2275,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "nvidia.gpu.pcie.link.generation":
 					if tt.name != "reaggregate_set" {
@@ -2474,7 +2474,7 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("hw.name")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("network.io.direction")
-						assert.False(t, ok)
+						assert.True(t, ok)
 					}
 				case "nvidia.gpu.performance_state":
 					if tt.name != "reaggregate_set" {
