@@ -9,7 +9,10 @@ package examples_test
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -1963,6 +1966,70 @@ func TestTLSExamples(t *testing.T) {
 		"extension pprof: no endpoint: set one (the default may not be loopback)",
 		`the collector's own metrics listen on "0.0.0.0"`,
 	}, tlsExposureProblems(half))
+}
+
+// readmeBlock returns the first fenced block of lang in file after the
+// line that starts with heading.
+func readmeBlock(t *testing.T, file, heading, lang string) string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), "\n"+heading)
+	require.True(t, ok, "%s has no %q", file, heading)
+	_, rest, ok = strings.Cut(rest, "```"+lang+"\n")
+	require.True(t, ok, "%s: no ```%s block after %q", file, lang, heading)
+	block, _, ok := strings.Cut(rest, "\n```")
+	require.True(t, ok)
+	return block
+}
+
+// TestTLSREADMEOpenSSL runs the README's openssl commands as the sh
+// script its fence says they are (dash where there is one, as /bin/sh is
+// on Debian and Ubuntu), and checks what they make: a gateway certificate
+// the agents and Prometheus verify for every name they dial, client
+// certificates the gateway takes, and keys only their owner reads.
+func TestTLSREADMEOpenSSL(t *testing.T) {
+	if _, err := exec.LookPath("openssl"); err != nil {
+		t.Skip("openssl not installed")
+	}
+	shell := "sh"
+	if p, err := exec.LookPath("dash"); err == nil {
+		shell = p
+	}
+	script := readmeBlock(t, "tls/README.md", "### With openssl", "sh")
+	dir := t.TempDir()
+	cmd := exec.Command(shell, "-e", "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s -e: the README's openssl commands:\n%s", shell, out)
+
+	read := func(name string) *x509.Certificate {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		blk, _ := pem.Decode(b)
+		require.NotNil(t, blk, name)
+		c, err := x509.ParseCertificate(blk.Bytes)
+		require.NoError(t, err, name)
+		return c
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(read("ca.crt"))
+	gw := read("gateway.crt")
+	for _, name := range []string{"gpuviz-gateway.gpuviz.svc.cluster.local", "gpuviz-gateway.example.com", "127.0.0.1"} {
+		_, err := gw.Verify(x509.VerifyOptions{DNSName: name, Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+		assert.NoError(t, err, "the gateway's certificate for %s", name)
+	}
+	for _, name := range []string{"gpu-node-1", "prometheus"} {
+		_, err := read(name + ".crt").Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		assert.NoError(t, err, "%s's client certificate", name)
+	}
+	for _, name := range []string{"ca", "gateway", "gpu-node-1", "prometheus"} {
+		_, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		assert.NoError(t, err, name)
+		fi, err := os.Stat(filepath.Join(dir, name+".key"))
+		require.NoError(t, err)
+		assert.Zero(t, fi.Mode().Perm()&0o077, "%s.key is %v: readable by others", name, fi.Mode().Perm())
+	}
 }
 
 // --- systemd -----------------------------------------------------------------------
