@@ -2032,6 +2032,58 @@ func TestTLSREADMEOpenSSL(t *testing.T) {
 	}
 }
 
+// kafkaDeliveryProblems checks the Kafka components of a collector config
+// for settings under which a record the pipeline took can be lost: a kafka
+// exporter must wait for every in-sync replica (required_acks: all; the
+// default, 1, acknowledges once the leader has it, and a leader that fails
+// before its followers copied it loses it).
+func kafkaDeliveryProblems(cfg map[string]any) []string {
+	var problems []string
+	typeOf := func(id string) string { typ, _, _ := strings.Cut(id, "/"); return typ }
+	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["exporters"]))) {
+		if typeOf(id) != "kafka" {
+			continue
+		}
+		acks := dig(cfg, "exporters", id, "producer", "required_acks")
+		if acks == nil {
+			acks = "unset (1)"
+		}
+		switch fmt.Sprint(acks) {
+		case "all", "-1":
+		default:
+			problems = append(problems, fmt.Sprintf("exporter %s: required_acks %v, not all: a leader that fails before its followers copy a record loses it", id, acks))
+		}
+	}
+	return problems
+}
+
+// TestKafkaExamples checks examples/kafka: the gateway consumes the topics
+// the agent writes, in the encoding it writes them, and neither side
+// loses what it took.
+func TestKafkaExamples(t *testing.T) {
+	configs := collectorConfigs(t)
+	agent, gw := configs["kafka/agent.yaml"], configs["kafka/gateway.yaml"]
+	require.NotNil(t, agent)
+	require.NotNil(t, gw)
+	for _, signal := range []string{"traces", "metrics"} {
+		assert.Equal(t, []string{fmt.Sprint(dig(agent, "exporters", "kafka", signal, "topic"))}, asStrings(dig(gw, "receivers", "kafka", signal, "topics")), signal)
+		assert.Equal(t, dig(agent, "exporters", "kafka", signal, "encoding"), dig(gw, "receivers", "kafka", signal, "encoding"), signal)
+	}
+	for name, cfg := range map[string]map[string]any{"agent": agent, "gateway": gw} {
+		assert.Empty(t, kafkaDeliveryProblems(cfg), name)
+	}
+
+	// The negative case: the exporter's defaults.
+	assert.Equal(t, []string{
+		"exporter kafka: required_acks unset (1), not all: a leader that fails before its followers copy a record loses it",
+		"exporter kafka/b: required_acks 1, not all: a leader that fails before its followers copy a record loses it",
+	}, kafkaDeliveryProblems(map[string]any{"exporters": map[string]any{
+		"kafka":   map[string]any{},
+		"kafka/b": map[string]any{"producer": map[string]any{"required_acks": 1}},
+		"kafka/c": map[string]any{"producer": map[string]any{"required_acks": -1}},
+	}}))
+}
+
 // --- systemd -----------------------------------------------------------------------
 
 // systemdEnvironmentProblems splits the value of an Environment= line as
