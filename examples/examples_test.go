@@ -2033,13 +2033,30 @@ func TestTLSREADMEOpenSSL(t *testing.T) {
 }
 
 // kafkaDeliveryProblems checks the Kafka components of a collector config
-// for settings under which a record the pipeline took can be lost: a kafka
-// exporter must wait for every in-sync replica (required_acks: all; the
-// default, 1, acknowledges once the leader has it, and a leader that fails
-// before its followers copied it loses it).
+// for settings under which a record the pipeline took can be lost or
+// stall: a kafka exporter must wait for every in-sync replica
+// (required_acks: all; the default, 1, acknowledges once the leader has
+// it, and a leader that fails before its followers copied it loses it); a
+// kafka receiver must mark a record after its pipeline took it
+// (message_marking: after; the default marks it before, and a crash loses
+// it), and then back off and retry on a transient error (error_backoff:
+// without it the receiver pauses the record's partition until the next
+// rebalance, which a steady consumer group may never have).
 func kafkaDeliveryProblems(cfg map[string]any) []string {
 	var problems []string
 	typeOf := func(id string) string { typ, _, _ := strings.Cut(id, "/"); return typ }
+	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["receivers"]))) {
+		if typeOf(id) != "kafka" {
+			continue
+		}
+		r := asMap(asMap(cfg["receivers"])[id])
+		switch {
+		case dig(r, "message_marking", "after") != true:
+			problems = append(problems, fmt.Sprintf("receiver %s marks a record before its pipeline took it: a crash loses it", id))
+		case dig(r, "message_marking", "on_error") != true && dig(r, "error_backoff", "enabled") != true:
+			problems = append(problems, fmt.Sprintf("receiver %s without error_backoff: a transient error pauses the partition until a rebalance", id))
+		}
+	}
 	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["exporters"]))) {
 		if typeOf(id) != "kafka" {
 			continue
@@ -2081,6 +2098,15 @@ func TestKafkaExamples(t *testing.T) {
 		"kafka":   map[string]any{},
 		"kafka/b": map[string]any{"producer": map[string]any{"required_acks": 1}},
 		"kafka/c": map[string]any{"producer": map[string]any{"required_acks": -1}},
+	}}))
+	assert.Equal(t, []string{
+		"receiver kafka marks a record before its pipeline took it: a crash loses it",
+		"receiver kafka/b without error_backoff: a transient error pauses the partition until a rebalance",
+	}, kafkaDeliveryProblems(map[string]any{"receivers": map[string]any{
+		"kafka":   map[string]any{},
+		"kafka/b": map[string]any{"message_marking": map[string]any{"after": true}},
+		"kafka/c": map[string]any{"message_marking": map[string]any{"after": true}, "error_backoff": map[string]any{"enabled": true}},
+		"otlp":    map[string]any{},
 	}}))
 }
 
