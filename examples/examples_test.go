@@ -9,6 +9,7 @@ package examples_test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -28,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -2030,6 +2032,45 @@ func TestTLSREADMEOpenSSL(t *testing.T) {
 		require.NoError(t, err)
 		assert.Zero(t, fi.Mode().Perm()&0o077, "%s.key is %v: readable by others", name, fi.Mode().Perm())
 	}
+}
+
+// TestTLSREADMECertManagerCA checks the README's cert-manager objects: the
+// CA outlives the certificates it signs and keeps its key when renewed.
+// The collectors read their CA (an agent's ca_file, the gateway's
+// client_ca_file) once, at start; reload_interval reloads only the
+// certificate and key. A CA at cert-manager's default duration (90 days,
+// as long as its leaves) expires in every collector's pool, and a renewal
+// with a new key signs leaves no running collector verifies.
+func TestTLSREADMECertManagerCA(t *testing.T) {
+	var leaves []time.Duration
+	var ca map[string]any
+	dec := yaml.NewDecoder(strings.NewReader(readmeBlock(t, "tls/README.md", "### With cert-manager", "yaml")))
+	for {
+		var d map[string]any
+		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		if d["kind"] != "Certificate" {
+			continue
+		}
+		if dig(d, "spec", "isCA") == true {
+			ca = asMap(d["spec"])
+			continue
+		}
+		s, _ := dig(d, "spec", "duration").(string)
+		leaf, err := time.ParseDuration(cmp.Or(s, "2160h"))
+		require.NoError(t, err)
+		leaves = append(leaves, leaf)
+	}
+	require.NotNil(t, ca, "the README's cert-manager objects have a CA Certificate")
+	require.NotEmpty(t, leaves)
+	s, _ := ca["duration"].(string)
+	d, err := time.ParseDuration(cmp.Or(s, "2160h")) // cert-manager's default
+	require.NoError(t, err)
+	assert.GreaterOrEqual(t, d, 10*slices.Max(leaves), "the CA's duration, against its leaves'")
+	assert.Equal(t, "Never", dig(ca, "privateKey", "rotationPolicy"), "the CA keeps its key when cert-manager renews it")
 }
 
 // kafkaDeliveryProblems checks the Kafka components of a collector config
