@@ -2082,7 +2082,10 @@ func TestTLSREADMECertManagerCA(t *testing.T) {
 // (message_marking: after; the default marks it before, and a crash loses
 // it), and then back off and retry on a transient error (error_backoff:
 // without it the receiver pauses the record's partition until the next
-// rebalance, which a steady consumer group may never have).
+// rebalance, which a steady consumer group may never have), and mark a
+// record that failed for good (message_marking: on_permanent_error, which
+// defaults to on_error: an undecodable record is a permanent error, never
+// retried, and left unmarked it stops its partition for every owner).
 func kafkaDeliveryProblems(cfg map[string]any) []string {
 	var problems []string
 	typeOf := func(id string) string { typ, _, _ := strings.Cut(id, "/"); return typ }
@@ -2096,6 +2099,13 @@ func kafkaDeliveryProblems(cfg map[string]any) []string {
 			problems = append(problems, fmt.Sprintf("receiver %s marks a record before its pipeline took it: a crash loses it", id))
 		case dig(r, "message_marking", "on_error") != true && dig(r, "error_backoff", "enabled") != true:
 			problems = append(problems, fmt.Sprintf("receiver %s without error_backoff: a transient error pauses the partition until a rebalance", id))
+		}
+		permanent, set := asMap(r["message_marking"])["on_permanent_error"]
+		if !set {
+			permanent = dig(r, "message_marking", "on_error")
+		}
+		if permanent != true {
+			problems = append(problems, fmt.Sprintf("receiver %s leaves a record that failed for good unmarked: one undecodable record stops its partition", id))
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(asMap(cfg["exporters"]))) {
@@ -2142,11 +2152,17 @@ func TestKafkaExamples(t *testing.T) {
 	}}))
 	assert.Equal(t, []string{
 		"receiver kafka marks a record before its pipeline took it: a crash loses it",
+		"receiver kafka leaves a record that failed for good unmarked: one undecodable record stops its partition",
 		"receiver kafka/b without error_backoff: a transient error pauses the partition until a rebalance",
+		"receiver kafka/c leaves a record that failed for good unmarked: one undecodable record stops its partition",
+		"receiver kafka/e leaves a record that failed for good unmarked: one undecodable record stops its partition",
 	}, kafkaDeliveryProblems(map[string]any{"receivers": map[string]any{
 		"kafka":   map[string]any{},
-		"kafka/b": map[string]any{"message_marking": map[string]any{"after": true}},
+		"kafka/b": map[string]any{"message_marking": map[string]any{"after": true, "on_permanent_error": true}},
 		"kafka/c": map[string]any{"message_marking": map[string]any{"after": true}, "error_backoff": map[string]any{"enabled": true}},
+		"kafka/d": map[string]any{"message_marking": map[string]any{"after": true, "on_permanent_error": true}, "error_backoff": map[string]any{"enabled": true}},
+		"kafka/e": map[string]any{"message_marking": map[string]any{"after": true, "on_error": true, "on_permanent_error": false}},
+		"kafka/f": map[string]any{"message_marking": map[string]any{"after": true, "on_error": true}},
 		"otlp":    map[string]any{},
 	}}))
 }
