@@ -13,8 +13,8 @@ import (
 // dcgm-exporter as a source. Its series reach the processor through the
 // prometheus receiver, which keeps dcgm-exporter's metric names as they are
 // (DCGM_FI_*), turns every label into a data point attribute and puts the
-// scrape's job and instance on the resource. A GPU is keyed by the UUID and
-// Hostname labels (hostname since dcgm-exporter #655; the resource's
+// scrape's job and instance on the resource. A GPU is keyed by the UUID
+// (uuid with --use-old-namespace) and Hostname labels (hostname since dcgm-exporter #655; the resource's
 // host.name where neither is present);
 // the gpu label is its index, the pod, namespace and container labels
 // (pod_name, pod_namespace, container_name with dcgm-exporter's old names)

@@ -679,6 +679,30 @@ func TestDCGMLowercaseHostnameLabel(t *testing.T) {
 	assert.Equal(t, []timeline.Key{dcgmKeyOf(0)}, in.store.GPUs("node-a"))
 }
 
+// dcgm-exporter run with --use-old-namespace (-o,
+// DCGM_EXPORTER_USE_OLD_NAMESPACE) names the GPU's UUID label uuid, not
+// UUID (internal/pkg/collector/gpu_collector.go, toMetric; the label
+// name is render_metrics.go's {{ $metric.UUID }}), and its pod labels
+// pod_name, pod_namespace and container_name
+// (transformation/kubernetes.go). The metric names stay those of the
+// counters file (DCGM_FI_*).
+func TestDCGMOldNamespaceUUIDLabel(t *testing.T) {
+	in := newTestIngest(t)
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	old := map[string]string{"UUID": "", "uuid": dcgmUUID(0), "Hostname": "", "hostname": "node-a",
+		"pod_name": "vllm-0", "pod_namespace": "llm", "container_name": "vllm"}
+	for i := range 2 {
+		in.consume(context.Background(), dcgmScrape(t0.Add(time.Duration(i)*30*time.Second),
+			dcgmSeries{name: "DCGM_FI_DEV_POWER_USAGE", v: 300, labels: old},
+			dcgmSeries{name: "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", counter: true, v: 5e9 + float64(i)*300*30*1000, labels: old},
+		))
+	}
+	k := dcgmKeyOf(0)
+	assert.Equal(t, []timeline.Key{k}, in.store.GPUs("node-a"))
+	assert.InDelta(t, 300*30.0, in.store.Window(k, t0, t0.Add(30*time.Second)).EnergyJ, 1e-6)
+	assert.Equal(t, []timeline.Key{k}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-0"}, t0, t0.Add(30*time.Second)))
+}
+
 // A scrape job that sets pod and namespace target labels (Kubernetes
 // service discovery's usual relabelling, __meta_kubernetes_pod_name →
 // pod) with honor_labels false (the default) makes Prometheus rename

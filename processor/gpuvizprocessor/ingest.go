@@ -735,8 +735,8 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 	}
 }
 
-// dcgmPoints feeds one DCGM metric's points, keyed by their UUID and
-// Hostname labels (hostname since dcgm-exporter #655; host, the resource's
+// dcgmPoints feeds one DCGM metric's points, keyed by their UUID (uuid
+// with dcgm-exporter's --use-old-namespace) and Hostname labels (hostname since dcgm-exporter #655; host, the resource's
 // host.name, where neither is present). Each point also records its GPU's index (the gpu label) and the
 // pod its labels name; a MIG instance's point only its pod, unless its
 // field is of the whole GPU (dcgmWholeGPUFields). A pod's share of a
@@ -749,7 +749,7 @@ func (b *ingestBatch) dcgmPoints(name string, h handler, dps pmetric.NumberDataP
 			continue
 		}
 		attrs := dp.Attributes()
-		id := stringAttr(attrs, "UUID")
+		id := firstAttr(attrs, "UUID", "uuid") // uuid: dcgm-exporter --use-old-namespace
 		if id == "" {
 			b.refuse("no_hw_id")
 			continue
