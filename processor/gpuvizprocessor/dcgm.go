@@ -31,7 +31,7 @@ const dcgmBackend = "dcgm"
 // Unit conversions of dcgm-exporter's fields (etc/default-counters.csv,
 // etc/dcp-metrics-included.csv).
 const (
-	mib             = 1 << 20 // FB_USED, FB_FREE: MiB
+	mib             = 1 << 20 // FB_USED, FB_FREE, FB_RESERVED: MiB
 	dcgmPercent     = 0.01    // GPU_UTIL, MEM_COPY_UTIL: percent
 	dcgmMilliJoule  = 1e-3    // TOTAL_ENERGY_CONSUMPTION: mJ since the driver loaded
 	dcgmKilobyte    = 1000    // PCIE_TX/RX_THROUGHPUT: KB/s (NVML's PCIe throughput, as the receiver converts it)
@@ -80,10 +80,13 @@ var dcgmHandlers = map[string]handler{
 	},
 	"DCGM_FI_DEV_FB_USED": func(in *ingest, b *ingestBatch, p point) {
 		b.addFrom(sourceDCGM, p.key, timeline.MemoryUsed, p.ts, p.v*mib)
-		in.state(p.key).dcgm.framebuffer(b, p, true)
+		in.state(p.key).dcgm.framebuffer(b, p, fbUsed)
 	},
 	"DCGM_FI_DEV_FB_FREE": func(in *ingest, b *ingestBatch, p point) {
-		in.state(p.key).dcgm.framebuffer(b, p, false)
+		in.state(p.key).dcgm.framebuffer(b, p, fbFree)
+	},
+	"DCGM_FI_DEV_FB_RESERVED": func(in *ingest, b *ingestBatch, p point) {
+		in.state(p.key).dcgm.framebuffer(b, p, fbReserved)
 	},
 	// PCIe: the profiling rates (bytes/s over DCGM's sampling period,
 	// headers included) are preferred to NVML's throughput snapshot.
@@ -198,10 +201,10 @@ func dcgmViolation(group throttleGroup) handler {
 type dcgmIngest struct {
 	seen      bool // a DCGM point came for this GPU: its backend includes dcgm
 	preferred [numDCGMPreferences]bool
-	// The newest framebuffer used and free (MiB): one scrape's pair, at
-	// one timestamp, makes the memory limit.
-	fbUsed, fbFree counterPoint
-	violation      [numThrottleGroups]counterPoint // cumulative seconds
+	// The newest framebuffer used, free and reserved (MiB): one scrape's,
+	// at one timestamp, make the memory limit.
+	fb        [numFBParts]counterPoint
+	violation [numThrottleGroups]counterPoint // cumulative seconds
 	// last and prev are the two newest distinct timestamps (Unix ns) of
 	// DCGM points the timeline took: when DCGM's data has arrived, and how
 	// often it comes.
@@ -215,18 +218,35 @@ func (d *dcgmIngest) learned(t int64) {
 	}
 }
 
-// framebuffer takes FB_USED (used) or FB_FREE and feeds the memory limit,
-// used + free, once both of one timestamp are known.
-func (d *dcgmIngest) framebuffer(b *ingestBatch, p point, used bool) {
-	pt := counterPoint{ts: p.ts, total: p.v, ok: true}
-	if used {
-		d.fbUsed = pt
-	} else {
-		d.fbFree = pt
+// fbPart names one of the framebuffer fields the memory limit adds up.
+type fbPart uint8
+
+const (
+	fbUsed fbPart = iota
+	fbFree
+	fbReserved
+	numFBParts
+)
+
+// framebuffer takes FB_USED, FB_FREE or FB_RESERVED and feeds the memory
+// limit, the GPU's whole framebuffer, once used and free of one timestamp
+// are known: DCGM reads them with nvmlDeviceGetMemoryInfo_v2 (driver 510
+// on), whose used leaves out what the driver reserves, so the total is
+// used + free + reserved, the reserved of that timestamp where it came
+// (the receiver's hw.gpu.memory.limit is NVML's total). A scrape's fields
+// come in any order: a reserved after the pair replaces the limit of that
+// timestamp the pair made.
+func (d *dcgmIngest) framebuffer(b *ingestBatch, p point, part fbPart) {
+	d.fb[part] = counterPoint{ts: p.ts, total: p.v, ok: true}
+	used, free, reserved := d.fb[fbUsed], d.fb[fbFree], d.fb[fbReserved]
+	if !used.ok || !free.ok || !used.ts.Equal(p.ts) || !free.ts.Equal(p.ts) {
+		return
 	}
-	if d.fbUsed.ok && d.fbFree.ok && d.fbUsed.ts.Equal(d.fbFree.ts) {
-		b.addFrom(sourceDCGM, p.key, timeline.MemoryLimit, p.ts, (d.fbUsed.total+d.fbFree.total)*mib)
+	limit := used.total + free.total
+	if reserved.ok && reserved.ts.Equal(p.ts) {
+		limit += reserved.total
 	}
+	b.addFrom(sourceDCGM, p.key, timeline.MemoryLimit, p.ts, limit*mib)
 }
 
 // violationShare returns the share of the interval from the group's

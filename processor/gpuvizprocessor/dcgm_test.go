@@ -703,6 +703,35 @@ func TestDCGMOldNamespaceUUIDLabel(t *testing.T) {
 	assert.Equal(t, []timeline.Key{k}, in.store.PodGPUs(timeline.Pod{Namespace: "llm", Name: "vllm-0"}, t0, t0.Add(30*time.Second)))
 }
 
+// DCGM reads the framebuffer with nvmlDeviceGetMemoryInfo_v2 (driver 510
+// on; DcgmCacheManager.cpp, ReadAndCacheFBMemoryInfo), whose used leaves
+// out what the driver reserves: total = used + free + reserved, and
+// dcgm-exporter's counters files send DCGM_FI_DEV_FB_RESERVED (MiB) beside
+// FB_USED and FB_FREE. The limit is the GPU's memory, as the receiver's
+// hw.gpu.memory.limit (NVML's total) is, whichever order the scrape's
+// series come in (dcgm-exporter ranges over a map of counters).
+func TestDCGMMemoryLimitCountsTheReservedFramebuffer(t *testing.T) {
+	const totalMiB, usedMiB, reservedMiB = 81559, 40000, 587 // an H100 80GB HBM3
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	used := dcgmSeries{name: "DCGM_FI_DEV_FB_USED", v: usedMiB}
+	free := dcgmSeries{name: "DCGM_FI_DEV_FB_FREE", v: totalMiB - usedMiB - reservedMiB}
+	reserved := dcgmSeries{name: "DCGM_FI_DEV_FB_RESERVED", v: reservedMiB}
+	for _, order := range [][]dcgmSeries{{used, free, reserved}, {reserved, free, used}, {free, reserved, used}} {
+		in := newTestIngest(t)
+		in.consume(context.Background(), dcgmScrape(t0, order...))
+		got, ok := last(in, dcgmKeyOf(0), timeline.MemoryLimit, t0)
+		require.True(t, ok)
+		assert.InDelta(t, totalMiB*mibBytes, got, 1, "%s, %s, %s", order[0].name, order[1].name, order[2].name)
+	}
+	// Without FB_RESERVED (older counters files, a driver before 510) the
+	// limit is used + free.
+	in := newTestIngest(t)
+	in.consume(context.Background(), dcgmScrape(t0, used, free))
+	got, ok := last(in, dcgmKeyOf(0), timeline.MemoryLimit, t0)
+	require.True(t, ok)
+	assert.InDelta(t, (totalMiB-reservedMiB)*mibBytes, got, 1)
+}
+
 // A scrape job that sets pod and namespace target labels (Kubernetes
 // service discovery's usual relabelling, __meta_kubernetes_pod_name →
 // pod) with honor_labels false (the default) makes Prometheus rename
