@@ -841,6 +841,56 @@ func TestBuilderComponents(t *testing.T) {
 	assert.Equal(t, want, got, "builder-config.yaml changed: update the examples and this table")
 }
 
+// TestBuilderOneCollectorRelease: every collector module the distribution
+// builds with is of the release builder-config.yaml names (core v0.N.0 with
+// its v1 modules, contrib v0.N.x), the gpuviz components' dependencies
+// included: they come into ocb's go.mod at the versions this go.mod requires.
+func TestBuilderOneCollectorRelease(t *testing.T) {
+	var cfg map[string]yaml.Node
+	readYAML(t, builderPath, &cfg)
+	var release string // v0.N of the core components
+	var imports []string
+	for _, kind := range []string{"receivers", "processors", "exporters", "extensions", "connectors"} {
+		var list []struct {
+			GoMod  string `yaml:"gomod"`
+			Import string `yaml:"import"`
+		}
+		if node, ok := cfg[kind]; ok {
+			require.NoError(t, node.Decode(&list), kind)
+		}
+		for _, c := range list {
+			mod, version, _ := strings.Cut(c.GoMod, " ")
+			switch {
+			case strings.HasPrefix(mod, "github.com/gpuviz/gpuviz"):
+				imports = append(imports, c.Import)
+			case strings.HasPrefix(mod, "go.opentelemetry.io/collector/"):
+				v0 := version[:strings.LastIndex(version, ".")]
+				require.True(t, release == "" || release == v0, "builder-config.yaml: core components at %s and %s", release, v0)
+				release = v0
+			}
+		}
+	}
+	require.NotEmpty(t, release, "builder-config.yaml: no core component")
+	require.NotEmpty(t, imports, "builder-config.yaml: no gpuviz component")
+
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{with .Module}}{{.Path}} {{.Version}}{{end}}"}, imports...)...)
+	cmd.Dir = repoRoot
+	out, err := cmd.Output()
+	require.NoError(t, err, "go list -deps %v", imports)
+	v1 := map[string][]string{} // the v1 core modules by version: one version
+	for line := range strings.Lines(string(out)) {
+		mod, version, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch {
+		case strings.HasPrefix(mod, "go.opentelemetry.io/collector/") && strings.HasPrefix(version, "v1."):
+			v1[version] = append(v1[version], mod)
+		case strings.HasPrefix(mod, "go.opentelemetry.io/collector/"),
+			strings.HasPrefix(mod, "github.com/open-telemetry/opentelemetry-collector-contrib/"):
+			assert.True(t, strings.HasPrefix(version, release+"."), "%s %s: the distribution is collector %s (builder-config.yaml)", mod, version, release)
+		}
+	}
+	assert.Len(t, v1, 1, "the v1 core modules at one version: %v", v1)
+}
+
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
