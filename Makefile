@@ -6,6 +6,12 @@ SHELL := /bin/bash
 export CGO_ENABLED := 1
 export CGO_CFLAGS := -O2 -g -Wno-deprecated-declarations
 
+# Targets run one at a time even under -j (or MAKEFLAGS=-j): test needs build
+# before unit (and two go generate at once would race), and prometheus and
+# chromium would run apt-get at once, which apt's lock refuses. go and ocb
+# use every core themselves.
+.NOTPARALLEL:
+
 OCB_VERSION := v0.165.0
 TOOLS := $(CURDIR)/.tools
 OCB := $(TOOLS)/ocb-$(OCB_VERSION)/builder
