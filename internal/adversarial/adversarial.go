@@ -64,6 +64,10 @@ type Case struct {
 	Family  string // the recogniser it aims at ("" for none)
 	Outcome Outcome
 	Reason  string // the recogniser's reason, for Malformed
+	// Unenriched, for an Enriched case whose window holds no GPU sample
+	// (far in the past, or empty), is the reason the processor passes its
+	// spans through untouched, unenriched and without phase spans.
+	Unenriched string
 	// Phases is how many phase spans the processor adds under an enriched
 	// span of this case (its request's non-empty phases).
 	Phases int

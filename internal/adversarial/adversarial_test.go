@@ -148,11 +148,13 @@ func TestTableThroughTheProcessor(t *testing.T) {
 		EachSpan(td, func(res pcommon.Resource, scope pcommon.InstrumentationScope, sp ptrace.Span) {
 			c, seq, _ := CaseOf(sp)
 			sent[seq] = Single(res, scope, sp)
-			switch c.Outcome {
-			case Enriched:
+			switch {
+			case c.Unenriched != "":
+				malformed[c.Unenriched]++
+			case c.Outcome == Enriched:
 				enriched++
 				phases += c.Phases
-			case Malformed:
+			case c.Outcome == Malformed:
 				malformed["malformed_"+c.Reason]++
 			}
 		})
@@ -176,7 +178,7 @@ func TestTableThroughTheProcessor(t *testing.T) {
 			out[seq] = true
 			assert.NoError(t, Check(c, sent[seq], Single(res, scope, sp)))
 			family, enrichedSpan := sp.Attributes().Get("gpuviz.request.family")
-			if c.Outcome == Enriched {
+			if c.Outcome == Enriched && c.Unenriched == "" {
 				assert.True(t, enrichedSpan, "%s enriched", c.Name)
 				assert.Equal(t, c.Family, family.AsString(), c.Name)
 			} else {
@@ -188,7 +190,7 @@ func TestTableThroughTheProcessor(t *testing.T) {
 	assert.Equal(t, phases, gotPhases)
 
 	unenriched := counts(t, tel, "otelcol_processor_gpuviz_spans_unenriched")
-	assert.Equal(t, malformed, unenriched, "malformed spans counted by reason, and nothing else unenriched")
+	assert.Equal(t, malformed, unenriched, "malformed spans counted by reason, those with no samples no_samples, and nothing else unenriched")
 	assert.Equal(t, map[string]int64{"": int64(enriched)}, counts(t, tel, "otelcol_processor_gpuviz_spans_enriched"))
 	assert.Equal(t, map[string]int64{"": int64(phases)}, counts(t, tel, "otelcol_processor_gpuviz_phase_spans_added"))
 }

@@ -2,10 +2,12 @@ package adversarial
 
 import (
 	"math"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/ptrace"
+	"go.opentelemetry.io/collector/pdata/xpdata"
 )
 
 // The recognisers' malformed reasons (inference.Reasons, which is internal
@@ -234,6 +236,13 @@ func ok(name, family string, phases int, res resource, b build) Case {
 	return Case{Name: name, Family: family, Outcome: Enriched, Phases: phases, PerCycle: 8, res: res, build: b}
 }
 
+// passed is a well-formed span of family whose window holds no GPU sample
+// (long past, or empty): recognised, passed through untouched and counted
+// unenriched no_samples.
+func passed(name, family string, b build) Case {
+	return Case{Name: name, Family: family, Outcome: Enriched, Unenriched: "no_samples", PerCycle: 8, res: resPlain, build: b}
+}
+
 func malformed(name, family, reason string, res resource, b build) Case {
 	return Case{Name: name, Family: family, Outcome: Malformed, Reason: reason, PerCycle: 8, res: res, build: b}
 }
@@ -280,6 +289,52 @@ func deep(m pcommon.Map, n int) {
 	}
 	m.PutStr("leaf", "bottom")
 }
+
+// ManyAttributes is how many attributes the "many attributes" cases add.
+const ManyAttributes = 100_000
+
+// manyAttrs adds ManyAttributes attributes no recogniser reads.
+// (appended: pcommon.Map's Puts scan every key already there).
+func manyAttrs(a pcommon.Map) {
+	var mb xpdata.MapBuilder
+	mb.EnsureCapacity(a.Len() + ManyAttributes)
+	for k, v := range a.All() {
+		v.CopyTo(mb.AppendEmpty(k))
+	}
+	for i := range ManyAttributes {
+		mb.AppendEmpty("x." + strconv.Itoa(i)).SetInt(int64(i))
+	}
+	mb.UnsafeIntoMap(a)
+}
+
+// duplicated appends a second attribute named k with value set, after
+// whatever the span has: on the wire OTLP allows it, pcommon.Map's Puts
+// never make it, and each recogniser reads every attribute in order.
+func duplicated(k string, set func(v pcommon.Value)) func(a pcommon.Map) {
+	return func(a pcommon.Map) {
+		var mb xpdata.MapBuilder
+		mb.EnsureCapacity(a.Len() + 1)
+		for key, v := range a.All() {
+			v.CopyTo(mb.AppendEmpty(key))
+		}
+		set(mb.AppendEmpty(k))
+		mb.UnsafeIntoMap(a)
+	}
+}
+
+// farPast moves a span's window (and its events) back by 25 years, before any GPU
+// sample.
+func farPast(sp ptrace.Span, _ clock) {
+	const back = 25 * 365 * 24 * 3600 * sec
+	window(sp, int64(sp.StartTimestamp())-back, int64(sp.EndTimestamp())-back)
+	for i := range sp.Events().Len() {
+		e := sp.Events().At(i)
+		e.SetTimestamp(e.Timestamp() - pcommon.Timestamp(back))
+	}
+}
+
+// zeroDuration ends a span at its start.
+func zeroDuration(sp ptrace.Span, _ clock) { sp.SetStartTimestamp(sp.EndTimestamp()) }
 
 var cases = func() []Case {
 	var t []Case
@@ -357,6 +412,24 @@ var cases = func() []Case {
 			a.PutDouble("gen_ai.usage.output_tokens", 3.5)
 		})),
 		not("vllm/name_with_space", "vllm", resPlain, then(vllm, func(sp ptrace.Span, _ clock) { sp.SetName("llm_request ") })),
+		ok("vllm/duplicate_model", "vllm", 3, resPlain, attrs(vllm, duplicated("gen_ai.request.model", func(v pcommon.Value) { v.SetStr("other") }))),
+		ok("vllm/duplicate_gpuviz_attribute", "vllm", 3, resPlain, attrs(vllm, func(a pcommon.Map) {
+			a.PutStr("gpuviz.energy", "lots")
+			duplicated("gpuviz.energy", func(v pcommon.Value) { v.SetBool(true) })(a)
+		})),
+		ok("vllm/invalid_utf8_model", "vllm", 3, resPlain, attrs(vllm, func(a pcommon.Map) { a.PutStr("gen_ai.request.model", "\xff\xfe") })),
+		ok("vllm/empty_model", "vllm", 3, resPlain, attrs(vllm, func(a pcommon.Map) { a.PutStr("gen_ai.request.model", "") })),
+		passed("vllm/zero_duration_no_latencies", "vllm", then(attrs(vllm, func(a pcommon.Map) {
+			a.RemoveIf(func(k string, _ pcommon.Value) bool { return strings.HasPrefix(k, "gen_ai.latency.") })
+		}), zeroDuration)),
+		rare(ok("vllm/many_attributes", "vllm", 3, resPlain, attrs(vllm, manyAttrs))),
+		passed("vllm/far_past", "vllm", then(vllm, farPast)),
+		malformed("vllm/duplicate_latency_nan", "vllm", badLatency, resPlain, attrs(vllm, duplicated("gen_ai.latency.time_in_model_prefill", func(v pcommon.Value) { v.SetDouble(nan) }))),
+		malformed("vllm/duplicate_latency_past_end", "vllm", phasesExceedSpan, resPlain, attrs(vllm, duplicated("gen_ai.latency.time_in_model_prefill", func(v pcommon.Value) { v.SetDouble(2) }))),
+		malformed("vllm/duplicate_token_count_string", "vllm", badTokenCount, resPlain, attrs(vllm, duplicated("gen_ai.usage.prompt_tokens", func(v pcommon.Value) { v.SetStr("512") }))),
+		malformed("vllm/zero_duration", "vllm", phasesExceedSpan, resPlain, then(vllm, zeroDuration)),
+		malformed("vllm/empty_latency_value", "vllm", badLatency, resPlain, attrs(vllm, func(a pcommon.Map) { a.PutEmpty("gen_ai.latency.time_in_queue") })),
+		malformed("vllm/far_past_start", "vllm", absurdDuration, resPlain, then(vllm, func(sp ptrace.Span, _ clock) { sp.SetStartTimestamp(1) })),
 	)
 	add(windowCases("vllm", resPlain, vllm)...)
 
@@ -380,6 +453,8 @@ var cases = func() []Case {
 		ok("trtllm/with_vllm_latencies", "vllm", 2, resPlain, attrs(trtllm, func(a pcommon.Map) {
 			a.PutDouble("gen_ai.latency.time_in_model_prefill", 0.6)
 		})),
+		malformed("trtllm/zero_duration", "trtllm", phasesExceedSpan, resPlain, then(trtllm, zeroDuration)),
+		passed("trtllm/far_past", "trtllm", then(trtllm, farPast)),
 		malformed("trtllm/negative_latency", "trtllm", negativeLatency, resPlain, attrs(trtllm, func(a pcommon.Map) {
 			a.PutDouble("gen_ai.latency.time_in_queue", -2)
 		})),
@@ -434,6 +509,9 @@ var cases = func() []Case {
 		not("sglang/role_with_space", "sglang", resPlain, then(sglang, func(sp ptrace.Span, _ clock) {
 			sp.SetName("a b Req 5c0ffee1")
 		})),
+		ok("sglang/invalid_utf8_id", "sglang", 2, resPlain, then(sglang, func(sp ptrace.Span, _ clock) { sp.SetName(" Req \xff\xfe") })),
+		malformed("sglang/zero_duration", "sglang", phasesExceedSpan, resPlain, then(sglang, zeroDuration)),
+		passed("sglang/far_past", "sglang", then(sglang, farPast)),
 		malformed("sglang/prefill_before_dispatch", "sglang", phasesExceedSpan, resPlain, attrs(sglang, func(a pcommon.Map) {
 			a.PutDouble("gen_ai.latency.time_in_model_prefill", 1.5)
 		})),
@@ -494,6 +572,12 @@ var cases = func() []Case {
 		malformed("tgi/inference_past_end", "tgi", phasesExceedSpan, resPlain, attrs(tgi, func(a pcommon.Map) {
 			a.PutStr("inference_time", "30s")
 		})),
+		malformed("tgi/duration_empty", "tgi", badDurationString, resPlain, attrs(tgi, func(a pcommon.Map) { a.PutStr("queue_time", "") })),
+		malformed("tgi/duration_invalid_utf8", "tgi", badDurationString, resPlain, attrs(tgi, func(a pcommon.Map) { a.PutStr("queue_time", "1\xffms") })),
+		malformed("tgi/duration_nan", "tgi", badDurationString, resPlain, attrs(tgi, func(a pcommon.Map) { a.PutStr("queue_time", "NaNs") })),
+		malformed("tgi/duplicate_duration", "tgi", badDurationString, resPlain, attrs(tgi, duplicated("queue_time", func(v pcommon.Value) { v.SetStr("soon") }))),
+		malformed("tgi/zero_duration", "tgi", phasesExceedSpan, resPlain, then(tgi, zeroDuration)),
+		passed("tgi/far_past", "tgi", then(tgi, farPast)),
 		rare(malformed("tgi/huge_duration_string", "tgi", badDurationString, resPlain, attrs(tgi, func(a pcommon.Map) {
 			a.PutStr("queue_time", strings.Repeat("9", HugeBytes)+"ms")
 		}))),
@@ -517,6 +601,11 @@ var cases = func() []Case {
 			window(sp, c.end-2*sec, c.end)
 			sp.Attributes().PutInt("triton.model_name", 3)
 		}),
+		malformed("triton/duplicate_compute_end", "triton", eventsOutOfOrder, resPlain, then(tritonCompute, func(sp ptrace.Span, _ clock) {
+			event(sp, "COMPUTE_END", int64(sp.EndTimestamp()))
+		})),
+		malformed("triton/zero_duration", "triton", phasesExceedSpan, resPlain, then(tritonCompute, zeroDuration)),
+		passed("triton/far_past", "triton", then(tritonCompute, farPast)),
 		malformed("triton/compute_start_only", "triton", eventsOutOfOrder, resPlain, then(tritonCompute, func(sp ptrace.Span, _ clock) {
 			sp.Events().RemoveIf(func(e ptrace.SpanEvent) bool { return e.Name() == "COMPUTE_END" })
 		})),
@@ -560,6 +649,10 @@ var cases = func() []Case {
 		not("genai/execute_tool", "genai", resPlain, attrs(genai, func(a pcommon.Map) { a.PutStr("gen_ai.operation.name", "execute_tool") })),
 		not("genai/operation_int", "genai", resPlain, attrs(genai, func(a pcommon.Map) { a.PutInt("gen_ai.operation.name", 1) })),
 		not("genai/operation_empty", "genai", resPlain, attrs(genai, func(a pcommon.Map) { a.PutStr("gen_ai.operation.name", "") })),
+		malformed("genai/zero_duration", "genai", phasesExceedSpan, resPlain, then(genai, zeroDuration)),
+		malformed("genai/duplicate_tokens", "genai", badTokenCount, resPlain, attrs(genai, duplicated("gen_ai.usage.input_tokens", func(v pcommon.Value) { v.SetInt(-5) }))),
+		passed("genai/far_past", "genai", then(genai, farPast)),
+		ok("genai/operation_invalid_utf8", "genai", 2, resPlain, attrs(genai, func(a pcommon.Map) { a.PutStr("gen_ai.operation.name", "ch\xffat") })),
 		malformed("genai/nan_ttfc", "genai", badLatency, resPlain, attrs(genai, func(a pcommon.Map) {
 			a.PutDouble("gen_ai.response.time_to_first_chunk", nan)
 		})),
