@@ -18,10 +18,11 @@ import (
 )
 
 // maxJaegerTraces bounds one search: Jaeger's in-memory store holds a run's
-// traces; a larger run should export to a file. Jaeger answers a search
-// with at most the traces asked for and says nothing of the rest, so one
-// more is asked for: a service with more is an error, not a score of some
-// of its requests (the rest would read as spans gpuviz never exported).
+// traces (100,000 by default, and it refuses a search deeper than that);
+// a larger run should export to a file. Jaeger answers a search with at
+// most the traces asked for and says nothing of the rest, so a search that
+// comes back full is an error, not a score of some of its requests (the
+// rest would read as spans gpuviz never exported).
 var maxJaegerTraces = 100_000
 
 // FetchJaeger reads from Jaeger v2's API v3 (base, e.g.
@@ -45,7 +46,7 @@ func FetchJaeger(ctx context.Context, client *http.Client, base string, from, to
 			"query.service_name":   {svc},
 			"query.start_time_min": {from.UTC().Format(time.RFC3339Nano)},
 			"query.start_time_max": {to.UTC().Format(time.RFC3339Nano)},
-			"query.num_traces":     {strconv.Itoa(maxJaegerTraces + 1)},
+			"query.num_traces":     {strconv.Itoa(maxJaegerTraces)},
 		}
 		var resp struct{ Result json.RawMessage }
 		switch err := getJaeger(ctx, client, base+"/api/v3/traces?"+q.Encode(), &resp); {
@@ -59,8 +60,8 @@ func FetchJaeger(ctx context.Context, client *http.Client, base string, from, to
 		if err != nil {
 			return nil, fmt.Errorf("service %s: %w", svc, err)
 		}
-		if n := traceCount(td); n > maxJaegerTraces {
-			return nil, fmt.Errorf("service %s: more than %d traces between %s and %s: Jaeger returns only as many as asked for; export the run's spans to a file and score it with --spans",
+		if n := traceCount(td); n >= maxJaegerTraces {
+			return nil, fmt.Errorf("service %s: %d traces or more between %s and %s: Jaeger returns only as many as asked for; export the run's spans to a file and score it with --spans",
 				svc, maxJaegerTraces, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 		}
 		removeSeen(td, seen)

@@ -100,9 +100,11 @@ func TestFetchJaegerRefusesWhatIsNotItsAPI(t *testing.T) {
 }
 
 // Jaeger answers a search with at most query.num_traces traces and says
-// nothing of the rest: a service with more than the scorer reads is an
-// error, not a score of some of its requests; one with exactly as many is
-// read whole.
+// nothing of the rest: a search that comes back full is an error, not a
+// score of some of its requests; one with fewer is read whole. Jaeger
+// refuses a search deeper than its store's max_traces (500, "search depth
+// must be greater than 0 and less than max traces"), which the scorer's
+// bound is.
 func TestFetchJaegerRefusesATruncatedSearch(t *testing.T) {
 	defer func(n int) { maxJaegerTraces = n }(maxJaegerTraces)
 	maxJaegerTraces = 2
@@ -110,8 +112,9 @@ func TestFetchJaegerRefusesATruncatedSearch(t *testing.T) {
 		stored  int
 		wantErr string
 	}{
-		{2, ""},
-		{3, "service vllm: more than 2 traces between 2026-12-01T10:00:00Z and 2026-12-01T10:01:00Z"},
+		{1, ""},
+		{2, "service vllm: 2 traces or more between 2026-12-01T10:00:00Z and 2026-12-01T10:01:00Z"},
+		{3, "service vllm: 2 traces or more between 2026-12-01T10:00:00Z and 2026-12-01T10:01:00Z"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == "/api/v3/services" {
@@ -120,6 +123,11 @@ func TestFetchJaegerRefusesATruncatedSearch(t *testing.T) {
 			}
 			n, err := strconv.Atoi(r.URL.Query().Get("query.num_traces"))
 			require.NoError(t, err)
+			if n <= 0 || n > 2 { // a store of max_traces 2
+				w.WriteHeader(http.StatusInternalServerError)
+				_, _ = w.Write([]byte(`{"error":{"httpCode":500,"message":"search depth must be greater than 0 and less than max traces"}}`))
+				return
+			}
 			var spans []string
 			for i := range min(n, tc.stored) {
 				spans = append(spans, fmt.Sprintf(`{"traceId":"%032x","spanId":"0000000000000001","name":"llm_request","startTimeUnixNano":"1000","endTimeUnixNano":"2000"}`, i+1))
