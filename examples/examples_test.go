@@ -445,6 +445,39 @@ func TestDashboardHostFilter(t *testing.T) {
 	}
 }
 
+// TestDashboardGPUFilter checks that on a dashboard with a gpu variable
+// every panel query over series that carry hw_id applies it: a panel that
+// does not lists every GPU's rows while the rest of the dashboard shows the
+// one GPU selected.
+func TestDashboardGPUFilter(t *testing.T) {
+	known := emitted(t)
+	labels := seriesLabels(t)
+	gpuRef := regexp.MustCompile(`hw_id\s*=~\s*"\$\{?gpu\b`)
+	for f, d := range loadDashboards(t) {
+		hasGPU := false
+		for _, v := range d.Templating.List {
+			hasGPU = hasGPU || v.Name == "gpu"
+		}
+		if !hasGPU {
+			continue
+		}
+		for where, expr := range dashboardExprs(d) {
+			if strings.HasPrefix(where, "variable") {
+				continue
+			}
+			var gpuLabelled bool
+			for _, n := range queryMetricNames(expr) {
+				if m, ok := known[n]; ok && labels[m.Name]["hw_id"] {
+					gpuLabelled = true
+				}
+			}
+			if gpuLabelled {
+				assert.Regexp(t, gpuRef, expr, "%s: %s reads series with hw_id but ignores $gpu", filepath.Base(f), where)
+			}
+		}
+	}
+}
+
 // TestDashboardsMarkSimulatedData checks that every dashboard says when what
 // it shows comes from the simulated backend: a panel selects the series
 // whose gpuviz_backend names simulated, alone or beside another backend (the
