@@ -59,7 +59,7 @@ receivers:
         - {kind: hang, gpu: 3, calls: [nvmlDeviceGetTemperature], sleep: 8s, after: 15s, duration: 8s}
         - {kind: hang, gpu: 4, calls: [nvmlGpmSampleGet], sleep: 6s, after: 15s, duration: 6s}
         - {kind: error, gpu: 5, error: gpu_is_lost, after: 15s, duration: 20s}
-        - {kind: xid_storm, gpu: 6, xid: 13, rate: 500, after: 15s, duration: 10s}
+        - {kind: xid_storm, gpu: 6, xid: 48, rate: 500, after: 15s, duration: 10s}
         - {kind: error, gpu: 7, error: timeout, calls: [nvmlDeviceGetFieldValues], after: 15s, duration: 30s}
         - {kind: unsupported, gpu: 7, calls: [nvmlDeviceGetProcessUtilization]}
 exporters:

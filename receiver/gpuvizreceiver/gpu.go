@@ -66,7 +66,7 @@ type gpu struct {
 	scrapeErrs    []error
 	// health is what the latest readings say about the GPU's state beyond
 	// answering calls: ok, degraded (pending remap, new uncorrected ECC
-	// errors or Xids) or failed (a failed remap).
+	// errors or Xids of the hardware's) or failed (a failed remap).
 	health metadata.AttributeHwState
 }
 

@@ -13,7 +13,9 @@ import (
 type xidCounts struct {
 	mu     sync.Mutex
 	counts map[uint64]int64
-	// fresh is set by a new Xid and cleared by the scrape that reports it.
+	// fresh is set by a new Xid of the hardware's (not an application's,
+	// applicationXid) and cleared by the scrape that reports it: it
+	// degrades the GPU's hw.status.
 	fresh bool
 	// logged is when an Xid was last logged, unlogged how many arrived
 	// since: a storm of Xids is logged at most once per xidLogEvery.
@@ -34,7 +36,9 @@ func (x *xidCounts) add(code uint64, now time.Time) (unlogged int64, log bool) {
 		x.counts = map[uint64]int64{}
 	}
 	x.counts[code]++
-	x.fresh = true
+	if !applicationXid(code) {
+		x.fresh = true
+	}
 	if now.Sub(x.logged) < xidLogEvery {
 		x.unlogged++
 		return 0, false
@@ -43,8 +47,8 @@ func (x *xidCounts) add(code uint64, now time.Time) (unlogged int64, log bool) {
 	return unlogged, true
 }
 
-// take calls f for every code seen, and reports whether any arrived since
-// the previous take.
+// take calls f for every code seen, and reports whether any Xid of the
+// hardware's arrived since the previous take.
 func (x *xidCounts) take(f func(code uint64, n int64)) bool {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -192,13 +196,30 @@ var xidMeanings = map[uint64]string{
 	62:  "internal micro-controller halt: the GPU needs a reset",
 	63:  "ECC page retirement or row-remapping recorded",
 	64:  "ECC page retirement or row-remapping failed",
+	68:  "video processor exception (usually an application fault)",
 	74:  "NVLink error",
 	79:  "GPU has fallen off the bus",
 	92:  "high single-bit ECC error rate",
 	94:  "contained ECC error: the affected application was stopped",
 	95:  "uncontained ECC error: the GPU needs a reset",
+	109: "context switch timeout (usually an application fault)",
 	119: "GSP RPC timeout",
 	120: "GSP error",
+}
+
+// applicationXid says whether Xid code is an application's error, not the
+// GPU's: it is counted and logged, but leaves the GPU's hw.status ok. The
+// list is the one NVIDIA's k8s-device-plugin skips in its health check
+// (internal/rm/health.go, "Application errors: the GPU should still be
+// healthy"): a kernel's bad memory access (13, 31), a killed context (43),
+// the cleanup after one (45), a video decoder's exception (68), a context
+// switch timeout (109).
+func applicationXid(code uint64) bool {
+	switch code {
+	case 13, 31, 43, 45, 68, 109:
+		return true
+	}
+	return false
 }
 
 func xidMeaning(code uint64) string {

@@ -139,3 +139,42 @@ func TestXidWatcherWaitsThroughTimeoutsAndALostGPU(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the Xid 94 after two timeouts and two lost answers (EventSetWait calls: %d)", n.Load())
 	assert.Equal(t, 1, logs.FilterMessage("waiting for Xid events: a GPU is lost; the others' are still counted").Len())
 }
+
+// An application's Xids (a kernel's bad memory access, 13 and 31, as
+// NVIDIA's device plugin classes them) are counted but leave the GPU ok;
+// the GPU's own (48, a double-bit ECC error) degrades it.
+func TestApplicationXidsAreCountedButDoNotDegrade(t *testing.T) {
+	lib := fixtureServer(1)
+	events := make(chan uint64, 4)
+	lib.EventSetWaitFunc = func(nvml.EventSet, uint32) (nvml.EventData, nvml.Return) {
+		select {
+		case code := <-events:
+			return nvml.EventData{Device: lib.Devices[0], EventType: nvml.EventTypeXidCriticalError, EventData: code}, nvml.SUCCESS
+		case <-time.After(2 * time.Millisecond):
+			return nvml.EventData{}, nvml.ERROR_TIMEOUT
+		}
+	}
+	s := startScraper(t, defaultConfig(), lib, BackendNVML)
+	id := device(lib, 0).UUID
+	counted := func(code int64, want float64) func() bool {
+		return func() bool {
+			s.gpus[0].xids.mu.Lock()
+			defer s.gpus[0].xids.mu.Unlock()
+			return float64(s.gpus[0].xids.counts[uint64(code)]) == want
+		}
+	}
+	events <- 13
+	events <- 31
+	require.Eventually(t, counted(31, 1), 5*time.Second, time.Millisecond)
+	m, err := s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []float64{1}, pointsOf(m, "nvidia.gpu.xid.errors", map[string]any{"nvidia.gpu.xid": int64(13)})[id])
+	assert.Equal(t, []float64{1}, pointsOf(m, "nvidia.gpu.xid.errors", map[string]any{"nvidia.gpu.xid": int64(31)})[id])
+	assert.Equal(t, "ok", stateOf(m, id), "an application's Xids are not the GPU's fault")
+
+	events <- 48
+	require.Eventually(t, counted(48, 1), 5*time.Second, time.Millisecond)
+	m, err = s.scrape(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "degraded", stateOf(m, id), "a double-bit ECC error is")
+}
