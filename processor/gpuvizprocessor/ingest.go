@@ -119,10 +119,17 @@ var handlers = map[string]handler{
 		}
 	},
 	// A GPU the receiver reports failed (lost, or gone while it resets)
-	// sends no data: spans do not wait for it (hold.ready).
+	// sends no data: spans do not wait for it (hold.ready), unless it
+	// still does (a failed row remap is failed too: answering).
 	"hw.status": func(in *ingest, b *ingestBatch, p point) {
-		if p.v == 1 {
-			b.state(p.key).failed = stringAttr(p.attrs, "hw.state") == "failed"
+		if p.v != 1 {
+			return
+		}
+		g := b.state(p.key)
+		if stringAttr(p.attrs, "hw.state") != "failed" {
+			g.failed = false
+		} else if !g.failed {
+			g.failed, g.failedSince = true, p.ts.UnixNano()
 		}
 	},
 	"nvidia.gpu.info": func(in *ingest, b *ingestBatch, p point) {
@@ -236,6 +243,9 @@ const energySlot = timeline.NumSignals
 type gpuIngest struct {
 	backend string // the receiver's gpuviz.backend
 	failed  bool   // the receiver's latest hw.status says failed
+	// failedSince is when the receiver's hw.status first said failed,
+	// after it last said otherwise (Unix ns).
+	failedSince int64
 	// powerSamplesAt is the newest of the driver's power samples the GPU
 	// sent (Unix ns; 0: never): they replace its tick's hw.power for
 	// in.supersede after it.
@@ -252,6 +262,22 @@ type gpuIngest struct {
 	throttleTotals [numThrottleGroups][throttleSlots]counterPoint
 	throttlePrev   [numThrottleGroups]counterPoint
 	gpm            gpmLag
+}
+
+// silent reports whether the receiver reports the GPU failed and has sent
+// none of its points stamped after it first did: a lost GPU. A GPU failed
+// for its memory (a failed row remap) still sends its data, and is waited
+// for.
+func (g *gpuIngest) silent() bool {
+	if !g.failed {
+		return false
+	}
+	for _, at := range g.receiverAt {
+		if at > g.failedSince {
+			return false
+		}
+	}
+	return true
 }
 
 type counterPoint struct {
@@ -347,13 +373,13 @@ func (in *ingest) viewOf(k timeline.Key) *viewSink {
 }
 
 // answering returns keys without the GPUs the receiver last reported
-// failed: keys itself when none is.
+// failed and sent nothing of since: keys itself when none is.
 func (in *ingest) answering(keys []timeline.Key) []timeline.Key {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var out []timeline.Key
 	for i, k := range keys {
-		if g := in.gpus[k]; g != nil && g.failed {
+		if g := in.gpus[k]; g != nil && g.silent() {
 			if out == nil {
 				out = append(make([]timeline.Key, 0, len(keys)), keys[:i]...)
 			}

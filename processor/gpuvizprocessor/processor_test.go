@@ -410,6 +410,27 @@ func TestASpanOnlyOnFailedGPUsWaitsForItsSettleGroupAlone(t *testing.T) {
 	assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "let go as its group closes, not at max_wait")
 }
 
+// A GPU the receiver reports failed but whose data still comes (a failed
+// row remap is failed, and the GPU answers) is waited for like any other:
+// only a GPU failed and silent since (lost) is not.
+func TestAFailedGPUThatStillSendsIsWaitedFor(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, nil)
+	*now = base.Add(11 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 5)))
+	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(5*time.Second)))
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(5*time.Second), time.Second, repeat(busy, 5)))
+	*now = base.Add(15 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	c.tick(base.Add(20 * time.Second))
+	assert.Zero(t, sink.SpanCount(), "held: GPU-a still sends, and its data after the span has not come")
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(10*time.Second), time.Second, repeat(busy, 15)))
+	c.tick(base.Add(26 * time.Second))
+	require.Len(t, spanAttrs(t, sink, "llm_request"), 1, "released once its data has come")
+}
+
 func TestShutdownFlushesHeldSpans(t *testing.T) {
 	f := NewFactory()
 	cfg := f.CreateDefaultConfig().(*Config)
