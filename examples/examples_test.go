@@ -417,32 +417,7 @@ func TestDashboardVariableAll(t *testing.T) {
 // every panel query over series that carry host_name applies it: a panel
 // that does not shows every host's data under one host's selection.
 func TestDashboardHostFilter(t *testing.T) {
-	known := emitted(t)
-	labels := seriesLabels(t)
-	hostRef := regexp.MustCompile(`host_name\s*=~\s*"\$\{?host\b`)
-	for f, d := range loadDashboards(t) {
-		hasHost := false
-		for _, v := range d.Templating.List {
-			hasHost = hasHost || v.Name == "host"
-		}
-		if !hasHost {
-			continue
-		}
-		for where, expr := range dashboardExprs(d) {
-			if strings.HasPrefix(where, "variable host") {
-				continue
-			}
-			var hostLabelled bool
-			for _, n := range queryMetricNames(expr) {
-				if m, ok := known[n]; ok && labels[m.Name]["host_name"] {
-					hostLabelled = true
-				}
-			}
-			if hostLabelled {
-				assert.Regexp(t, hostRef, expr, "%s: %s reads series with host_name but ignores $host", filepath.Base(f), where)
-			}
-		}
-	}
+	checkDashboardFilter(t, "host", "host_name", "variable host")
 }
 
 // TestDashboardGPUFilter checks that on a dashboard with a gpu variable
@@ -450,29 +425,37 @@ func TestDashboardHostFilter(t *testing.T) {
 // does not lists every GPU's rows while the rest of the dashboard shows the
 // one GPU selected.
 func TestDashboardGPUFilter(t *testing.T) {
+	checkDashboardFilter(t, "gpu", "hw_id", "variable")
+}
+
+// checkDashboardFilter checks that on every dashboard with the template
+// variable name, each query (but those whose place starts with skip) that
+// reads series carrying label filters that label on $name.
+func checkDashboardFilter(t *testing.T, name, label, skip string) {
+	t.Helper()
 	known := emitted(t)
 	labels := seriesLabels(t)
-	gpuRef := regexp.MustCompile(`hw_id\s*=~\s*"\$\{?gpu\b`)
+	ref := regexp.MustCompile(regexp.QuoteMeta(label) + `\s*=~\s*"\$\{?` + regexp.QuoteMeta(name) + `\b`)
 	for f, d := range loadDashboards(t) {
-		hasGPU := false
+		has := false
 		for _, v := range d.Templating.List {
-			hasGPU = hasGPU || v.Name == "gpu"
+			has = has || v.Name == name
 		}
-		if !hasGPU {
+		if !has {
 			continue
 		}
 		for where, expr := range dashboardExprs(d) {
-			if strings.HasPrefix(where, "variable") {
+			if strings.HasPrefix(where, skip) {
 				continue
 			}
-			var gpuLabelled bool
+			var labelled bool
 			for _, n := range queryMetricNames(expr) {
-				if m, ok := known[n]; ok && labels[m.Name]["hw_id"] {
-					gpuLabelled = true
+				if m, ok := known[n]; ok && labels[m.Name][label] {
+					labelled = true
 				}
 			}
-			if gpuLabelled {
-				assert.Regexp(t, gpuRef, expr, "%s: %s reads series with hw_id but ignores $gpu", filepath.Base(f), where)
+			if labelled {
+				assert.Regexp(t, ref, expr, "%s: %s reads series with %s but ignores $%s", filepath.Base(f), where, label, name)
 			}
 		}
 	}
