@@ -102,16 +102,7 @@ func TestMIGAllocationsAreReportedOnTheParentGPU(t *testing.T) {
 func TestProcessesOnMIGDevicesTakeTheirDevicesPod(t *testing.T) {
 	lib := fixtureServer(2)
 	withMIG(lib) // GPU 0: MIG-a (GI 1, CI 0), MIG-b (GI 1, CI 1), MIG-c (GI 2, CI 0)
-	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		return []nvml.ProcessInfo{
-			{Pid: 1000, UsedGpuMemory: 3 << 30, GpuInstanceId: 1, ComputeInstanceId: 0},
-			{Pid: 2000, UsedGpuMemory: 2 << 30, GpuInstanceId: 2, ComputeInstanceId: 0},
-			{Pid: 3000, UsedGpuMemory: 1 << 30, GpuInstanceId: 1, ComputeInstanceId: 1},
-		}, nvml.SUCCESS
-	}
-	device(lib, 1).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		return []nvml.ProcessInfo{{Pid: 4000, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
-	}
+	migProcesses(lib)
 	s := startWithKubelet(t, scrapeOnly(), lib, BackendNVML, migPods(lib)...)
 
 	m, err := s.scrape(context.Background())
@@ -136,16 +127,7 @@ func TestGKEMIGPartitionsAreTheirGPUInstancesMIGDevice(t *testing.T) {
 	lib := fixtureServer(2)
 	withMIG(lib) // GPU 0: MIG-a (GI 1, CI 0), MIG-b (GI 1, CI 1), MIG-c (GI 2, CI 0)
 	device(lib, 0).Minor, device(lib, 1).Minor = 1, 0
-	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		return []nvml.ProcessInfo{
-			{Pid: 1000, UsedGpuMemory: 3 << 30, GpuInstanceId: 1, ComputeInstanceId: 0},
-			{Pid: 2000, UsedGpuMemory: 2 << 30, GpuInstanceId: 2, ComputeInstanceId: 0},
-			{Pid: 3000, UsedGpuMemory: 1 << 30, GpuInstanceId: 1, ComputeInstanceId: 1},
-		}, nvml.SUCCESS
-	}
-	device(lib, 1).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
-		return []nvml.ProcessInfo{{Pid: 4000, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
-	}
+	migProcesses(lib)
 	cfg := scrapeOnly()
 	cfg.Kubernetes.PodResources.Interval = 100 * time.Millisecond
 	cfg.Kubernetes.PodResources.Timeout = 100 * time.Millisecond
@@ -392,4 +374,20 @@ func TestPodResourcesOnlyForTheSeriesThatNeedThem(t *testing.T) {
 	cfg.Metrics.NvidiaGpuProcessUtilization.Enabled = false
 	s = startScraper(t, cfg, lib, BackendNVML)
 	assert.Nil(t, s.pods)
+}
+
+// migProcesses runs processes on withMIG's GPU 0: 1000 on MIG-a (GI 1,
+// CI 0), 2000 on MIG-c (GI 2, CI 0), 3000 on MIG-b (GI 1, CI 1); and 4000
+// on GPU 1, not in MIG mode.
+func migProcesses(lib *server.Server) {
+	device(lib, 0).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{
+			{Pid: 1000, UsedGpuMemory: 3 << 30, GpuInstanceId: 1, ComputeInstanceId: 0},
+			{Pid: 2000, UsedGpuMemory: 2 << 30, GpuInstanceId: 2, ComputeInstanceId: 0},
+			{Pid: 3000, UsedGpuMemory: 1 << 30, GpuInstanceId: 1, ComputeInstanceId: 1},
+		}, nvml.SUCCESS
+	}
+	device(lib, 1).GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 4000, UsedGpuMemory: 1 << 30, GpuInstanceId: noInstance, ComputeInstanceId: noInstance}}, nvml.SUCCESS
+	}
 }
