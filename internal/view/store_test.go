@@ -284,11 +284,7 @@ func TestBadParametersNameThemselves(t *testing.T) {
 		"requests_after": "/api/v1/view?requests_after=-1",
 		"source":         "/api/v1/view?source=nope",
 	} {
-		code, _, body := query(t, r, target)
-		assert.Equal(t, http.StatusBadRequest, code, target)
-		var e struct{ Error string }
-		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
-		assert.Contains(t, e.Error, param[:len(param)-countSpaces(param)]+":", target)
+		assert.Contains(t, badRequest(t, r, target), param[:len(param)-countSpaces(param)]+":", target)
 	}
 	rec := httptest.NewRecorder()
 	r.Handler(fstest.MapFS{}).ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/api/v1/view", nil))
@@ -305,11 +301,8 @@ func TestAMalformedQueryIsRefused(t *testing.T) {
 		"/api/v1/view?range=60;columns=10",
 		"/api/v1/view?columns=10&since=%",
 	} {
-		code, _, body := query(t, r, target)
-		assert.Equal(t, http.StatusBadRequest, code, target)
-		var e struct{ Error string }
-		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
-		assert.True(t, strings.HasPrefix(e.Error, "query: "), "%s: %s", target, e.Error)
+		e := badRequest(t, r, target)
+		assert.True(t, strings.HasPrefix(e, "query: "), "%s: %s", target, e)
 	}
 }
 
@@ -324,11 +317,8 @@ func TestUnknownAndRepeatedParametersAreRefused(t *testing.T) {
 		"/api/v1/view?range=60&range=900":           "range: given 2 times",
 		"/api/v1/view?columns=10&columns=&range=60": "columns: given 2 times",
 	} {
-		code, _, body := query(t, r, target)
-		assert.Equal(t, http.StatusBadRequest, code, target)
-		var e struct{ Error string }
-		require.NoError(t, json.Unmarshal([]byte(body), &e), body)
-		assert.True(t, strings.HasPrefix(e.Error, want), "%s: %s", target, e.Error)
+		e := badRequest(t, r, target)
+		assert.True(t, strings.HasPrefix(e, want), "%s: %s", target, e)
 	}
 	code, _, body := query(t, r, "/api/v1/view?source=gpuviz&range=60&columns=60&since=0&requests_after=0")
 	assert.Equal(t, http.StatusOK, code, body)
@@ -648,4 +638,14 @@ func TestViewAnswersAreBuiltAFewAtATime(t *testing.T) {
 	rec = <-waiting
 	assert.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
 	assert.Len(t, r.answering, maxAnswers-1, "the answered request gave its slot back")
+}
+
+// badRequest asks r for target, requires a 400, and returns its error.
+func badRequest(t *testing.T, r *Registry, target string) string {
+	t.Helper()
+	code, _, body := query(t, r, target)
+	assert.Equal(t, http.StatusBadRequest, code, target)
+	var e struct{ Error string }
+	require.NoError(t, json.Unmarshal([]byte(body), &e), body)
+	return e.Error
 }
