@@ -1155,19 +1155,25 @@ func TestKustomizeOverlay(t *testing.T) {
 	require.NoError(t, err, "kubectl kustomize %s:\n%s", dir, out)
 	assert.Contains(t, string(out), "hostrouting", "the agents route")
 	assert.Contains(t, string(out), "name: gpuviz-gateway-headless")
-	var built []map[string]any
-	dec := yaml.NewDecoder(bytes.NewReader(out))
+	built := yamlDocs(t, bytes.NewReader(out))
+	checkScrapedPortsServed(t, "gateway-join", built)
+	checkWorkloadsGOMEMLIMIT(t, "gateway-join", built)
+}
+
+// yamlDocs decodes every document of a multi-document YAML stream.
+func yamlDocs(t *testing.T, r io.Reader) []map[string]any {
+	t.Helper()
+	var docs []map[string]any
+	dec := yaml.NewDecoder(r)
 	for {
 		var d map[string]any
 		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
-			break
+			return docs
 		} else {
 			require.NoError(t, err)
 		}
-		built = append(built, d)
+		docs = append(docs, d)
 	}
-	checkScrapedPortsServed(t, "gateway-join", built)
-	checkWorkloadsGOMEMLIMIT(t, "gateway-join", built)
 }
 
 // mebibytes reads a Kubernetes quantity (512Mi, 2Gi) or a GOMEMLIMIT
@@ -1968,15 +1974,20 @@ func tlsExposureProblems(cfg map[string]any) []string {
 	return problems
 }
 
+// exampleConfig returns the collector config at path under examples/.
+func exampleConfig(t *testing.T, path string) map[string]any {
+	t.Helper()
+	cfg := collectorConfigs(t)[path]
+	require.NotNil(t, cfg, path)
+	return cfg
+}
+
 // TestTLSExamples checks examples/tls: every socket on loopback unless it
 // has TLS and authentication; the agent's exporter to the gateway presents
 // a certificate and a token read from a file, none inline; and the
 // gateway takes the token the agent sends.
 func TestTLSExamples(t *testing.T) {
-	configs := collectorConfigs(t)
-	gw, agent := configs["tls/gateway.yaml"], configs["tls/agent.yaml"]
-	require.NotNil(t, gw)
-	require.NotNil(t, agent)
+	gw, agent := exampleConfig(t, "tls/gateway.yaml"), exampleConfig(t, "tls/agent.yaml")
 	for name, cfg := range map[string]map[string]any{"gateway": gw, "agent": agent} {
 		assert.Empty(t, tlsExposureProblems(cfg), name)
 		for id, ext := range asMap(cfg["extensions"]) {
@@ -2110,14 +2121,7 @@ func TestTLSREADMEOpenSSL(t *testing.T) {
 func TestTLSREADMECertManagerCA(t *testing.T) {
 	var leaves []time.Duration
 	var ca map[string]any
-	dec := yaml.NewDecoder(strings.NewReader(readmeBlock(t, "tls/README.md", "### With cert-manager", "yaml")))
-	for {
-		var d map[string]any
-		if err := dec.Decode(&d); errors.Is(err, io.EOF) {
-			break
-		} else {
-			require.NoError(t, err)
-		}
+	for _, d := range yamlDocs(t, strings.NewReader(readmeBlock(t, "tls/README.md", "### With cert-manager", "yaml"))) {
 		if d["kind"] != "Certificate" {
 			continue
 		}
@@ -2195,10 +2199,7 @@ func kafkaDeliveryProblems(cfg map[string]any) []string {
 // the agent writes, in the encoding it writes them, and neither side
 // loses what it took.
 func TestKafkaExamples(t *testing.T) {
-	configs := collectorConfigs(t)
-	agent, gw := configs["kafka/agent.yaml"], configs["kafka/gateway.yaml"]
-	require.NotNil(t, agent)
-	require.NotNil(t, gw)
+	agent, gw := exampleConfig(t, "kafka/agent.yaml"), exampleConfig(t, "kafka/gateway.yaml")
 	for _, signal := range []string{"traces", "metrics"} {
 		assert.Equal(t, []string{fmt.Sprint(dig(agent, "exporters", "kafka", signal, "topic"))}, asStrings(dig(gw, "receivers", "kafka", signal, "topics")), signal)
 		assert.Equal(t, dig(agent, "exporters", "kafka", signal, "encoding"), dig(gw, "receivers", "kafka", signal, "encoding"), signal)
