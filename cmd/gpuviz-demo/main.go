@@ -55,7 +55,9 @@ usage: gpuviz-demo --jaeger BIN [flags]`)
 			*p = filepath.Join(root, *p)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP too: a closed terminal signals the demo alone, each process
+	// of the stack being in a process group of its own.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	s, err := stack.Start(ctx, cfg)
 	if err != nil {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -82,13 +84,7 @@ func demo(t *testing.T, timeout time.Duration, args ...string) (int, string) {
 // nothing: the demo stops the rest and says so with a failing status,
 // whichever process it was.
 func TestAProcessStoppingStopsTheDemoWithAFailure(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:16686", "127.0.0.1:19090", "127.0.0.1:14317"} {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Skipf("the demo's fixed port %s is taken: %v", addr, err)
-		}
-		l.Close()
-	}
+	freePorts(t)
 	for _, dies := range []string{"collector", "loadgen"} {
 		t.Run(dies, func(t *testing.T) {
 			dir := t.TempDir()
@@ -108,6 +104,60 @@ func TestAProcessStoppingStopsTheDemoWithAFailure(t *testing.T) {
 			assert.Empty(t, running(t, dir), "fakes still running after the demo stopped")
 		})
 	}
+}
+
+// freePorts skips the test when one of the demo's fixed ports is taken.
+func freePorts(t *testing.T) {
+	for _, addr := range []string{"127.0.0.1:16686", "127.0.0.1:19090", "127.0.0.1:14317"} {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Skipf("the demo's fixed port %s is taken: %v", addr, err)
+		}
+		l.Close()
+	}
+}
+
+// fakeStack returns the demo's flags for fakes of the four programs in dir
+// that never exit, and kills whatever of them still runs when the test ends.
+func fakeStack(t *testing.T, dir string) []string {
+	t.Cleanup(func() { // whatever the test's outcome
+		for _, pid := range running(t, dir) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return []string{"--root", "../..", "--workdir", filepath.Join(dir, "work"),
+		"--jaeger", fake(t, dir, "jaeger", "127.0.0.1:16686", ""),
+		"--prometheus", fake(t, dir, "prometheus", "127.0.0.1:19090", ""),
+		"--collector", fake(t, dir, "collector", "127.0.0.1:14317", ""),
+		"--loadgen", fake(t, dir, "loadgen", "", "")}
+}
+
+// A terminal that closes sends SIGHUP to the demo, not to the stack's
+// processes (each in a process group of its own): the demo died of it and
+// left the four running on its fixed ports, where the next demo found them.
+func TestHangupStopsTheStack(t *testing.T) {
+	freePorts(t)
+	dir := t.TempDir()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self, fakeStack(t, dir)...)
+	cmd.Env = append(os.Environ(), "GPUVIZ_DEMO_TEST_ROLE=demo")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	// Up once it says where to look.
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	require.NoError(t, err, stderr.String())
+	require.Contains(t, line, "gpuviz demo running")
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	require.NotEmpty(t, running(t, dir), "jaeger, prometheus and the collector answered")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	_ = cmd.Wait()
+	assert.Empty(t, running(t, dir), "the stack still runs after the demo ended; stderr:\n%s", stderr.String())
 }
 
 // running returns the fakes' pids in dir/pids that are still running.
