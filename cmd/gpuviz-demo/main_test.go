@@ -19,6 +19,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpuviz/gpuviz/internal/stack"
 )
 
 // The test binary is also the demo (role demo) and the fakes of the
@@ -106,9 +108,10 @@ func TestAProcessStoppingStopsTheDemoWithAFailure(t *testing.T) {
 	}
 }
 
-// freePorts skips the test when one of the demo's fixed ports is taken.
+// freePorts skips the test when one of the stack's fixed ports is taken.
 func freePorts(t *testing.T) {
-	for _, addr := range []string{"127.0.0.1:16686", "127.0.0.1:19090", "127.0.0.1:14317"} {
+	for _, p := range stack.Ports {
+		addr := fmt.Sprintf("127.0.0.1:%d", p.Port)
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
 			t.Skipf("the demo's fixed port %s is taken: %v", addr, err)
@@ -158,6 +161,25 @@ func TestHangupStopsTheStack(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
 	_ = cmd.Wait()
 	assert.Empty(t, running(t, dir), "the stack still runs after the demo ended; stderr:\n%s", stderr.String())
+}
+
+// A port of the stack already taken (here Prometheus', by a leftover that
+// answers its readiness check) is named before anything starts: the
+// demo said only that prometheus exited, pointing at its log, sometimes
+// after printing that it was running.
+func TestAPortInUseIsNamedBeforeAnythingStarts(t *testing.T) {
+	freePorts(t)
+	l, err := net.Listen("tcp", "127.0.0.1:19090")
+	require.NoError(t, err)
+	defer l.Close()
+	go func() { _ = http.Serve(l, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) }()
+	dir := t.TempDir()
+	code, stderr := demo(t, 40*time.Second, fakeStack(t, dir)...)
+	assert.NotEqual(t, 0, code, stderr)
+	assert.Contains(t, stderr, "127.0.0.1:19090 (prometheus)", stderr)
+	assert.Contains(t, stderr, "in use", stderr)
+	_, err = os.Stat(filepath.Join(dir, "pids"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "a fake was started")
 }
 
 // running returns the fakes' pids in dir/pids that are still running.

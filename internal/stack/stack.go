@@ -8,8 +8,10 @@ package stack // import "github.com/gpuviz/gpuviz/internal/stack"
 import (
 	"context"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/gpuviz/gpuviz/internal/procs"
 )
@@ -23,6 +25,48 @@ const (
 	// servers' /metrics; examples/e2e/collector.yaml scrapes it.
 	ServersMetrics = "127.0.0.1:18000"
 )
+
+// Ports are the loopback TCP ports the stack's processes listen on, and
+// whose. Jaeger's are those of its built-in configuration
+// (cmd/jaeger/internal/all-in-one.yaml of the version scripts/jaeger.sh
+// builds).
+var Ports = []struct {
+	Port int
+	What string
+}{
+	{4317, "jaeger's OTLP/gRPC"}, {4318, "jaeger's OTLP/HTTP"},
+	{16686, "jaeger's query API"}, {16685, "jaeger's query gRPC"},
+	{8888, "jaeger's own metrics"}, {13133, "jaeger's health check"},
+	{5778, "jaeger's sampling HTTP"}, {5779, "jaeger's sampling gRPC"},
+	{14250, "jaeger's gRPC receiver"}, {14268, "jaeger's Thrift HTTP receiver"},
+	{9411, "jaeger's Zipkin receiver"}, {27777, "jaeger's expvar"}, {27778, "jaeger's zpages"},
+	{19090, "prometheus"},
+	{14317, "the collector's OTLP/gRPC"}, {14318, "the collector's OTLP/HTTP"},
+	{8889, "the collector's Prometheus exporter"}, {8787, "the collector's live view"},
+	{18000, "the load generator's servers' /metrics"},
+}
+
+// portsInUse names the ports of Ports that something already listens on.
+// A leftover of another run (a demo killed, a make e2e) would otherwise
+// answer for the process that fails to bind, or leave it to die with the
+// reason in its log only.
+func portsInUse() error {
+	var taken []string
+	for _, p := range Ports {
+		addr := fmt.Sprintf("127.0.0.1:%d", p.Port)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			taken = append(taken, fmt.Sprintf("%s (%s)", addr, p.What))
+			continue
+		}
+		l.Close()
+	}
+	if len(taken) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the stack's ports are in use already (another demo or make e2e still running? ss -ltnp names what listens): %s",
+		strings.Join(taken, ", "))
+}
 
 // Config says where the programs and files are.
 type Config struct {
@@ -49,6 +93,9 @@ type Stack struct {
 const Scenario = "steady"
 
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
+	if err := portsInUse(); err != nil {
+		return nil, err
+	}
 	g, err := procs.NewGroup(cfg.WorkDir)
 	if err != nil {
 		return nil, err
