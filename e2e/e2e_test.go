@@ -72,10 +72,10 @@ func TestEndToEnd(t *testing.T) {
 		Loadgen:    env("GPUVIZ_LOADGEN", filepath.Join(root, "_build/loadgen")),
 		Jaeger:     os.Getenv("GPUVIZ_JAEGER"),
 		Prometheus: env("GPUVIZ_PROMETHEUS", "prometheus"),
-		// Simulated GPUs even on a machine with real ones: the load
-		// generator follows the simulation's schedule.
-		CollectorArgs: []string{"--set=receivers::gpuviz::backend=simulated",
-			// Its own telemetry, where Jaeger's 8888 is not.
+		// Its own telemetry, where Jaeger's 8888 is not. (The config
+		// simulates GPUs even on a machine with real ones: the load
+		// generator follows the simulation's schedule.)
+		CollectorArgs: []string{
 			"--config=yaml:service::telemetry::metrics::level: normal",
 			fmt.Sprintf("--config=yaml:service::telemetry::metrics::readers: [{pull: {exporter: {prometheus: {host: 127.0.0.1, port: %d}}}}]", e2eTelemetryPort),
 		},

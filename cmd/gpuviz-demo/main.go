@@ -1,5 +1,5 @@
 // Command gpuviz-demo runs the demo stack on loopback — Jaeger, Prometheus,
-// otelcol-gpuviz on simulated GPUs (real ones where present) and the load
+// otelcol-gpuviz on simulated GPUs (even where real ones are present) and the load
 // generator — prints where to look, and stops everything on Ctrl-C.
 // `make demo` builds what it needs and runs it.
 package main
@@ -26,7 +26,7 @@ const viewURL = "http://127.0.0.1:8787"
 func main() {
 	var cfg stack.Config
 	cliusage.Describe(flag.CommandLine, `gpuviz-demo runs the demo stack on loopback (Jaeger, Prometheus,
-otelcol-gpuviz on simulated GPUs, real ones where present, and the load
+otelcol-gpuviz on simulated GPUs, even where real ones are present, and the load
 generator), prints where to look, and stops everything on Ctrl-C. make demo
 builds what it needs and runs it.
 
@@ -65,7 +65,7 @@ usage: gpuviz-demo --jaeger BIN [flags]`)
 	}
 	fmt.Printf(`gpuviz demo running (logs in %s). Ctrl-C stops everything.
 
-  The live view of the GPUs and requests (simulated unless real GPUs are present):
+  The live view of the simulated GPUs and requests:
     %s/
   GPU graphs in Prometheus' own UI:
     %s/graph?g0.expr=rate(gpuviz_gpu_bottleneck_time_seconds_total[1m])&g0.tab=0

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuviz/gpuviz/internal/stack"
 )
@@ -49,15 +50,16 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// fake writes a script that records its pid in dir/pids and runs the test
+// fake writes a script that records its pid in dir/pids and its arguments,
+// one a line, in dir/name.args, and runs the test
 // binary as a fake listening on addr ("" for none) and exiting after exit
 // ("" for never).
 func fake(t *testing.T, dir, name, addr, exit string) string {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	path := filepath.Join(dir, name)
-	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s/pids\nGPUVIZ_DEMO_TEST_ROLE=fake GPUVIZ_FAKE_ADDR=%s GPUVIZ_FAKE_EXIT=%s exec %s\n",
-		dir, addr, exit, self)
+	script := fmt.Sprintf("#!/bin/sh\necho $$ >> %s/pids\nprintf '%%s\\n' \"$@\" > %s/%s.args\nGPUVIZ_DEMO_TEST_ROLE=fake GPUVIZ_FAKE_ADDR=%s GPUVIZ_FAKE_EXIT=%s exec %s\n",
+		dir, dir, name, addr, exit, self)
 	require.NoError(t, os.WriteFile(path, []byte(script), 0o755))
 	return path
 }
@@ -180,6 +182,49 @@ func TestAPortInUseIsNamedBeforeAnythingStarts(t *testing.T) {
 	assert.Contains(t, stderr, "in use", stderr)
 	_, err = os.Stat(filepath.Join(dir, "pids"))
 	assert.ErrorIs(t, err, os.ErrNotExist, "a fake was started")
+}
+
+// The load generator sends the spans of the simulated node's engine, naming
+// its simulated GPUs: the collector simulates that node even where real
+// GPUs are present. With backend auto it read the real ones, and every
+// simulated request was matched to all of them by host (their UUIDs named
+// none), under gpuviz.backend nvml.
+func TestTheCollectorSimulatesTheNodeTheLoadGeneratorFollows(t *testing.T) {
+	freePorts(t)
+	dir := t.TempDir()
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self, fakeStack(t, dir)...)
+	cmd.Env = append(os.Environ(), "GPUVIZ_DEMO_TEST_ROLE=demo")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	_, err = bufio.NewReader(stdout).ReadString('\n') // running
+	require.NoError(t, err)
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+
+	b, err := os.ReadFile(filepath.Join(dir, "collector.args"))
+	require.NoError(t, err)
+	args := strings.Split(strings.TrimSpace(string(b)), "\n")
+	backend := ""
+	for i, a := range args {
+		switch {
+		case a == "--config" && i+1 < len(args):
+			var c struct {
+				Receivers struct {
+					Gpuviz struct{ Backend string }
+				}
+			}
+			y, err := os.ReadFile(args[i+1])
+			require.NoError(t, err)
+			require.NoError(t, yaml.Unmarshal(y, &c))
+			backend = c.Receivers.Gpuviz.Backend
+		case strings.HasPrefix(a, "--set=receivers::gpuviz::backend="):
+			backend = strings.TrimPrefix(a, "--set=receivers::gpuviz::backend=")
+		}
+	}
+	assert.Equal(t, "simulated", backend, "the collector's arguments: %q", args)
 }
 
 // running returns the fakes' pids in dir/pids that are still running.
