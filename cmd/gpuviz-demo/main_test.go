@@ -227,6 +227,32 @@ func TestTheCollectorSimulatesTheNodeTheLoadGeneratorFollows(t *testing.T) {
 	assert.Equal(t, "simulated", backend, "the collector's arguments: %q", args)
 }
 
+// Prometheus keeps exemplars in its storage's WAL and replays them at
+// start; Jaeger keeps traces in memory. A demo run again within the
+// printed query's 10 minutes served the last run's exemplars, naming
+// traces the new Jaeger never held: each run starts on empty storage.
+func TestEachRunStartsPrometheusOnEmptyStorage(t *testing.T) {
+	freePorts(t)
+	dir := t.TempDir()
+	args := fakeStack(t, dir)
+	stale := filepath.Join(dir, "work", "prometheus-data", "wal", "00000000")
+	require.NoError(t, os.MkdirAll(filepath.Dir(stale), 0o755))
+	require.NoError(t, os.WriteFile(stale, []byte("the last run's samples and exemplars"), 0o644))
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self, args...)
+	cmd.Env = append(os.Environ(), "GPUVIZ_DEMO_TEST_ROLE=demo")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
+	_, err = bufio.NewReader(stdout).ReadString('\n') // running
+	require.NoError(t, err)
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	_, err = os.Stat(stale)
+	assert.ErrorIs(t, err, os.ErrNotExist, "the last run's Prometheus storage")
+}
+
 // running returns the fakes' pids in dir/pids that are still running.
 func running(t *testing.T, dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "pids"))

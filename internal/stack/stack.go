@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -71,7 +72,7 @@ func portsInUse() error {
 // Config says where the programs and files are.
 type Config struct {
 	Root       string // the repository root
-	WorkDir    string // logs and Prometheus' storage go here
+	WorkDir    string // logs and Prometheus' storage (emptied at Start) go here
 	Collector  string // otelcol-gpuviz
 	Loadgen    string // the load generator
 	Jaeger     string // jaeger (v2)
@@ -96,6 +97,14 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := portsInUse(); err != nil {
 		return nil, err
 	}
+	// Prometheus replays the exemplars in its storage's WAL at start,
+	// while Jaeger keeps traces in memory: a last run's exemplars would
+	// name traces this Jaeger never held. (After portsInUse: no
+	// Prometheus of the stack still uses it.)
+	promData := filepath.Join(cfg.WorkDir, "prometheus-data")
+	if err := os.RemoveAll(promData); err != nil {
+		return nil, fmt.Errorf("emptying the last run's Prometheus storage: %w", err)
+	}
 	g, err := procs.NewGroup(cfg.WorkDir)
 	if err != nil {
 		return nil, err
@@ -110,7 +119,7 @@ func Start(ctx context.Context, cfg Config) (*Stack, error) {
 		{"jaeger", cfg.Jaeger, nil, procs.HTTPReady(JaegerQuery + "/api/services")},
 		{"prometheus", cfg.Prometheus, []string{
 			"--config.file=" + filepath.Join(cfg.Root, "examples/prometheus/prometheus.yml"),
-			"--storage.tsdb.path=" + filepath.Join(cfg.WorkDir, "prometheus-data"),
+			"--storage.tsdb.path=" + promData,
 			"--web.listen-address=127.0.0.1:19090",
 			"--enable-feature=exemplar-storage",
 		}, procs.HTTPReady(PrometheusURL + "/-/ready")},
