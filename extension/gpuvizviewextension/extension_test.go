@@ -3,12 +3,18 @@ package gpuvizviewextension
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"io/fs"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/extension/extensiontest"
 
 	"github.com/gpuviz/gpuviz/internal/view"
+	"github.com/gpuviz/gpuviz/internal/viewcheck"
 )
 
 func startView(t *testing.T) (*viewExtension, string) {
@@ -137,4 +144,166 @@ func fsReadDir(dir string) ([]string, error) {
 		}
 	}
 	return names, nil
+}
+
+// fakeAPI stands in for /api/v1 behind the embedded page: one source
+// "fake" of one GPU whose view follows docs/view.md (columns of step_ms
+// from range and columns, `since` and `requests_after` honoured), and the
+// requests the test puts in. noSource answers /api/v1/sources with none,
+// each answer held for hold; inflight and most count the sources requests
+// being answered.
+type fakeAPI struct {
+	mu             sync.Mutex
+	noSource       bool
+	hold           time.Duration
+	inflight, most int
+	arrived        chan struct{}
+	seq            uint64
+	requests       []map[string]any
+}
+
+func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	switch r.URL.Path {
+	case "/api/v1/sources":
+		f.mu.Lock()
+		f.inflight++
+		f.most = max(f.most, f.inflight)
+		none, hold, arrived := f.noSource, f.hold, f.arrived
+		f.mu.Unlock()
+		if arrived != nil {
+			select {
+			case arrived <- struct{}{}:
+			default:
+			}
+		}
+		time.Sleep(hold)
+		f.mu.Lock()
+		f.inflight--
+		f.mu.Unlock()
+		if none {
+			fmt.Fprint(w, `{"sources":[]}`)
+			return
+		}
+		fmt.Fprint(w, `{"sources":[{"id":"fake","gpus":1}]}`)
+	case "/api/v1/view":
+		q := r.URL.Query()
+		num := func(k string, def int64) int64 {
+			v, err := strconv.ParseInt(q.Get(k), 10, 64)
+			if err != nil {
+				return def
+			}
+			return v
+		}
+		rng, cols := num("range", 300), num("columns", 600)
+		step := max(1000, (rng*1000/cols+999)/1000*1000)
+		now := time.Now().UnixMilli()
+		from, last := (now-rng*1000)/step*step, now/step*step
+		start := from
+		if s := num("since", -1); s >= 0 {
+			start = min(max((s+step-1)/step*step, from), last)
+		}
+		var ts []int64
+		var vals []float64
+		var labels []string
+		for t := start; t <= last; t += step {
+			ts, vals, labels = append(ts, t), append(vals, 0.5), append(labels, "compute_bound")
+		}
+		f.mu.Lock()
+		after := num("requests_after", -1)
+		reqs := []map[string]any{}
+		for _, rq := range f.requests {
+			if int64(rq["seq"].(uint64)) > after {
+				reqs = append(reqs, rq)
+			}
+		}
+		seq := f.seq
+		f.mu.Unlock()
+		b, _ := json.Marshal(map[string]any{
+			"source": "fake", "now": now, "from": from, "to": now, "step_ms": step, "final_ms": last,
+			"gpus":     []map[string]any{{"id": "GPU-0", "uuid": "GPU-0", "index": 0, "name": "H100", "memory_total_bytes": 80e9, "power_limit_w": 700}},
+			"time":     ts,
+			"series":   map[string]any{"GPU-0": map[string]any{"utilization": map[string]any{"min": vals, "max": vals, "mean": vals}}},
+			"labels":   map[string]any{"GPU-0": labels},
+			"requests": reqs, "requests_seq": seq, "summary": map[string]any{},
+		})
+		_, _ = w.Write(b)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// setRequests replaces the fake's requests with n new ones numbered from
+// 1 (a source registered anew starts its sequence again), their trace ids
+// starting with prefix.
+func (f *fakeAPI) setRequests(prefix string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := time.Now().UnixMilli()
+	f.requests = nil
+	for i := 1; i <= n; i++ {
+		f.requests = append(f.requests, map[string]any{
+			"seq": uint64(i), "trace_id": fmt.Sprintf("%s%030d", prefix, i), "span_id": "0000000000000001", "gpus": []string{"GPU-0"},
+			"model": "m", "start": now - 20000 + int64(i)*1000, "end": now - 10000 + int64(i)*1000, "bottleneck": "compute_bound",
+			"phases": []map[string]any{{"name": "prefill", "start": now - 20000 + int64(i)*1000, "end": now - 15000, "bottleneck": "compute_bound"},
+				{"name": "decode", "start": now - 15000, "end": now - 10000 + int64(i)*1000, "bottleneck": "compute_bound"}},
+		})
+	}
+	f.seq = uint64(n)
+}
+
+// openPage serves the embedded page with api behind /api/ and opens it in
+// headless Chromium at fragment (as "#range=900").
+func openPage(t *testing.T, api http.Handler, fragment string) *viewcheck.Browser {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		const why = "no Chromium at /usr/bin/chromium (make chromium installs it)"
+		if os.Getenv("CI") != "" {
+			t.Fatal(why)
+		}
+		t.Skip(why)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/api/", api)
+	mux.Handle("/", http.FileServerFS(assets()))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	// Chromium's socket path in TMPDIR must stay under 107 bytes.
+	tmp, err := os.MkdirTemp("", "gv")
+	require.NoError(t, err)
+	t.Setenv("TMPDIR", tmp)
+	b, err := viewcheck.NewBrowser(ctx, "/usr/bin/chromium")
+	require.NoError(t, err)
+	t.Cleanup(func() { b.Close(); _ = os.RemoveAll(tmp) })
+	require.NoError(t, b.Open(srv.URL+"/"+fragment))
+	return b
+}
+
+// A page that finds no source polls for one every 2 s. The hash changing
+// (or the range, or the source) while it is asking started a second loop
+// beside the first: the first, back from its question, re-armed its timer
+// though restart had moved on, so each change added one more loop polling
+// the collector, for as long as the page stayed open.
+func TestAPageWithNoSourceKeepsOnePollingLoop(t *testing.T) {
+	f := &fakeAPI{noSource: true, hold: 1500 * time.Millisecond, arrived: make(chan struct{}, 1)}
+	b := openPage(t, f, "")
+	for i := range 2 { // init's question, then the first poll's
+		select {
+		case <-f.arrived:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("question %d for the sources never came", i+1)
+		}
+	}
+	_, err := b.Eval(`location.hash = "#range=600"; true`)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.inflight == 0 }, 30*time.Second, 50*time.Millisecond)
+	f.mu.Lock()
+	f.most = 0
+	f.mu.Unlock()
+	time.Sleep(8 * time.Second) // two rounds of 2 s and 1.5 s answers
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	assert.Equal(t, 1, f.most, "questions for the sources at once: loops polling")
 }

@@ -330,3 +330,8 @@ func (b *Browser) DetailsLink() (string, error) {
 	return chromedp.Run(b.ctx, chromedp.Evaluate[string](
 		`(document.querySelector('#details:not([hidden]) [data-trace-id] a') || {}).href || ''`))
 }
+
+// Eval evaluates js in the page and returns its value as JSON.
+func (b *Browser) Eval(js string) ([]byte, error) {
+	return chromedp.Run(b.ctx, chromedp.Evaluate[[]byte](js))
+}

@@ -97,7 +97,12 @@ function restart() {
 
 async function poll() {
   const gen = state.gen;
-  if (!state.source && !(await loadSources())) { state.timer = setTimeout(poll, 2000); return; }
+  if (!state.source && !(await loadSources())) {
+    // A restart while the sources were asked for has its own poll going.
+    if (gen === state.gen) state.timer = setTimeout(poll, 2000);
+    return;
+  }
+  if (gen !== state.gen) return;
   const q = new URLSearchParams({ source: state.source, range: String(state.range), columns: String(columns()) });
   const inc = store.params();
   for (const [k, v] of Object.entries(inc)) q.set(k, String(v));
