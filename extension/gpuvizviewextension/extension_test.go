@@ -307,3 +307,26 @@ func TestAPageWithNoSourceKeepsOnePollingLoop(t *testing.T) {
 	defer f.mu.Unlock()
 	assert.Equal(t, 1, f.most, "questions for the sources at once: loops polling")
 }
+
+// A source registered anew (the collector restarted, or reloaded its
+// config) numbers its requests from 1 again. The page went on asking for
+// requests after the old source's newest, so it missed those the new one
+// recorded before its first answer, and kept the old requests' bars under
+// the new numbers; it now starts the requests over when the sequence goes
+// back.
+func TestARestartedSourceShowsItsRequests(t *testing.T) {
+	f := &fakeAPI{}
+	f.setRequests("aaaa", 5)
+	b := openPage(t, f, "#range=300")
+	bars := func(prefix string) string {
+		raw, err := b.Eval(fmt.Sprintf(`String(document.querySelectorAll('.request-bar[data-trace-id^="%s"]').length)`, prefix))
+		if err != nil {
+			return err.Error()
+		}
+		return strings.Trim(string(raw), `"`)
+	}
+	require.Eventually(t, func() bool { return bars("aaaa") == "5" }, 30*time.Second, 100*time.Millisecond)
+	f.setRequests("bbbb", 3)
+	assert.Eventually(t, func() bool { return bars("bbbb") == "3" && bars("aaaa") == "0" }, 15*time.Second, 100*time.Millisecond,
+		"the restarted source's requests (bbbb…) are not drawn, or the old ones (aaaa…) stay")
+}

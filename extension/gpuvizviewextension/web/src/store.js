@@ -88,8 +88,18 @@ export class Store {
     for (const id of Object.keys(this.series)) if (!r.gpus.some((g) => g.id === id)) { delete this.series[id]; delete this.labels[id]; }
 
     // Requests: add the new ones, drop those that ended before the range.
+    // A sequence behind ours is a source registered anew (the collector
+    // restarted): its numbers start again, so what we hold is another
+    // source's and its requests up to ours were not sent. Start over: the
+    // next poll asks for every request in the range.
+    const rs = r.requests_seq;
+    if (rs !== undefined && rs !== null && this.seq !== undefined && rs < this.seq) {
+      this.requests.clear();
+      this.seq = undefined;
+      return changed;
+    }
     for (const q of requests || []) this.requests.set(q.seq, q);
-    if (r.requests_seq !== undefined && r.requests_seq !== null) this.seq = r.requests_seq;
+    if (rs !== undefined && rs !== null) this.seq = rs;
     for (const [seq, q] of this.requests) if (q.end < r.from) this.requests.delete(seq);
     return changed;
   }
