@@ -1,6 +1,7 @@
 package gpuvizviewextension
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -147,13 +148,14 @@ func fsReadDir(dir string) ([]string, error) {
 }
 
 // fakeAPI stands in for /api/v1 behind the embedded page: one source
-// "fake" of one GPU whose view follows docs/view.md (columns of step_ms
+// (source, "fake" when empty) of one GPU whose view follows docs/view.md (columns of step_ms
 // from range and columns, `since` and `requests_after` honoured), and the
 // requests the test puts in. noSource answers /api/v1/sources with none,
 // each answer held for hold; inflight and most count the sources requests
 // being answered.
 type fakeAPI struct {
 	mu             sync.Mutex
+	source         string
 	noSource       bool
 	hold           time.Duration
 	inflight, most int
@@ -169,7 +171,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.inflight++
 		f.most = max(f.most, f.inflight)
-		none, hold, arrived := f.noSource, f.hold, f.arrived
+		none, hold, arrived, id := f.noSource, f.hold, f.arrived, cmp.Or(f.source, "fake")
 		f.mu.Unlock()
 		if arrived != nil {
 			select {
@@ -185,7 +187,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprint(w, `{"sources":[]}`)
 			return
 		}
-		fmt.Fprint(w, `{"sources":[{"id":"fake","gpus":1}]}`)
+		fmt.Fprintf(w, `{"sources":[{"id":%q,"gpus":1}]}`, id)
 	case "/api/v1/view":
 		q := r.URL.Query()
 		num := func(k string, def int64) int64 {
@@ -217,10 +219,10 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				reqs = append(reqs, rq)
 			}
 		}
-		seq := f.seq
+		seq, id := f.seq, cmp.Or(f.source, "fake")
 		f.mu.Unlock()
 		b, _ := json.Marshal(map[string]any{
-			"source": "fake", "now": now, "from": from, "to": now, "step_ms": step, "final_ms": last,
+			"source": id, "now": now, "from": from, "to": now, "step_ms": step, "final_ms": last,
 			"gpus":     []map[string]any{{"id": "GPU-0", "uuid": "GPU-0", "index": 0, "name": "H100", "memory_total_bytes": 80e9, "power_limit_w": 700}},
 			"time":     ts,
 			"series":   map[string]any{"GPU-0": map[string]any{"utilization": map[string]any{"min": vals, "max": vals, "mean": vals}}},
@@ -329,4 +331,29 @@ func TestARestartedSourceShowsItsRequests(t *testing.T) {
 	f.setRequests("bbbb", 3)
 	assert.Eventually(t, func() bool { return bars("bbbb") == "3" && bars("aaaa") == "0" }, 15*time.Second, 100*time.Millisecond,
 		"the restarted source's requests (bbbb…) are not drawn, or the old ones (aaaa…) stay")
+}
+
+// The source the page shows goes away and another takes its place (a
+// gateway replica's processor gone, another's registered): the page's
+// refresh of the sources, every 15 s, picks the other, and must fetch its
+// history from the start, not its increments after the old one's newest
+// column and request.
+func TestAnotherSourceIsFetchedFromTheStart(t *testing.T) {
+	f := &fakeAPI{source: "a"}
+	f.setRequests("aaaa", 5)
+	b := openPage(t, f, "#range=300")
+	bars := func(prefix string) string {
+		raw, err := b.Eval(fmt.Sprintf(`String(document.querySelectorAll('.request-bar[data-trace-id^="%s"]').length)`, prefix))
+		if err != nil {
+			return err.Error()
+		}
+		return strings.Trim(string(raw), `"`)
+	}
+	require.Eventually(t, func() bool { return bars("aaaa") == "5" }, 30*time.Second, 100*time.Millisecond)
+	f.mu.Lock()
+	f.source = "b"
+	f.mu.Unlock()
+	f.setRequests("bbbb", 5) // numbered as the old source's were: no sequence goes back
+	assert.Eventually(t, func() bool { return bars("bbbb") == "5" && bars("aaaa") == "0" }, 40*time.Second, 200*time.Millisecond,
+		"the new source's requests (bbbb…) are not drawn, or the old one's (aaaa…) stay")
 }

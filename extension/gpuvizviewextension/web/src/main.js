@@ -118,8 +118,14 @@ async function poll() {
     setStatus(`no answer (${e.message}); retrying`, "err");
   }
   // Sources register at their processor's Start, before their GPUs are
-  // known: list them again every 15 s (new sources, GPU counts).
-  if (gen === state.gen && Date.now() - (state.sourcesAt || 0) > 15000) await loadSources();
+  // known: list them again every 15 s (new sources, GPU counts). Where the
+  // source shown has gone and another was picked, that one's history is
+  // fetched from the start: the store's increments were the old one's.
+  if (gen === state.gen && Date.now() - (state.sourcesAt || 0) > 15000) {
+    const shown = state.source;
+    await loadSources();
+    if (gen === state.gen && state.source !== shown) { restart(); return; }
+  }
   if (gen === state.gen) state.timer = setTimeout(poll, Math.min(1000 * 2 ** Math.min(state.failures, 3), 8000));
 }
 
