@@ -86,13 +86,13 @@ type Stack struct {
 	procs *procs.Group
 }
 
-// Start starts Jaeger, Prometheus, the collector and the load generator,
-// each once the previous one answers. On error everything started is
-// stopped.
 // Scenario is the batching scenario the stack's simulated GPUs serve and
 // its load generator follows: examples/e2e/collector.yaml names it too.
 const Scenario = "steady"
 
+// Start starts Jaeger, Prometheus, the collector and the load generator,
+// each once the previous one answers. On error everything started is
+// stopped.
 func Start(ctx context.Context, cfg Config) (*Stack, error) {
 	if err := portsInUse(); err != nil {
 		return nil, err
