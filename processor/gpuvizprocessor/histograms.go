@@ -53,7 +53,14 @@ type exemplar struct {
 // bottleneck.Labels.
 type labelExemplars [len(bottleneck.Times{})][]exemplar
 
+// pushExemplar keeps ex while list has room. A request whose span has no
+// trace or span ID (all zeros: invalid, though a sender may send it) is
+// counted but makes no exemplar: one would link to no trace, and the
+// Prometheus exporter would write it with no trace_id.
 func pushExemplar(list []exemplar, ex exemplar) []exemplar {
+	if ex.traceID.IsEmpty() || ex.spanID.IsEmpty() {
+		return list
+	}
 	if len(list) < exemplarsPerSeries {
 		return append(list, ex)
 	}

@@ -9,8 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/bottleneck"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/metadata"
+	"github.com/gpuviz/gpuviz/processor/gpuvizprocessor/internal/timeline"
 )
 
 // A request histogram's point counts every request since the series
@@ -79,7 +82,7 @@ func TestExemplarsAreTheFirstRequestsOfTheInterval(t *testing.T) {
 	}
 
 	// The next interval: its own first request is an exemplar again.
-	h.observe(histEnergy, k, 50, exemplar{spanID: pcommon.SpanID{99}}, base.Add(61*time.Second), since)
+	h.observe(histEnergy, k, 50, exemplar{traceID: pcommon.TraceID{99}, spanID: pcommon.SpanID{99}}, base.Add(61*time.Second), since)
 	ms = pmetric.NewMetricSlice()
 	h.appendTo(ms, "node-1", pcommon.NewTimestampFromTime(base.Add(2*time.Minute)))
 	exs = ms.At(0).Histogram().DataPoints().At(0).Exemplars()
@@ -110,8 +113,8 @@ func TestRequestHistogramsGoOutUnderTheirHost(t *testing.T) {
 	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
 	h := newHistograms(10 * time.Minute)
 	since := pcommon.NewTimestampFromTime(base)
-	h.observe(histEnergy, histKey{host: "node-1", model: "llama", label: bottleneck.ComputeBound}, 3, exemplar{spanID: pcommon.SpanID{1}}, base, since)
-	h.observe(histEnergy, histKey{host: "node-2", model: "qwen", label: bottleneck.MemoryBound}, 30, exemplar{spanID: pcommon.SpanID{2}}, base, since)
+	h.observe(histEnergy, histKey{host: "node-1", model: "llama", label: bottleneck.ComputeBound}, 3, exemplar{traceID: pcommon.TraceID{1}, spanID: pcommon.SpanID{1}}, base, since)
+	h.observe(histEnergy, histKey{host: "node-2", model: "qwen", label: bottleneck.MemoryBound}, 30, exemplar{traceID: pcommon.TraceID{2}, spanID: pcommon.SpanID{2}}, base, since)
 	assert.Equal(t, []string{"node-1", "node-2"}, h.hosts())
 	for _, tc := range []struct {
 		host, model string
@@ -125,5 +128,89 @@ func TestRequestHistogramsGoOutUnderTheirHost(t *testing.T) {
 		model, _ := dps.At(0).Attributes().Get(attrModel)
 		assert.Equal(t, tc.model, model.Str())
 		assert.Equal(t, tc.sum, dps.At(0).Sum())
+	}
+}
+
+// emittedExemplars calls f with each exemplar of md's derived metrics and
+// the point it is on.
+func emittedExemplars(md pmetric.Metrics, f func(metric string, start, ts pcommon.Timestamp, ex pmetric.Exemplar)) {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				switch m.Type() {
+				case pmetric.MetricTypeSum:
+					for d := range m.Sum().DataPoints().Len() {
+						dp := m.Sum().DataPoints().At(d)
+						for e := range dp.Exemplars().Len() {
+							f(m.Name(), dp.StartTimestamp(), dp.Timestamp(), dp.Exemplars().At(e))
+						}
+					}
+				case pmetric.MetricTypeHistogram:
+					for d := range m.Histogram().DataPoints().Len() {
+						dp := m.Histogram().DataPoints().At(d)
+						for e := range dp.Exemplars().Len() {
+							f(m.Name(), dp.StartTimestamp(), dp.Timestamp(), dp.Exemplars().At(e))
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// A request span without a trace or span ID (all zeros, which a sender
+// may send) is counted, but no exemplar links to it: the Prometheus
+// exporter would write one with no trace_id, linking nowhere, in place of
+// a request's that does link.
+func TestARequestWithoutIDsMakesNoExemplar(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	e := newEmitter(processortest.NewNopSettings(metadata.Type), cfg, nil, newGPUAnalysis(false, cfg.analysis()), base)
+	key := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+	at := base.Add(5 * time.Second)
+	for _, ids := range []struct {
+		trace pcommon.TraceID
+		span  pcommon.SpanID
+	}{{}, {trace: pcommon.TraceID{1}}, {span: pcommon.SpanID{2}}, {pcommon.TraceID{3}, pcommon.SpanID{3}}} {
+		e.record(requestRecord{keys: []timeline.Key{key}, model: "m", label: bottleneck.ComputeBound, energy: 5, energyKnown: true,
+			perToken: 0.1, busy: 1, seconds: 1, traceID: ids.trace, spanID: ids.span, end: at}, at)
+	}
+	md := pmetric.NewMetrics()
+	b := gpuBooks{key: key}
+	b.totals.Seconds.Add(bottleneck.ComputeBound, 1)
+	n := e.emit(md, base.Add(10*time.Second), []gpuBooks{b})
+	on := map[string]int{}
+	emittedExemplars(md, func(metric string, _, _ pcommon.Timestamp, ex pmetric.Exemplar) {
+		on[metric]++
+		assert.Equal(t, pcommon.TraceID{3}, ex.TraceID(), metric)
+		assert.Equal(t, pcommon.SpanID{3}, ex.SpanID(), metric)
+	})
+	assert.Equal(t, map[string]int{"gpuviz.gpu.bottleneck.time": 1, "gpuviz.request.energy": 1,
+		"gpuviz.request.energy_per_output_token": 1, "gpuviz.request.gpu_busy_time": 1}, on, "the request with both IDs alone")
+	assert.Equal(t, int64(4), n)
+	var count uint64
+	forHistogram(md, "gpuviz.request.energy", func(dp pmetric.HistogramDataPoint) { count += dp.Count() })
+	assert.Equal(t, uint64(4), count, "every request counted")
+}
+
+// forHistogram calls f with each point of md's histogram name.
+func forHistogram(md pmetric.Metrics, name string, f func(pmetric.HistogramDataPoint)) {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				if ms.At(k).Name() == name {
+					for d := range ms.At(k).Histogram().DataPoints().Len() {
+						f(ms.At(k).Histogram().DataPoints().At(d))
+					}
+				}
+			}
+		}
 	}
 }
