@@ -375,7 +375,7 @@ func (e *emitter) attachExemplars(md pmetric.Metrics) int64 {
 					key := timeline.Key{Host: host, GPU: stringAttr(dp.Attributes(), "hw.id")}
 					label := bottleneck.Label(stringAttr(dp.Attributes(), attrBottleneck))
 					if l, byLabel := bottleneck.Index(label), e.exemplars[key]; l >= 0 && byLabel != nil {
-						n += putExemplars(dp.Exemplars(), byLabel[l])
+						n += putExemplars(dp.Exemplars(), byLabel[l], dp.StartTimestamp(), dp.Timestamp())
 					}
 				}
 			}

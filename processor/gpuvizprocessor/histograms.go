@@ -72,10 +72,15 @@ func withoutSpans(list []exemplar, spans map[pcommon.SpanID]bool) []exemplar {
 	return slices.DeleteFunc(list, func(ex exemplar) bool { return spans[ex.spanID] })
 }
 
-func putExemplars(dst pmetric.ExemplarSlice, list []exemplar) int64 {
+// putExemplars adds list to the exemplars of a point from start to ts,
+// each stamped with its request's end kept within them: a request that
+// ended before its series started (held across the flush before its first
+// point) or after the flush (its host's clock ahead) is stamped at the
+// bound, so that no exemplar lies outside the interval its point counts.
+func putExemplars(dst pmetric.ExemplarSlice, list []exemplar, start, ts pcommon.Timestamp) int64 {
 	for _, ex := range list {
 		e := dst.AppendEmpty()
-		e.SetTimestamp(pcommon.NewTimestampFromTime(ex.ts))
+		e.SetTimestamp(min(max(pcommon.NewTimestampFromTime(ex.ts), start), ts))
 		e.SetTraceID(ex.traceID)
 		e.SetSpanID(ex.spanID)
 		e.SetDoubleValue(ex.value)
@@ -204,7 +209,7 @@ func (h *histograms) appendTo(ms pmetric.MetricSlice, host string, ts pcommon.Ti
 			dp.BucketCounts().FromRaw(s.counts)
 			dp.SetCount(s.count)
 			dp.SetSum(s.sum)
-			n += putExemplars(dp.Exemplars(), s.exemplars)
+			n += putExemplars(dp.Exemplars(), s.exemplars, s.start, ts)
 			s.exemplars = s.exemplars[:0]
 		}
 	}

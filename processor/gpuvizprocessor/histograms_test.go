@@ -214,3 +214,42 @@ func forHistogram(md pmetric.Metrics, name string, f func(pmetric.HistogramDataP
 		}
 	}
 }
+
+// An exemplar lies within the interval of the point it is on: a request
+// held across a flush (ended before its new series started) or from a
+// host whose clock runs ahead (ended after the flush) is stamped at the
+// interval's bound; one that ended within it keeps its end.
+func TestExemplarsLieWithinTheirPointsInterval(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	cfg := createDefaultConfig()
+	e := newEmitter(processortest.NewNopSettings(metadata.Type), cfg, nil, newGPUAnalysis(false, cfg.analysis()), base)
+	key := timeline.Key{Host: "node-1", GPU: "GPU-a"}
+	b := gpuBooks{key: key}
+	b.totals.Seconds.Add(bottleneck.ComputeBound, 1)
+	e.emit(pmetric.NewMetrics(), base.Add(10*time.Second), []gpuBooks{b})
+
+	ends := map[byte]time.Time{
+		1: base.Add(8 * time.Second),  // before the flush at 10 s, released after it
+		2: base.Add(12 * time.Second), // within
+		3: base.Add(25 * time.Second), // after the flush at 20 s: its host's clock ahead
+	}
+	for id := range byte(3) {
+		id++
+		e.record(requestRecord{keys: []timeline.Key{key}, model: "m", label: bottleneck.ComputeBound, energy: 5, energyKnown: true,
+			perToken: 0.1, busy: 1, seconds: 1, traceID: pcommon.TraceID{id}, spanID: pcommon.SpanID{id}, end: ends[id]}, base.Add(15*time.Second))
+	}
+	b.totals.Seconds.Add(bottleneck.ComputeBound, 1)
+	md := pmetric.NewMetrics()
+	e.emit(md, base.Add(20*time.Second), []gpuBooks{b})
+	on := map[string]int{}
+	emittedExemplars(md, func(metric string, start, ts pcommon.Timestamp, ex pmetric.Exemplar) {
+		on[metric]++
+		assert.LessOrEqual(t, start, ex.Timestamp(), "%s: request %d's exemplar before its point's start", metric, ex.TraceID()[0])
+		assert.LessOrEqual(t, ex.Timestamp(), ts, "%s: request %d's exemplar after its point", metric, ex.TraceID()[0])
+		if ex.TraceID()[0] == 2 {
+			assert.Equal(t, pcommon.NewTimestampFromTime(ends[2]), ex.Timestamp(), "%s: stamped when the request ended", metric)
+		}
+	})
+	assert.Equal(t, map[string]int{"gpuviz.gpu.bottleneck.time": 3, "gpuviz.request.energy": 3,
+		"gpuviz.request.energy_per_output_token": 3, "gpuviz.request.gpu_busy_time": 3}, on)
+}
