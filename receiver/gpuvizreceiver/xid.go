@@ -124,7 +124,7 @@ func (w *xidWatcher) register(g *gpu, dev nvml.Device) {
 
 func (w *xidWatcher) run() {
 	defer close(w.done)
-	lostSaid := false
+	lostSaid, failSaid := false, false
 	for {
 		select {
 		case <-w.stop:
@@ -135,24 +135,30 @@ func (w *xidWatcher) run() {
 		switch ret {
 		case nvml.SUCCESS:
 			w.record(data)
+			continue
 		case nvml.ERROR_TIMEOUT:
+			continue
 		case nvml.ERROR_GPU_IS_LOST:
 			// One GPU fell off the bus (Xid 79): the others' events still
-			// come, and are what matters most now. Waited out, so that a
-			// set that keeps saying so is not asked in a busy loop.
+			// come, and are what matters most now.
 			if !lostSaid {
 				lostSaid = true
 				w.logger.Warn("waiting for Xid events: a GPU is lost; the others' are still counted", zap.Error(ret))
 			}
-			select {
-			case <-w.stop:
-				return
-			case <-time.After(xidWaitMs * time.Millisecond):
-			}
 		default:
-			// A broken event set does not heal; the metrics say the rest.
-			w.logger.Warn("waiting for Xid events failed: Xid errors are no longer counted", zap.Error(ret))
+			// NVIDIA's device plugin waits on through such errors too: a
+			// driver that fails a wait may answer the next.
+			if !failSaid {
+				failSaid = true
+				w.logger.Warn("waiting for Xid events failed; waiting on: Xids may be missed while it fails", zap.Error(ret))
+			}
+		}
+		// Waited out, so that a set that keeps failing is not asked in a
+		// busy loop.
+		select {
+		case <-w.stop:
 			return
+		case <-time.After(xidWaitMs * time.Millisecond):
 		}
 	}
 }

@@ -108,8 +108,9 @@ func TestNoXidWatcherWithoutXidEvents(t *testing.T) {
 	assert.Empty(t, device(lib, 0).RegisterEventsCalls())
 }
 
-// Waits that time out, and a GPU lost (said once, however often the set
-// answers so), leave the watcher waiting: the Xid after them is counted.
+// Waits that time out, a GPU lost and a wait that fails otherwise (each
+// said once, however often the set answers so) leave the watcher waiting:
+// the Xid after them is counted.
 func TestXidWatcherWaitsThroughTimeoutsAndALostGPU(t *testing.T) {
 	lib := fixtureServer(1)
 	var n atomic.Int32
@@ -120,7 +121,9 @@ func TestXidWatcherWaitsThroughTimeoutsAndALostGPU(t *testing.T) {
 			return nvml.EventData{}, nvml.ERROR_TIMEOUT
 		case 3, 4:
 			return nvml.EventData{}, nvml.ERROR_GPU_IS_LOST
-		case 5:
+		case 5, 6:
+			return nvml.EventData{}, nvml.ERROR_UNKNOWN
+		case 7:
 			return nvml.EventData{Device: lib.Devices[0], EventType: nvml.EventTypeXidCriticalError, EventData: 94}, nvml.SUCCESS
 		}
 		return nvml.EventData{}, nvml.ERROR_TIMEOUT
@@ -136,8 +139,9 @@ func TestXidWatcherWaitsThroughTimeoutsAndALostGPU(t *testing.T) {
 		m, _ := s.scrape(context.Background())
 		got := pointsOf(m, "nvidia.gpu.xid.errors", nil)[device(lib, 0).UUID]
 		return len(got) == 1 && got[0] == 1
-	}, 10*time.Second, 20*time.Millisecond, "the Xid 94 after two timeouts and two lost answers (EventSetWait calls: %d)", n.Load())
+	}, 10*time.Second, 20*time.Millisecond, "the Xid 94 after two timeouts, two lost answers and two failures (EventSetWait calls: %d)", n.Load())
 	assert.Equal(t, 1, logs.FilterMessage("waiting for Xid events: a GPU is lost; the others' are still counted").Len())
+	assert.Equal(t, 1, logs.FilterMessage("waiting for Xid events failed; waiting on: Xids may be missed while it fails").Len())
 }
 
 // An application's Xids (a kernel's bad memory access, 13 and 31, as
