@@ -150,12 +150,15 @@ func fsReadDir(dir string) ([]string, error) {
 // fakeAPI stands in for /api/v1 behind the embedded page: one source
 // (source, "fake" when empty) of one GPU whose view follows docs/view.md (columns of step_ms
 // from range and columns, `since` and `requests_after` honoured), and the
-// requests the test puts in. noSource answers /api/v1/sources with none,
+// requests the test puts in. views counts the view requests; the one
+// numbered hangViewAt is never answered. noSource answers /api/v1/sources with none,
 // each answer held for hold; inflight and most count the sources requests
 // being answered.
 type fakeAPI struct {
 	mu             sync.Mutex
 	source         string
+	views          int
+	hangViewAt     int
 	noSource       bool
 	hold           time.Duration
 	inflight, most int
@@ -189,6 +192,14 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		fmt.Fprintf(w, `{"sources":[{"id":%q,"gpus":1}]}`, id)
 	case "/api/v1/view":
+		f.mu.Lock()
+		f.views++
+		hang := f.views == f.hangViewAt
+		f.mu.Unlock()
+		if hang {
+			<-r.Context().Done() // until the page gives up, or the test ends
+			return
+		}
 		q := r.URL.Query()
 		num := func(k string, def int64) int64 {
 			v, err := strconv.ParseInt(q.Get(k), 10, 64)
@@ -356,4 +367,17 @@ func TestAnotherSourceIsFetchedFromTheStart(t *testing.T) {
 	f.setRequests("bbbb", 5) // numbered as the old source's were: no sequence goes back
 	assert.Eventually(t, func() bool { return bars("bbbb") == "5" && bars("aaaa") == "0" }, 40*time.Second, 200*time.Millisecond,
 		"the new source's requests (bbbb…) are not drawn, or the old one's (aaaa…) stay")
+}
+
+// A view request left hanging (a laptop's sleep, a VPN change) is given up
+// after 20 s and the page polls on; before, the loop waited on it for as
+// long as the browser kept the connection, the status green.
+func TestAHangingAnswerIsGivenUp(t *testing.T) {
+	f := &fakeAPI{hangViewAt: 3}
+	f.setRequests("aaaa", 1)
+	openPage(t, f, "#range=300")
+	views := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.views }
+	require.Eventually(t, func() bool { return views() >= 3 }, 30*time.Second, 100*time.Millisecond, "the page polls")
+	assert.Eventually(t, func() bool { return views() >= 4 }, 40*time.Second, 200*time.Millisecond,
+		"no view request after the one left hanging")
 }

@@ -53,8 +53,13 @@ function setStatus(text, cls) {
   s.className = "status " + (cls || "");
 }
 
-async function getJSON(url) {
-  const resp = await fetch(url, { cache: "no-store" });
+// A fetch not answered in time is given up and retried: a connection left
+// hanging (a laptop's sleep, a VPN change) stopped the poll loop with the
+// status still green. A whole view (no `since`) may be tens of MB.
+const answerWithinMs = 20000, wholeViewWithinMs = 60000;
+
+async function getJSON(url, withinMs = answerWithinMs) {
+  const resp = await fetch(url, { cache: "no-store", signal: AbortSignal.timeout(withinMs) });
   let body = null;
   try { body = await resp.json(); } catch { body = null; }
   if (!resp.ok) throw new Error((body && body.error) || `${resp.status} ${resp.statusText}`);
@@ -108,7 +113,7 @@ async function poll() {
   for (const [k, v] of Object.entries(inc)) q.set(k, String(v));
   const t0 = performance.now();
   try {
-    const r = await getJSON("api/v1/view?" + q.toString());
+    const r = await getJSON("api/v1/view?" + q.toString(), "since" in inc ? answerWithinMs : wholeViewWithinMs);
     if (gen !== state.gen) return;
     apply(r, performance.now() - t0);
     state.failures = 0;
