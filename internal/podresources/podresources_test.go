@@ -3,6 +3,10 @@ package podresources
 import (
 	"fmt"
 	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +15,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuviz/gpuviz/internal/podresources/podresourcestest"
@@ -42,6 +48,12 @@ func TestParseDeviceID(t *testing.T) {
 		{"nvidia/gi1", DeviceID{Index: -1, Replica: -1}, false},
 		{"nvidia0/vgpu1/gi2", DeviceID{Index: -1, Replica: -1}, false},
 		{"nvidia0/vgpux", DeviceID{Index: -1, Replica: -1}, false},
+		{"nvidia0/vgpu-1", DeviceID{Index: -1, Replica: -1}, false},
+		// A replica is named once, in the form of its device plugin: GKE's
+		// /vgpu on GKE's nvidia<minor> only.
+		{"nvidia0/vgpu1::2", DeviceID{Index: -1, Replica: -1}, false},
+		{"gpu-0/vgpu1", DeviceID{Index: -1, Replica: -1}, false},
+		{"0/vgpu1", DeviceID{Index: -1, Replica: -1}, false},
 		{"nvidiactl", DeviceID{Index: -1, Replica: -1}, false},
 		{"GPU-", DeviceID{Index: -1, Replica: -1}, false},
 		{"GPU-8f6c::x", DeviceID{Index: -1, Replica: -1}, false},
@@ -326,4 +338,48 @@ func TestWatcherRedialsAKubeletBackFromARestart(t *testing.T) {
 	err, _ := w.Status()
 	require.NoError(t, err, "the kubelet is back")
 	assert.Equal(t, "vllm-1", holder())
+}
+
+// A kubelet that takes the connection but never answers (hung, or its
+// socket held by something else) fails the List at the configured timeout,
+// so the watcher goes on listing every interval and its Shutdown is not
+// held up by a List that never returns.
+func TestAKubeletThatDoesNotAnswerTimesOut(t *testing.T) {
+	dir, err := os.MkdirTemp("", "podres")
+	require.NoError(t, err)
+	defer os.RemoveAll(dir)
+	l, err := net.Listen("unix", filepath.Join(dir, "kubelet.sock"))
+	require.NoError(t, err)
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	accepted := make(chan struct{})
+	go func() {
+		defer close(accepted)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		_ = l.Close()
+		<-accepted
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	w := NewWatcher(Config{Socket: "unix://" + l.Addr().String(), Interval: time.Hour, Timeout: 50 * time.Millisecond, Horizon: time.Hour, MaxVersions: 100},
+		nil, zap.NewNop())
+	defer w.closeConn()
+	w.refresh()
+	err, _ = w.Status()
+	assert.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 }
