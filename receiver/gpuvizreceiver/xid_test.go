@@ -182,3 +182,23 @@ func TestApplicationXidsAreCountedButDoNotDegrade(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "degraded", stateOf(m, id), "a double-bit ECC error is")
 }
+
+// Every Xid of the list NVIDIA's device plugin skips as an application's
+// leaves hw.status ok; every other, one this collector has no meaning for
+// included, degrades it.
+func TestOnlyTheApplicationsXidsLeaveTheGPUOk(t *testing.T) {
+	for _, tc := range []struct {
+		code     uint64
+		degrades bool
+	}{
+		{13, false}, {31, false}, {43, false}, {45, false}, {68, false}, {109, false},
+		{48, true}, {79, true}, {94, true}, {119, true}, {154, true},
+	} {
+		var x xidCounts
+		x.add(tc.code, time.Now())
+		var counted int64
+		degrades := x.take(func(code uint64, n int64) { counted += n })
+		assert.Equal(t, tc.degrades, degrades, "Xid %d", tc.code)
+		assert.Equal(t, int64(1), counted, "Xid %d is counted", tc.code)
+	}
+}
