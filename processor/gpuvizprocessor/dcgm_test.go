@@ -157,6 +157,12 @@ func TestDCGMHandlers(t *testing.T) {
 			absent: []timeline.Signal{timeline.MemoryLimit},
 		},
 		{
+			name:   "framebuffer free and used of different scrapes: no limit",
+			first:  []dcgmSeries{{name: "DCGM_FI_DEV_FB_USED", v: 1000}},
+			second: []dcgmSeries{{name: "DCGM_FI_DEV_FB_FREE", v: 3000}},
+			absent: []timeline.Signal{timeline.MemoryLimit},
+		},
+		{
 			name:   "PCIe profiling rates in bytes/s",
 			second: []dcgmSeries{{name: "DCGM_FI_PROF_PCIE_TX_BYTES", v: 2e9}, {name: "DCGM_FI_PROF_PCIE_RX_BYTES", v: 1e9}},
 			want:   []wantSig{{timeline.PCIeTx, 2e9}, {timeline.PCIeRx, 1e9}},
