@@ -420,6 +420,8 @@ func TestAFailedGPUThatStillSendsIsWaitedFor(t *testing.T) {
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 5)))
 	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(5*time.Second)))
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(5*time.Second), time.Second, repeat(busy, 5)))
+	// The receiver says failed at every scrape, with the scrape's data.
+	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(9*time.Second)))
 	*now = base.Add(15 * time.Second)
 	td := ptrace.NewTraces()
 	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
@@ -429,6 +431,29 @@ func TestAFailedGPUThatStillSendsIsWaitedFor(t *testing.T) {
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(10*time.Second), time.Second, repeat(busy, 15)))
 	c.tick(base.Add(26 * time.Second))
 	require.Len(t, spanAttrs(t, sink, "llm_request"), 1, "released once its data has come")
+}
+
+// A GPU lost a second time, after it was back and sent data, is not
+// waited for: its failure is timed from the second report, not the first.
+// Points of the scrape that reports it failed, stamped with the report,
+// are not data sent after it.
+func TestAGPULostAgainIsNotWaitedFor(t *testing.T) {
+	base := time.Date(2026, 1, 5, 12, 0, 0, 0, time.UTC)
+	c, now, sink := virtualCore(t, nil)
+	*now = base.Add(11 * time.Second)
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 3)))
+	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(3*time.Second)))
+	c.ingest.consume(context.Background(), hwStatus("GPU-a", "ok", base.Add(4*time.Second)))
+	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(4*time.Second), time.Second, repeat(busy, 6)))
+	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(9*time.Second)))
+	*now = base.Add(15 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	c.tick(base.Add(19 * time.Second))
+	assert.Zero(t, sink.SpanCount(), "its settle group is open")
+	c.tick(base.Add(20 * time.Second))
+	assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "let go as its group closes, not at max_wait")
 }
 
 func TestShutdownFlushesHeldSpans(t *testing.T) {
