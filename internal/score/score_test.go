@@ -272,6 +272,7 @@ func TestQuantile(t *testing.T) {
 		{[]float64{1, 2, math.Inf(1)}, 0.5, 2},
 		{[]float64{1, math.Inf(1), math.Inf(1)}, 0.5, math.Inf(1)},
 		{[]float64{1, math.Inf(1)}, 0.5, math.Inf(1)},
+		{[]float64{1, math.Inf(1), math.Inf(1), math.Inf(1)}, 0.5, math.Inf(1)}, // between two of its ranks
 		{append(slices.Repeat([]float64{0.1}, 10), math.Inf(1)), 0.9, 0.1},
 	} {
 		if got := quantile(tc.sorted, tc.q); !cmp.Equal(got, tc.want, approx) {
