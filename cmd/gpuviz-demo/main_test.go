@@ -137,21 +137,30 @@ func fakeStack(t *testing.T, dir string) []string {
 		"--loadgen", fake(t, dir, "loadgen", "", "")}
 }
 
-// A terminal that closes sends SIGHUP to the demo, not to the stack's
-// processes (each in a process group of its own): the demo died of it and
-// left the four running on its fixed ports, where the next demo found them.
-func TestHangupStopsTheStack(t *testing.T) {
-	freePorts(t)
-	dir := t.TempDir()
+// startDemo starts this test binary as the demo over fakeStack's stand-ins
+// in dir, its standard error to stderr (when not nil), and returns it with
+// its standard output.
+func startDemo(t *testing.T, dir string, stderr io.Writer) (*exec.Cmd, io.ReadCloser) {
+	t.Helper()
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(self, fakeStack(t, dir)...)
 	cmd.Env = append(os.Environ(), "GPUVIZ_DEMO_TEST_ROLE=demo")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
+	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
+	return cmd, stdout
+}
+
+// A terminal that closes sends SIGHUP to the demo, not to the stack's
+// processes (each in a process group of its own): the demo died of it and
+// left the four running on its fixed ports, where the next demo found them.
+func TestHangupStopsTheStack(t *testing.T) {
+	freePorts(t)
+	dir := t.TempDir()
+	var stderr strings.Builder
+	cmd, stdout := startDemo(t, dir, &stderr)
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	// Up once it says where to look.
 	line, err := bufio.NewReader(stdout).ReadString('\n')
@@ -192,15 +201,9 @@ func TestAPortInUseIsNamedBeforeAnythingStarts(t *testing.T) {
 func TestTheCollectorSimulatesTheNodeTheLoadGeneratorFollows(t *testing.T) {
 	freePorts(t)
 	dir := t.TempDir()
-	self, err := os.Executable()
-	require.NoError(t, err)
-	cmd := exec.Command(self, fakeStack(t, dir)...)
-	cmd.Env = append(os.Environ(), "GPUVIZ_DEMO_TEST_ROLE=demo")
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
+	cmd, stdout := startDemo(t, dir, nil)
 	t.Cleanup(func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() })
-	_, err = bufio.NewReader(stdout).ReadString('\n') // running
+	_, err := bufio.NewReader(stdout).ReadString('\n') // running
 	require.NoError(t, err)
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 

@@ -330,14 +330,7 @@ func TestAPageWithNoSourceKeepsOnePollingLoop(t *testing.T) {
 func TestARestartedSourceShowsItsRequests(t *testing.T) {
 	f := &fakeAPI{}
 	f.setRequests("aaaa", 5)
-	b := openPage(t, f, "#range=300")
-	bars := func(prefix string) string {
-		raw, err := b.Eval(fmt.Sprintf(`String(document.querySelectorAll('.request-bar[data-trace-id^="%s"]').length)`, prefix))
-		if err != nil {
-			return err.Error()
-		}
-		return strings.Trim(string(raw), `"`)
-	}
+	bars := barCounter(openPage(t, f, "#range=300"))
 	require.Eventually(t, func() bool { return bars("aaaa") == "5" }, 30*time.Second, 100*time.Millisecond)
 	f.setRequests("bbbb", 3)
 	assert.Eventually(t, func() bool { return bars("bbbb") == "3" && bars("aaaa") == "0" }, 15*time.Second, 100*time.Millisecond,
@@ -352,14 +345,7 @@ func TestARestartedSourceShowsItsRequests(t *testing.T) {
 func TestAnotherSourceIsFetchedFromTheStart(t *testing.T) {
 	f := &fakeAPI{source: "a"}
 	f.setRequests("aaaa", 5)
-	b := openPage(t, f, "#range=300")
-	bars := func(prefix string) string {
-		raw, err := b.Eval(fmt.Sprintf(`String(document.querySelectorAll('.request-bar[data-trace-id^="%s"]').length)`, prefix))
-		if err != nil {
-			return err.Error()
-		}
-		return strings.Trim(string(raw), `"`)
-	}
+	bars := barCounter(openPage(t, f, "#range=300"))
 	require.Eventually(t, func() bool { return bars("aaaa") == "5" }, 30*time.Second, 100*time.Millisecond)
 	f.mu.Lock()
 	f.source = "b"
@@ -380,4 +366,17 @@ func TestAHangingAnswerIsGivenUp(t *testing.T) {
 	require.Eventually(t, func() bool { return views() >= 3 }, 30*time.Second, 100*time.Millisecond, "the page polls")
 	assert.Eventually(t, func() bool { return views() >= 4 }, 40*time.Second, 200*time.Millisecond,
 		"no view request after the one left hanging")
+}
+
+// barCounter returns how many request bars on b's page have a trace id
+// starting with prefix, as a string (an error's text when the page cannot
+// say).
+func barCounter(b *viewcheck.Browser) func(prefix string) string {
+	return func(prefix string) string {
+		raw, err := b.Eval(fmt.Sprintf(`String(document.querySelectorAll('.request-bar[data-trace-id^="%s"]').length)`, prefix))
+		if err != nil {
+			return err.Error()
+		}
+		return strings.Trim(string(raw), `"`)
+	}
 }

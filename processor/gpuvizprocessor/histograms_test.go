@@ -131,35 +131,36 @@ func TestRequestHistogramsGoOutUnderTheirHost(t *testing.T) {
 	}
 }
 
-// emittedExemplars calls f with each exemplar of md's derived metrics and
-// the point it is on.
-func emittedExemplars(md pmetric.Metrics, f func(metric string, start, ts pcommon.Timestamp, ex pmetric.Exemplar)) {
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				m := ms.At(k)
-				switch m.Type() {
-				case pmetric.MetricTypeSum:
-					for d := range m.Sum().DataPoints().Len() {
-						dp := m.Sum().DataPoints().At(d)
-						for e := range dp.Exemplars().Len() {
-							f(m.Name(), dp.StartTimestamp(), dp.Timestamp(), dp.Exemplars().At(e))
-						}
-					}
-				case pmetric.MetricTypeHistogram:
-					for d := range m.Histogram().DataPoints().Len() {
-						dp := m.Histogram().DataPoints().At(d)
-						for e := range dp.Exemplars().Len() {
-							f(m.Name(), dp.StartTimestamp(), dp.Timestamp(), dp.Exemplars().At(e))
-						}
-					}
-				}
+// forEachMetric calls f with each metric of md.
+func forEachMetric(md pmetric.Metrics, f func(pmetric.Metric)) {
+	for _, rm := range md.ResourceMetrics().All() {
+		for _, sm := range rm.ScopeMetrics().All() {
+			for _, m := range sm.Metrics().All() {
+				f(m)
 			}
 		}
 	}
+}
+
+// emittedExemplars calls f with each exemplar of md's derived metrics and
+// the point it is on.
+func emittedExemplars(md pmetric.Metrics, f func(metric string, start, ts pcommon.Timestamp, ex pmetric.Exemplar)) {
+	forEachMetric(md, func(m pmetric.Metric) {
+		switch m.Type() {
+		case pmetric.MetricTypeSum:
+			for _, dp := range m.Sum().DataPoints().All() {
+				for _, ex := range dp.Exemplars().All() {
+					f(m.Name(), dp.StartTimestamp(), dp.Timestamp(), ex)
+				}
+			}
+		case pmetric.MetricTypeHistogram:
+			for _, dp := range m.Histogram().DataPoints().All() {
+				for _, ex := range dp.Exemplars().All() {
+					f(m.Name(), dp.StartTimestamp(), dp.Timestamp(), ex)
+				}
+			}
+		}
+	})
 }
 
 // A request span without a trace or span ID (all zeros, which a sender
@@ -199,20 +200,13 @@ func TestARequestWithoutIDsMakesNoExemplar(t *testing.T) {
 
 // forHistogram calls f with each point of md's histogram name.
 func forHistogram(md pmetric.Metrics, name string, f func(pmetric.HistogramDataPoint)) {
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		sms := rms.At(i).ScopeMetrics()
-		for j := range sms.Len() {
-			ms := sms.At(j).Metrics()
-			for k := range ms.Len() {
-				if ms.At(k).Name() == name {
-					for d := range ms.At(k).Histogram().DataPoints().Len() {
-						f(ms.At(k).Histogram().DataPoints().At(d))
-					}
-				}
+	forEachMetric(md, func(m pmetric.Metric) {
+		if m.Name() == name {
+			for _, dp := range m.Histogram().DataPoints().All() {
+				f(dp)
 			}
 		}
-	}
+	})
 }
 
 // An exemplar lies within the interval of the point it is on: a request

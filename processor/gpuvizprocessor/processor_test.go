@@ -392,6 +392,26 @@ func TestFailedGPUIsNotWaitedFor(t *testing.T) {
 	assert.ElementsMatch(t, []any{"GPU-a", "GPU-b"}, attrs[0]["gpuviz.gpu.ids"], "still matched to both")
 }
 
+// sendSpanAt hands c, at 15 s past base, a vLLM span of one GPU (the one
+// host's) that started 12 s past base.
+func sendSpanAt(t *testing.T, c *core, now *time.Time, sink *consumertest.TracesSink, base time.Time) {
+	t.Helper()
+	*now = base.Add(15 * time.Second)
+	td := ptrace.NewTraces()
+	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
+	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+}
+
+// leavesAsItsGroupCloses checks that sendSpanAt's span waits for nothing
+// but its settle group: held at 19 s past base, let go at 20 s.
+func leavesAsItsGroupCloses(t *testing.T, c *core, sink *consumertest.TracesSink, base time.Time) {
+	t.Helper()
+	c.tick(base.Add(19 * time.Second))
+	assert.Zero(t, sink.SpanCount(), "its settle group is open")
+	c.tick(base.Add(20 * time.Second))
+	assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "let go as its group closes, not at max_wait")
+}
+
 // A span all of whose GPUs the receiver reports failed waits for nothing
 // but its settle group: their data stopped, and max_wait would only hold it.
 func TestASpanOnlyOnFailedGPUsWaitsForItsSettleGroupAlone(t *testing.T) {
@@ -400,14 +420,8 @@ func TestASpanOnlyOnFailedGPUsWaitsForItsSettleGroupAlone(t *testing.T) {
 	*now = base.Add(11 * time.Second)
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base, time.Second, repeat(busy, 10)))
 	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", *now))
-	*now = base.Add(15 * time.Second)
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
-	c.tick(base.Add(19 * time.Second))
-	assert.Zero(t, sink.SpanCount(), "its settle group is open")
-	c.tick(base.Add(20 * time.Second))
-	assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "let go as its group closes, not at max_wait")
+	sendSpanAt(t, c, now, sink, base)
+	leavesAsItsGroupCloses(t, c, sink, base)
 }
 
 // A GPU the receiver reports failed but whose data still comes (a failed
@@ -422,10 +436,7 @@ func TestAFailedGPUThatStillSendsIsWaitedFor(t *testing.T) {
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(5*time.Second), time.Second, repeat(busy, 5)))
 	// The receiver says failed at every scrape, with the scrape's data.
 	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(9*time.Second)))
-	*now = base.Add(15 * time.Second)
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
+	sendSpanAt(t, c, now, sink, base)
 	c.tick(base.Add(20 * time.Second))
 	assert.Zero(t, sink.SpanCount(), "held: GPU-a still sends, and its data after the span has not come")
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(10*time.Second), time.Second, repeat(busy, 15)))
@@ -446,14 +457,8 @@ func TestAGPULostAgainIsNotWaitedFor(t *testing.T) {
 	c.ingest.consume(context.Background(), hwStatus("GPU-a", "ok", base.Add(4*time.Second)))
 	c.ingest.consume(context.Background(), gpuMetrics("", "GPU-a", 0, base.Add(4*time.Second), time.Second, repeat(busy, 6)))
 	c.ingest.consume(context.Background(), hwStatus("GPU-a", "failed", base.Add(9*time.Second)))
-	*now = base.Add(15 * time.Second)
-	td := ptrace.NewTraces()
-	vllmSpan(td, 1, base.Add(12*time.Second), 0, 1, 1, 10)
-	require.NoError(t, c.consumeTraces(context.Background(), td, sink, started))
-	c.tick(base.Add(19 * time.Second))
-	assert.Zero(t, sink.SpanCount(), "its settle group is open")
-	c.tick(base.Add(20 * time.Second))
-	assert.Equal(t, 1, len(spanAttrs(t, sink, "llm_request")), "let go as its group closes, not at max_wait")
+	sendSpanAt(t, c, now, sink, base)
+	leavesAsItsGroupCloses(t, c, sink, base)
 }
 
 func TestShutdownFlushesHeldSpans(t *testing.T) {
