@@ -28,8 +28,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -2316,6 +2318,189 @@ func TestSystemdEnvironment(t *testing.T) {
 		systemdEnvironmentProblems(`GPUVIZ_HOST_NAME=%H GPUVIZ_GATEWAYS=[gw-0:4317, gw-1:4317]`))
 	assert.Empty(t, systemdEnvironmentProblems(`GPUVIZ_HOST_NAME=%H "GPUVIZ_GATEWAYS=[gw-0:4317, gw-1:4317]"`))
 	assert.Empty(t, systemdEnvironmentProblems(`GOMEMLIMIT=400MiB`))
+}
+
+// githubAnchor is the anchor GitHub gives a heading: lower case, letters,
+// digits, '-' and '_' kept, each space a '-', everything else dropped.
+func githubAnchor(heading string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(heading) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// markdownTargets returns what a reference into a Markdown document can
+// name: the anchors of its headings (a repeated heading's second is
+// anchor-1, ...), and the titles a prose reference quotes: its headings,
+// its bold paragraph leads and the comment lines of its code blocks.
+func markdownTargets(doc string) (anchors map[string]bool, titles []string) {
+	anchors = map[string]bool{}
+	fenced := false
+	for line := range strings.Lines(doc) {
+		line = strings.TrimRight(line, "\n")
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced {
+			if c, ok := strings.CutPrefix(strings.TrimSpace(line), "#"); ok {
+				titles = append(titles, strings.TrimSpace(c))
+			}
+			continue
+		}
+		level := len(line) - len(strings.TrimLeft(line, "#"))
+		if level < 1 || level > 6 || !strings.HasPrefix(line[level:], " ") {
+			continue
+		}
+		text := strings.TrimSpace(line[level:])
+		titles = append(titles, text, strings.ReplaceAll(text, "`", ""))
+		a := githubAnchor(text)
+		for n := 1; anchors[a]; n++ {
+			a = fmt.Sprintf("%s-%d", githubAnchor(text), n)
+		}
+		anchors[a] = true
+	}
+	for _, m := range regexp.MustCompile(`(?s)\*\*(.+?)\*\*`).FindAllStringSubmatch(doc, -1) {
+		titles = append(titles, strings.Join(strings.Fields(m[1]), " "))
+	}
+	return anchors, titles
+}
+
+var (
+	mdLink     = regexp.MustCompile(`\]\(([^)\s]+)(?:\s+"[^"]*")?\)`)
+	mdScheme   = regexp.MustCompile(`^[a-zA-Z][a-zA-Z0-9+.-]*:`)
+	mdCodeSpan = regexp.MustCompile("`[^`\n]*`")
+	// A prose reference to a section: docs/benchmarks.md, "Fleet";
+	// docs/attribution.md "Memory"; docs/slurm.md's "…"; (docs/x.md, section "…").
+	mdSectionRef = regexp.MustCompile(`([\w./-]+\.md)(?:'s)?\)?[,:]?\s+\(?(?:section\s+)?"([^"]+)"`)
+)
+
+// docRefProblems returns the references of the Markdown document at p
+// (relative to the repository root) that lead nowhere: a relative link to
+// a file that does not exist, an #anchor no heading of its document has,
+// or a prose reference (docs/benchmarks.md, "Fleet") quoting a section the
+// document has no heading, bold lead or code comment for. read reads a
+// file by its path from the root; a relative path in a prose reference is
+// tried from p's folder, then from the root, as the docs write both.
+func docRefProblems(p, doc string, read func(string) ([]byte, error)) []string {
+	var problems []string
+	targets := func(file string) (map[string]bool, []string, bool) {
+		if file == p {
+			a, t := markdownTargets(doc)
+			return a, t, true
+		}
+		b, err := read(file)
+		if err != nil {
+			return nil, nil, false
+		}
+		a, t := markdownTargets(string(b))
+		return a, t, true
+	}
+	// Links, outside code blocks and code spans.
+	var prose strings.Builder
+	fenced := false
+	for line := range strings.Lines(doc) {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+		} else if !fenced {
+			prose.WriteString(mdCodeSpan.ReplaceAllString(line, ""))
+		}
+	}
+	for _, m := range mdLink.FindAllStringSubmatch(prose.String(), -1) {
+		link := m[1]
+		if mdScheme.MatchString(link) {
+			continue
+		}
+		file, anchor, _ := strings.Cut(link, "#")
+		if file == "" {
+			file = p
+		} else {
+			file = path.Join(path.Dir(p), file)
+		}
+		if _, err := read(file); file != p && err != nil && !errors.Is(err, syscall.EISDIR) {
+			problems = append(problems, fmt.Sprintf("%s: link %s: no file %s", p, link, file))
+			continue
+		}
+		if anchor == "" || !strings.HasSuffix(file, ".md") {
+			continue
+		}
+		if anchors, _, _ := targets(file); !anchors[anchor] {
+			problems = append(problems, fmt.Sprintf("%s: link %s: %s has no heading with anchor #%s", p, link, file, anchor))
+		}
+	}
+	// Prose references to a section, code blocks included (a config's
+	// comment points at a section too).
+	for _, m := range mdSectionRef.FindAllStringSubmatch(doc, -1) {
+		quoted := strings.Join(strings.Fields(m[2]), " ")
+		_, titles, ok := targets(path.Join(path.Dir(p), m[1]))
+		if !ok {
+			_, titles, ok = targets(path.Clean(m[1]))
+		}
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s: %s, %q: no file %s", p, m[1], quoted, m[1]))
+			continue
+		}
+		if !slices.ContainsFunc(titles, func(t string) bool { return strings.Contains(t, quoted) }) {
+			problems = append(problems, fmt.Sprintf("%s: %s, %q: %s has no such section", p, m[1], quoted, m[1]))
+		}
+	}
+	return problems
+}
+
+// TestDocReferencesResolve checks every Markdown document of the
+// repository (README.md, docs/, the components' and examples' READMEs):
+// each relative link leads to a file, each #anchor to a heading of its
+// document, and each prose reference to a section (docs/benchmarks.md,
+// "Fleet") to a heading, bold lead or code comment that says it. A heading
+// renamed breaks the links and references that named it.
+func TestDocReferencesResolve(t *testing.T) {
+	read := func(p string) ([]byte, error) { return os.ReadFile(filepath.Join(repoRoot, filepath.FromSlash(p))) }
+	var docs []string
+	err := filepath.WalkDir(repoRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(repoRoot, p)
+		if d.IsDir() && rel != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "_build" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(p, ".md") {
+			docs = append(docs, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Contains(t, docs, "README.md")
+	require.Contains(t, docs, "docs/benchmarks.md")
+	for _, p := range docs {
+		b, err := read(p)
+		require.NoError(t, err)
+		assert.Empty(t, docRefProblems(p, string(b), read), p)
+	}
+
+	// The check itself, on a document of docs/ that links to what is
+	// there and to what is not.
+	doc := strings.Join([]string{
+		"[ok](benchmarks.md#processor-end-to-end-what-users-pay), [ok](../README.md#what-make-run-shows),",
+		"[ok](#a-heading), [ok](../examples/kubernetes), [ok](https://example.com/x.md#y), `[not a link](nosuch.md)`",
+		"# A heading",
+		"[no file](nosuch.md), [no anchor](benchmarks.md#fleet), [no anchor here](#nowhere)",
+		`docs/benchmarks.md, "Processor, end to end"; docs/hardware.md, "GPM readings lag" (a bold lead); benchmarks.md, "Fleet"; benchmarks.md, "Fleet sizing"`,
+	}, "\n")
+	assert.Equal(t, []string{
+		"docs/x.md: link nosuch.md: no file docs/nosuch.md",
+		"docs/x.md: link benchmarks.md#fleet: docs/benchmarks.md has no heading with anchor #fleet",
+		"docs/x.md: link #nowhere: docs/x.md has no heading with anchor #nowhere",
+		`docs/x.md: benchmarks.md, "Fleet sizing": benchmarks.md has no such section`,
+	}, docRefProblems("docs/x.md", doc, read))
+	assert.Equal(t, "2026-12-04--nvidia-h200", githubAnchor("2026-12-04 — NVIDIA H200"))
+	assert.Equal(t, "what-make-run-shows", githubAnchor("What `make run` shows"))
 }
 
 // TestFleetAgentNamesTheDNSResolverExample checks that the example
