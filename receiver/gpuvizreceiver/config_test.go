@@ -190,6 +190,83 @@ func TestProjectREADMEReceiverBlockIsTheDefaults(t *testing.T) {
 	}
 }
 
+// readmeMetricRows returns the metric names of each row of the project
+// README's metric table ("## Metrics"), with the units of the row's last
+// cell. A row writes several names as prefix{a, b}suffix, or as a first
+// name and then .suffix for another of its namespace (hw. or nvidia.gpu.).
+func readmeMetricRows(t *testing.T, doc string) map[string][]string {
+	t.Helper()
+	i := strings.Index(doc, "\n## Metrics\n")
+	require.GreaterOrEqual(t, i, 0, "README has a Metrics section")
+	section := doc[i+1:]
+	if j := strings.Index(section, "\n## "); j >= 0 {
+		section = section[:j]
+	}
+	braces := regexp.MustCompile(`^(.*)\{([^}]*)\}(.*)$`)
+	rows := map[string][]string{}
+	for line := range strings.Lines(section) {
+		if !strings.HasPrefix(line, "| `") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		var units []string
+		for _, u := range strings.Split(cells[len(cells)-1], ",") {
+			units = append(units, strings.TrimSpace(u))
+		}
+		namespace := ""
+		for _, m := range regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(cells[0], -1) {
+			name := m[1]
+			if strings.HasPrefix(name, ".") {
+				name = namespace + name
+			} else if strings.HasPrefix(name, "nvidia.gpu.") {
+				namespace = "nvidia.gpu"
+			} else {
+				namespace = "hw"
+			}
+			if b := braces.FindStringSubmatch(name); b != nil {
+				for _, part := range strings.Split(b[2], ",") {
+					rows[b[1]+strings.TrimSpace(part)+b[3]] = units
+				}
+				continue
+			}
+			rows[name] = units
+		}
+	}
+	return rows
+}
+
+// The project README's metric table names metrics of metadata.yaml, each
+// with its unit in the row's unit column.
+func TestProjectREADMEMetricTable(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	var md struct {
+		Metrics map[string]struct {
+			Unit string `yaml:"unit"`
+		} `yaml:"metrics"`
+	}
+	mb, err := os.ReadFile("metadata.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(mb, &md))
+	rows := readmeMetricRows(t, string(b))
+	require.Greater(t, len(rows), 40)
+	for name, units := range rows {
+		m, ok := md.Metrics[name]
+		if assert.True(t, ok, "README's metric table names %s, which metadata.yaml does not have", name) {
+			assert.Contains(t, units, m.Unit, "README's metric table: the unit of %s", name)
+		}
+	}
+
+	// The table's shorthands, on a row of the old text: .remap.pending
+	// after nvidia.gpu.memory.remapped_rows is nvidia.gpu.remap.pending.
+	assert.Equal(t, map[string][]string{
+		"nvidia.gpu.memory.remapped_rows": {""}, "nvidia.gpu.remap.pending": {""},
+		"nvidia.gpu.mig.memory.usage": {"By", "1"}, "nvidia.gpu.mig.memory.limit": {"By", "1"},
+	}, readmeMetricRows(t, "\n## Metrics\n"+
+		"| `nvidia.gpu.memory.remapped_rows`, `.remap.pending` | memory repair state | |\n"+
+		"| `nvidia.gpu.mig.memory.{usage, limit}` | per MIG device | By, 1 |\n"))
+}
+
 // The project README's "Bad settings fail validation naming the field"
 // names every field the receiver's validation names (the fields its
 // errors start with, in the sources that validate the configuration).
