@@ -235,8 +235,8 @@ func readmeMetricRows(t *testing.T, doc string) map[string][]string {
 	return rows
 }
 
-// The project README's metric table names metrics of metadata.yaml, each
-// with its unit in the row's unit column.
+// The project README's metric table names every metric of metadata.yaml,
+// and nothing else, each with its unit in the row's unit column.
 func TestProjectREADMEMetricTable(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
 	require.NoError(t, err)
@@ -255,6 +255,9 @@ func TestProjectREADMEMetricTable(t *testing.T) {
 		if assert.True(t, ok, "README's metric table names %s, which metadata.yaml does not have", name) {
 			assert.Contains(t, units, m.Unit, "README's metric table: the unit of %s", name)
 		}
+	}
+	for name := range md.Metrics {
+		assert.Contains(t, rows, name, "README's metric table has no row for %s (metadata.yaml)", name)
 	}
 
 	// The table's shorthands, on a row of the old text: .remap.pending
