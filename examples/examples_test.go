@@ -909,6 +909,41 @@ func TestBuilderOneCollectorRelease(t *testing.T) {
 	assert.Len(t, v1, 1, "the v1 core modules at one version: %v", v1)
 }
 
+// TestREADMEVersions holds the versions README.md names to the files that
+// pin them: the Go of go.mod's go line (the oldest that builds), ocb of
+// the Makefile, mdatagen of go.mod, and the collector core and contrib
+// releases of builder-config.yaml.
+func TestREADMEVersions(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	gomod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	require.NoError(t, err)
+	makefile, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	require.NoError(t, err)
+	builder, err := os.ReadFile(builderPath)
+	require.NoError(t, err)
+	find := func(what string, re string, in []byte) string {
+		t.Helper()
+		m := regexp.MustCompile(re).FindSubmatch(in)
+		require.NotNil(t, m, "%s: %s", what, re)
+		return string(m[1])
+	}
+	goLine := find("go.mod's go line", `(?m)^go (\S+)$`, gomod)
+	ocb := find("Makefile's OCB_VERSION", `(?m)^OCB_VERSION := (\S+)$`, makefile)
+	core := find("builder-config.yaml's core", `go\.opentelemetry\.io/collector/\S+ (v0\.\S+)`, builder)
+	contrib := find("builder-config.yaml's contrib", `opentelemetry-collector-contrib/\S+ (v\S+)`, builder)
+	v1 := find("go.mod's v1 core", `(?m)^\s+go\.opentelemetry\.io/collector/component (v1\.\S+)$`, gomod)
+	mdatagen := find("go.mod's mdatagen", `(?m)^\s+go\.opentelemetry\.io/collector/cmd/mdatagen (v\S+)`, gomod)
+
+	assert.Equal(t, goLine, find("README's Go", `Requirements: Go ([\d.]+)`, readme), "README's Go: go.mod's go line is the oldest Go that builds")
+	assert.Equal(t, ocb, find("README's ocb", "(?s)pinned:\\s+ocb (v\\S+) into `\\.tools/`", readme), "README's ocb")
+	assert.Equal(t, core, ocb, "Makefile's ocb and builder-config.yaml's core release")
+	assert.Equal(t, mdatagen, find("README's mdatagen", `mdatagen (v\S+) as a Go tool`, readme), "README's mdatagen")
+	assert.Equal(t, ocb, find("README's Distribution", "builds `otelcol-gpuviz` with ocb (v\\S+),", readme), "README's Distribution")
+	assert.Equal(t, core+" / "+v1, find("README's core", `Collector core is (v\S+ / v[\d.]+)`, readme), "README's collector core")
+	assert.Equal(t, contrib, find("README's contrib", `(?s)bearertokenauth\) are (v[\d.]+),`, readme), "README's contrib")
+}
+
 func asMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m
