@@ -262,8 +262,10 @@ func (d *Device) GetTotalEnergyConsumption() (uint64, nvml.Return) {
 
 // accumulate brings the cumulative counters up to now. A clock that steps
 // back leaves them where they are: counters never decrease.
-func (d *Device) accumulate() {
-	t := d.now().UnixNano()
+func (d *Device) accumulate() { d.accumulateTo(d.now().UnixNano()) }
+
+// accumulateTo brings the cumulative counters up to t, the clock's now.
+func (d *Device) accumulateTo(t int64) {
 	if t <= d.accAt {
 		return
 	}

@@ -30,12 +30,15 @@ func (d *Device) GetCurrentClocksEventReasons() (uint64, nvml.Return) {
 // GetFieldValues implements nvml.Device for the fields the simulation
 // models; every other field answers NOT_SUPPORTED, entry by entry, as NVML
 // does. A healthy simulated GPU has no errors, and like every Ampere and
-// newer GPU it remaps rows instead of retiring pages.
+// newer GPU it remaps rows instead of retiring pages. Each value is stamped
+// with the read's wall-clock time (µs), as NVML stamps them: after the
+// clock steps back the stamps step back with it, though the counters hold.
 func (d *Device) GetFieldValues(values []nvml.FieldValue) nvml.Return {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.accumulate()
-	ts := d.accAt / 1000
+	now := d.now().UnixNano()
+	d.accumulateTo(now)
+	ts := now / 1000
 	var joules, watts float64
 	refreshed := false
 	for i := range values {

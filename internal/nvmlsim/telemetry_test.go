@@ -474,3 +474,25 @@ func TestSamplesOneNewSample(t *testing.T) {
 	require.Len(t, one, 1)
 	assert.Equal(t, samples[len(samples)-1].TimeStamp, one[0].TimeStamp)
 }
+
+// NVML stamps each field value with the read's wall-clock time (µs), and
+// the wall clock can step back (NTP after boot): the stamps step back with
+// it, while the counters they carry never fall.
+func TestFieldTimestampsFollowTheWallClockBack(t *testing.T) {
+	c := newClock()
+	d := mustServer(t, "h200", 1, 1, c).Device(0)
+	read := func() nvml.FieldValue {
+		v := []nvml.FieldValue{{FieldId: nvml.FI_DEV_TOTAL_ENERGY_CONSUMPTION}}
+		require.Equal(t, nvml.SUCCESS, d.GetFieldValues(v))
+		require.Equal(t, nvml.SUCCESS, nvml.Return(v[0].NvmlReturn))
+		return v[0]
+	}
+	c.advance(time.Second)
+	before := read()
+	assert.Equal(t, c.t.UnixMicro(), before.Timestamp, "stamped at the read")
+	c.advance(-time.Hour)
+	after := read()
+	assert.Equal(t, c.t.UnixMicro(), after.Timestamp, "stamped at the read, an hour back")
+	assert.GreaterOrEqual(t, binary.LittleEndian.Uint64(after.Value[:]), binary.LittleEndian.Uint64(before.Value[:]),
+		"the energy counter never falls")
+}
