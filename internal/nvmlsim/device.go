@@ -48,6 +48,9 @@ type Device struct {
 	accAt int64
 	acc   Totals
 	baseJ float64
+	// restartAt is when the counters last restarted (a reset), 0 before
+	// any: the driver's sample buffers hold nothing from before it.
+	restartAt int64
 	// refreshPhase places the GPU's refresh grid (see refreshed).
 	refreshPhase int64
 	// gpmLag is how long before it is taken a GPM sample describes the
@@ -273,12 +276,14 @@ func (d *Device) accumulateTo(t int64) {
 	d.accAt = t
 }
 
-// restartCounters starts the cumulative counters again from zero, as a GPU
-// reset or a driver reload does.
-func (d *Device) restartCounters() {
+// restartCounters starts the cumulative counters again from zero at at
+// (no later than now), as a GPU reset or a driver reload does, and empties
+// the sample buffers: no sample is taken while the GPU is gone.
+func (d *Device) restartCounters(at int64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.accAt, d.acc, d.baseJ = d.now().UnixNano(), Totals{}, 0
+	d.accAt, d.acc, d.baseJ = at, Totals{}, 0
+	d.restartAt = at
 }
 
 // GetEnforcedPowerLimit implements nvml.Device.

@@ -266,7 +266,8 @@ func (s *Server) handle(i int) nvml.Device {
 }
 
 // settleReset brings the GPU's resets up to date: a reset whose time away
-// is over restarts the counters once. g.mu is held.
+// is over restarts the counters once, from when the GPU came back. g.mu is
+// held.
 func (g *faultGPU) settleReset() {
 	st := g.state
 	elapsed := st.now().Sub(st.start)
@@ -279,9 +280,10 @@ func (g *faultGPU) settleReset() {
 		if in || n < 0 {
 			done = max(n, 0)
 		}
-		for g.resets < done {
-			g.resets++
-			g.dev.restartCounters()
+		if g.resets < done { // the counters restart as the latest reset ends
+			g.resets = done
+			back := f.After + time.Duration(done-1)*f.Every + f.Duration
+			g.dev.restartCounters(st.start.Add(back).UnixNano())
 		}
 	}
 }

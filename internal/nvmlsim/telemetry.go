@@ -135,7 +135,8 @@ const (
 )
 
 // GetSamples implements nvml.Device: the samples taken after lastSeen (µs),
-// oldest first, at most the buffer's worth; NOT_FOUND when there are none.
+// oldest first, at most the buffer's worth, none from before a reset (the
+// GPU was not there to sample); NOT_FOUND when there are none.
 func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.ValueType, []nvml.Sample, nvml.Return) {
 	switch kind {
 	case nvml.GPU_UTILIZATION_SAMPLES, nvml.MEMORY_UTILIZATION_SAMPLES:
@@ -154,7 +155,7 @@ func (d *Device) GetSamples(kind nvml.SamplingType, lastSeen uint64) (nvml.Value
 		period = powerSamplePeriod
 	}
 	last := now - now%period
-	first := max(last-(sampleBuffer-1)*period, (int64(lastSeen)*1000/period+1)*period)
+	first := max(last-(sampleBuffer-1)*period, (int64(lastSeen)*1000/period+1)*period, (d.restartAt/period+1)*period)
 	if first > last {
 		return nvml.VALUE_TYPE_UNSIGNED_INT, nil, nvml.ERROR_NOT_FOUND
 	}

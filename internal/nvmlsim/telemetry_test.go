@@ -496,3 +496,25 @@ func TestFieldTimestampsFollowTheWallClockBack(t *testing.T) {
 	assert.GreaterOrEqual(t, binary.LittleEndian.Uint64(after.Value[:]), binary.LittleEndian.Uint64(before.Value[:]),
 		"the energy counter never falls")
 }
+
+// A GPU that was gone (a reset) was not there to sample: drained with the
+// lastSeen of before the reset, its buffers hold no sample from the time
+// it was away, only those taken since it came back.
+func TestNoSamplesFromWhileTheGPUWasGone(t *testing.T) {
+	for _, kind := range []nvml.SamplingType{nvml.TOTAL_POWER_SAMPLES, nvml.GPU_UTILIZATION_SAMPLES} {
+		c := newClock()
+		s := faultyServer(t, c, Fault{Kind: FaultReset, GPU: 0, After: 10 * time.Second, Duration: 5 * time.Second})
+		gone, back := c.t.Add(10*time.Second).UnixMicro(), c.t.Add(15*time.Second).UnixMicro()
+		c.advance(9 * time.Second)
+		_, before, ret := handle(t, s, 0).GetSamples(kind, 0)
+		require.Equal(t, nvml.SUCCESS, ret)
+		lastSeen := before[len(before)-1].TimeStamp
+		c.advance(8 * time.Second) // through the reset, and back for two seconds
+		_, after, ret := handle(t, s, 0).GetSamples(kind, lastSeen)
+		require.Equal(t, nvml.SUCCESS, ret, "kind %d: samples since the GPU came back", kind)
+		for _, smp := range after {
+			assert.False(t, smp.TimeStamp >= uint64(gone) && smp.TimeStamp <= uint64(back),
+				"kind %d: a sample at %d µs, the GPU gone from %d to %d µs", kind, smp.TimeStamp, gone, back)
+		}
+	}
+}
