@@ -15,8 +15,8 @@ import (
 // Handler serves the page (assets: index.html at its root, the rest under
 // assets/) and the JSON API. GET and HEAD only (RFC 9110 §9.1: a server
 // that has GET has HEAD; net/http sends HEAD the headers of the GET without
-// its body): anything else is 405; unknown paths
-// 404; bad parameters 400 with {"error": "..."} naming the parameter.
+// its body): anything else is 405; unknown paths 404; bad parameters 400
+// with {"error": "..."} naming the parameter.
 func (r *Registry) Handler(assets fs.FS) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/api/v1/sources", r.serveSources)

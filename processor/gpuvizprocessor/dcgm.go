@@ -14,8 +14,8 @@ import (
 // prometheus receiver, which keeps dcgm-exporter's metric names as they are
 // (DCGM_FI_*), turns every label into a data point attribute and puts the
 // scrape's job and instance on the resource. A GPU is keyed by the UUID
-// (uuid with --use-old-namespace) and Hostname labels (hostname since dcgm-exporter #655; the resource's
-// host.name where neither is present);
+// (uuid with --use-old-namespace) and Hostname labels (hostname since
+// dcgm-exporter #655; the resource's host.name where neither is present);
 // the gpu label is its index, the pod, namespace and container labels
 // (pod_name, pod_namespace, container_name with dcgm-exporter's old names)
 // the pod that holds it. Series of a MIG instance (GPU_I_ID set) name the

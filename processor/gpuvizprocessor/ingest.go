@@ -762,9 +762,10 @@ func (b *ingestBatch) metric(m pmetric.Metric, host, backend string) {
 }
 
 // dcgmPoints feeds one DCGM metric's points, keyed by their UUID (uuid
-// with dcgm-exporter's --use-old-namespace) and Hostname labels (hostname since dcgm-exporter #655; host, the resource's
-// host.name, where neither is present). Each point also records its GPU's index (the gpu label) and the
-// pod its labels name; a MIG instance's point only its pod, unless its
+// with dcgm-exporter's --use-old-namespace) and Hostname labels (hostname
+// since dcgm-exporter #655; host, the resource's host.name, where neither
+// is present). Each point also records its GPU's index (the gpu label) and
+// the pod its labels name; a MIG instance's point only its pod, unless its
 // field is of the whole GPU (dcgmWholeGPUFields). A pod's share of a
 // per-process field (dcgmPerPodShareFields) is only a sighting where the
 // GPU's own point of it came.
